@@ -1,0 +1,3 @@
+from carl_tui.cli import main
+
+raise SystemExit(main())

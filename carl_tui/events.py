@@ -1,0 +1,163 @@
+"""The plain event model: what every source produces and the store consumes.
+
+Events are small immutable values with no I/O and no Textual. Metric points
+travel in columnar batches (`ScalarBatch`) so that loading a million steps is a
+handful of numpy operations rather than millions of Python objects.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+import numpy as np
+
+
+@dataclass(frozen=True, slots=True)
+class RunRef:
+    """Identity of one run. Runs are keyed by `run_id`; `name` is for display
+    (Trackio run names repeat across runs)."""
+
+    source: str  # "jsonl", "trackio", "trackio-remote", "hf-job", "replay", "demo"
+    project: str
+    run_id: str
+    name: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.source}:{self.project}:{self.run_id}"
+
+    @property
+    def label(self) -> str:
+        return self.name or self.run_id
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarBatch:
+    """Many steps of many metrics for one run, in columns.
+
+    `steps` is int64 of length N (not necessarily sorted, duplicates allowed:
+    the store keeps them in arrival order). Every column is float64 of length N
+    with NaN where that metric was not logged at that step. Values are already
+    validated (finite numbers); invalid ones are NaN and counted by the source.
+    """
+
+    run: RunRef
+    steps: np.ndarray
+    columns: Mapping[str, np.ndarray]
+    wall_time: float | None = None  # wall time of the newest row, seconds since epoch
+
+    def __len__(self) -> int:
+        return int(self.steps.shape[0])
+
+    @classmethod
+    def from_rows(
+        cls,
+        run: RunRef,
+        rows: Iterable[tuple[int, Mapping[str, float]]],
+        wall_time: float | None = None,
+    ) -> ScalarBatch:
+        """Build a batch from `(step, {metric: value})` rows (values already valid floats)."""
+        rows = list(rows)
+        steps = np.fromiter((s for s, _ in rows), dtype=np.int64, count=len(rows))
+        names: dict[str, None] = {}
+        for _, vals in rows:
+            for k in vals:
+                names.setdefault(k, None)
+        columns: dict[str, np.ndarray] = {}
+        for name in names:
+            columns[name] = np.fromiter(
+                (vals.get(name, math.nan) for _, vals in rows), dtype=np.float64, count=len(rows)
+            )
+        return cls(run=run, steps=steps, columns=columns, wall_time=wall_time)
+
+
+@dataclass(frozen=True, slots=True)
+class RunMeta:
+    """Run metadata: model, method (sft/grpo), vocab_size, config, ... Merged into the run."""
+
+    run: RunRef
+    meta: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class LogLines:
+    """Raw log lines of a run (job logs, trainer output), oldest first."""
+
+    run: RunRef
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    """A notable event at a step, reported by the run itself (e.g. the training
+    callback's gate events): kind is "phase_transition", "cascade", "phase", ..."""
+
+    run: RunRef
+    kind: str
+    step: int
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """Progress of a run as printed by a progress bar: step of total, ETA in seconds."""
+
+    run: RunRef
+    step: int
+    total: int | None = None
+    eta_s: float | None = None
+
+
+JobStage = Literal["SCHEDULING", "RUNNING", "COMPLETED", "CANCELED", "ERROR", "DELETED", "UNKNOWN"]
+
+
+@dataclass(frozen=True, slots=True)
+class JobStatus:
+    """State of a remote (or local) job that a run belongs to."""
+
+    run: RunRef
+    job_id: str
+    stage: str
+    flavor: str = ""
+    message: str = ""
+    created_at: float | None = None  # epoch seconds
+    url: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class JobUsage:
+    """Resource usage sample of a job (from the job metrics stream)."""
+
+    run: RunRef
+    cpu_percent: float | None = None
+    memory_mb: float | None = None
+    gpu_percent: float | None = None
+    gpu_memory_mb: float | None = None
+
+
+SourceState = Literal["connecting", "live", "retrying", "error", "finished", "idle"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceStatus:
+    """Health of a source, for the status bar.
+
+    `last_good` is the wall time of the last successful read; `skipped` counts
+    malformed input skipped so far; `limitation` names a reduced mode (e.g. an
+    old server without incremental queries)."""
+
+    source: str
+    state: SourceState
+    message: str = ""
+    last_good: float | None = None
+    skipped: int = 0
+    retry_in: float | None = None
+    limitation: str = ""
+    at: float = field(default_factory=time.time)
+
+
+Event = Union[ScalarBatch, RunMeta, LogLines, Marker, Progress, JobStatus, JobUsage, SourceStatus]

@@ -1,0 +1,163 @@
+"""What a source is, and the one loop that polls any source with backoff.
+
+A source is a plain object with `poll() -> list[Event]`. `poll` does one
+bounded unit of I/O (read what is new, one HTTP round trip, ...) and returns
+the events it produced. It raises `SourceError` (or OSError / httpx errors) on
+failure, and must then leave its resume position untouched, so the next
+successful poll continues exactly where the last good one stopped: no gaps, no
+duplicates.
+
+`SourceRunner` drives a source from a background thread: poll, hand events to
+a callback, sleep the source's interval; on failure retry with capped
+exponential backoff and report `SourceStatus` events for the status bar.
+No Textual import here.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from carl_tui.events import Event, SourceStatus
+
+log = logging.getLogger(__name__)
+
+
+class SourceError(Exception):
+    """A failure a user should read in the status bar. `retry` says whether
+    trying again can help (401/403/404 with a wrong name usually cannot)."""
+
+    def __init__(self, message: str, *, retry: bool = True):
+        super().__init__(message)
+        self.retry = retry
+
+
+@runtime_checkable
+class Source(Protocol):
+    name: str  # shown in the status bar, e.g. "jsonl: run.jsonl"
+    interval: float  # seconds between polls while live
+
+    def poll(self) -> list[Event]: ...
+
+    def close(self) -> None: ...
+
+
+class Backoff:
+    """Capped exponential backoff with jitter: base, 2*base, 4*base, ... <= cap."""
+
+    def __init__(self, base: float = 0.5, cap: float = 30.0, jitter: float = 0.1):
+        self.base, self.cap, self.jitter = base, cap, jitter
+        self.failures = 0
+
+    def next_delay(self) -> float:
+        delay = min(self.cap, self.base * (2**self.failures))
+        self.failures += 1
+        return delay * (1 + random.uniform(-self.jitter, self.jitter))
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+def describe_error(exc: BaseException) -> str:
+    """A one-line, secret-free description of a failure."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    name = type(exc).__name__
+    return f"{name}: {text}" if text and not isinstance(exc, SourceError) else (text or name)
+
+
+class SourceRunner:
+    """Polls one source in a daemon thread until stopped.
+
+    `emit(events)` is called from the runner thread with each non-empty batch
+    of events, followed by status events when the health changes. A source
+    that sets `finished = True` stops being polled (after a last status).
+    """
+
+    def __init__(
+        self,
+        source: Source,
+        emit: Callable[[Sequence[Event]], None],
+        *,
+        backoff: Backoff | None = None,
+    ):
+        self.source = source
+        self.emit = emit
+        self.backoff = backoff or Backoff()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.last_good: float | None = None
+        self.last_state: str | None = None
+        self._last_skipped = 0
+
+    def start(self) -> SourceRunner:
+        self._thread = threading.Thread(
+            target=self._loop, name=f"source:{self.source.name}", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        try:
+            self.source.close()
+        except Exception:  # closing must never raise into the UI
+            log.exception("closing source %s", self.source.name)
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    def _status(self, state: str, message: str = "", **kw) -> None:
+        self.last_state = state
+        skipped = getattr(self.source, "skipped", 0)
+        limitation = getattr(self.source, "limitation", "")
+        self.emit(
+            [
+                SourceStatus(
+                    source=self.source.name,
+                    state=state,  # type: ignore[arg-type]
+                    message=message,
+                    last_good=self.last_good,
+                    skipped=skipped,
+                    limitation=limitation,
+                    **kw,
+                )
+            ]
+        )
+
+    def poll_once(self) -> float:
+        """One poll; returns how long to wait before the next one."""
+        try:
+            events = self.source.poll()
+        except Exception as exc:  # any failure becomes a visible status, never a crash
+            retry = getattr(exc, "retry", True)
+            delay = self.backoff.next_delay() if retry else max(self.backoff.cap, 5.0)
+            self._status("retrying", describe_error(exc), retry_in=delay)
+            return delay
+        self.backoff.reset()
+        self.last_good = time.time()
+        if events:
+            self.emit(events)
+        finished = bool(getattr(self.source, "finished", False))
+        state = "finished" if finished else "live"
+        skipped = getattr(self.source, "skipped", 0)
+        # Report health on every change, and whenever new data arrived (fresh
+        # last-update time) or more input was skipped.
+        if state != self.last_state or events or skipped != self._last_skipped:
+            self._last_skipped = skipped
+            self._status(state)
+        return self.source.interval
+
+    def _loop(self) -> None:
+        self._status("connecting")
+        while not self._stop.is_set():
+            delay = self.poll_once()
+            if getattr(self.source, "finished", False):
+                return
+            self._stop.wait(delay)
