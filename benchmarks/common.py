@@ -1,0 +1,58 @@
+"""Small helpers shared by the benchmark modules."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass
+class Row:
+    """One line of the report: `ours` vs `reference` in the same unit."""
+
+    name: str
+    ours: float
+    reference: float | None = None
+    unit: str = "s"
+    target: str = ""  # e.g. ">= 2x faster"
+    note: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        if self.reference is None or self.ours == 0:
+            return None
+        return self.reference / self.ours
+
+    def format(self) -> str:
+        ours = f"{self.ours:.4g} {self.unit}"
+        ref = f"{self.reference:.4g} {self.unit}" if self.reference is not None else "-"
+        ratio = f"{self.ratio:.2f}x" if self.ratio is not None else "-"
+        return f"{self.name:<52} {ours:>14} {ref:>14} {ratio:>9}  {self.target:<22} {self.note}"
+
+
+HEADER = f"{'benchmark':<52} {'ours':>14} {'reference':>14} {'ref/ours':>9}  {'target':<22} note"
+
+
+def best_time(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
+    """Best wall time of `repeat` calls, after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def median_time(fn: Callable[[], object], repeat: int = 5) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)

@@ -1,0 +1,1 @@
+"""Loopback fakes of remote services, reached by the real client libraries."""
