@@ -1,0 +1,249 @@
+"""The state of one run: its series, gates, phase and events, fed by events."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from carl_tui import metric_names as mn
+from carl_tui.coherence.gates import CascadeGate, PhaseTransitionGate
+from carl_tui.coherence.phases import Phase, PhaseClassifier
+from carl_tui.events import JobStatus, JobUsage, Marker, Progress, RunRef, ScalarBatch
+from carl_tui.store.series import Series
+from carl_tui.store.snapshot import (
+    CascadeView,
+    GateView,
+    Notice,
+    PhaseView,
+    RunSnapshot,
+    SeriesView,
+)
+
+PHASES = [p.value for p in Phase]
+LOG_TAIL = 2000
+MAX_MARKERS = 1000
+
+
+class RunState:
+    def __init__(
+        self,
+        run: RunRef,
+        *,
+        vocab_size: int | None = None,
+        gate_metric: str = mn.ACCURACY,
+        recent: int = 4096,
+        max_buckets: int = 1024,
+        notify: Callable[[RunRef, str, int | None, str, str], None] | None = None,
+    ):
+        self.run = run
+        self.meta: dict = {}
+        self.series: dict[str, Series] = {}
+        self._recent, self._max_buckets = recent, max_buckets
+        self.cli_vocab_size = vocab_size
+        self.gate = PhaseTransitionGate(metric=gate_metric)
+        self.cascade = CascadeGate()
+        self.classifier = PhaseClassifier()
+        self.markers: deque[Marker] = deque(maxlen=MAX_MARKERS)
+        self.log_tail: deque[str] = deque(maxlen=LOG_TAIL)
+        self.job: JobStatus | None = None
+        self.usage: JobUsage | None = None
+        self.progress: Progress | None = None
+        self.version = 0
+        self.updated_at: float | None = None
+        self.steps_logged = 0
+        self.last_step: int | None = None
+        self.phi_derived = False
+        self._notify = notify or (lambda *a: None)
+        # Carried across batches so the classifier sees aligned (accuracy, entropy) pairs.
+        self._last_phase: str = ""
+
+    # -- identity ------------------------------------------------------------
+
+    @property
+    def vocab_size(self) -> int | None:
+        v = self.meta.get("vocab_size") or (self.meta.get("config") or {}).get("vocab_size")
+        if isinstance(v, (int, float)) and v > 1:
+            return int(v)
+        return self.cli_vocab_size
+
+    def _series(self, name: str) -> Series:
+        s = self.series.get(name)
+        if s is None:
+            s = self.series[name] = Series(self._recent, self._max_buckets)
+        return s
+
+    def _touch(self, wall_time: float | None = None) -> None:
+        self.version += 1
+        self.updated_at = wall_time or time.time()
+
+    # -- events --------------------------------------------------------------
+
+    def add_meta(self, meta: dict) -> None:
+        self.meta.update(meta)
+        self._touch()
+
+    def add_marker(self, marker: Marker) -> None:
+        self.markers.append(marker)
+        self._touch()
+        label = marker.kind.replace("_", " ")
+        self._notify(self.run, f"marker:{marker.kind}", marker.step, f"run reports {label} at step {marker.step}", "information")
+
+    def add_lines(self, lines: tuple[str, ...]) -> None:
+        self.log_tail.extend(lines)
+        self._touch()
+
+    def set_job(self, job: JobStatus) -> None:
+        changed = self.job is None or self.job.stage != job.stage
+        self.job = job
+        self._touch()
+        if changed:
+            sev = "error" if job.stage in ("ERROR",) else "information"
+            self._notify(self.run, "job", None, f"job {job.job_id}: {job.stage}", sev)
+
+    def set_usage(self, usage: JobUsage) -> None:
+        self.usage = usage
+        self._touch()
+
+    def set_progress(self, progress: Progress) -> None:
+        self.progress = progress
+        self._touch()
+
+    def add_batch(self, batch: ScalarBatch) -> None:
+        n = len(batch)
+        if n == 0:
+            return
+        steps = batch.steps.astype(np.float64)
+        cols = dict(batch.columns)
+        # phi for any run: derived from entropy when the run logs none.
+        if mn.PHI not in cols and mn.PHI not in self.series and mn.ENTROPY in cols:
+            v = self.vocab_size
+            if v:
+                cols[mn.PHI] = 1.0 - cols[mn.ENTROPY] / math.log(v)
+                self.phi_derived = True
+        for name, values in cols.items():
+            self._series(name).extend(steps, values)
+        self.steps_logged += n
+        self.last_step = int(batch.steps.max()) if self.last_step is None else max(
+            self.last_step, int(batch.steps.max())
+        )
+        self._feed_gates(batch.steps, cols)
+        self._touch(batch.wall_time)
+
+    def _feed_gates(self, steps: np.ndarray, cols: dict[str, np.ndarray]) -> None:
+        nan = np.full(steps.shape[0], np.nan)
+        entropy = cols.get(mn.ENTROPY, nan)
+        gate_values = cols.get(self.gate.metric, nan)
+        was_fired = self.gate.fired
+        self.gate.update_many(steps, gate_values, entropy)
+        if self.gate.fired and not was_fired:
+            self._notify(
+                self.run,
+                "phase_transition",
+                self.gate.trigger_step,
+                f"Crystallised: {self.gate.metric} held >= {self.gate.threshold:g} "
+                f"({self.gate.progress_text}) at step {self.gate.trigger_step}",
+                "warning",
+            )
+        task = cols.get(mn.REWARD, nan)
+        was_cascade = self.cascade.fired
+        self.cascade.update_many(steps, task)
+        if self.cascade.fired and not was_cascade:
+            self._notify(
+                self.run,
+                "cascade",
+                self.cascade.trigger_step,
+                f"Cascade gate: CARL reward switches on at step {self.cascade.trigger_step}",
+                "information",
+            )
+        # The classifier reads accuracy, or the task reward for runs without one.
+        acc = cols.get(mn.ACCURACY)
+        if acc is None and mn.ACCURACY not in self.series:
+            acc = cols.get(mn.REWARD)
+        acc = nan if acc is None else acc
+        if np.isnan(acc).all() and np.isnan(entropy).all():
+            return
+        self.classifier.update_many(steps, acc, entropy)
+        phase = self.classifier.phase.value if self.classifier.phase is not None else ""
+        if phase and phase != self._last_phase:
+            if self._last_phase:
+                self._notify(
+                    self.run,
+                    "phase",
+                    self.classifier.since_step,
+                    f"Phase: {phase} since step {self.classifier.since_step}",
+                    "information",
+                )
+            self._last_phase = phase
+
+    # -- reading -------------------------------------------------------------
+
+    def snapshot(self, max_points: int = 2000) -> RunSnapshot:
+        views = {}
+        for name, s in self.series.items():
+            if s.count == 0:
+                continue
+            steps, values = s.display(max_points)
+            tail = s.tail(50)
+            views[name] = SeriesView(
+                name=name,
+                steps=steps,
+                values=values,
+                count=s.count,
+                last_step=s.last_step,
+                last=s.last,
+                min=s.vmin,
+                max=s.vmax,
+                trend=s.trend(),
+                recent_mean=float(tail.mean()) if tail.size else None,
+                whole_mean=s.mean(),
+                derived=(name == mn.PHI and self.phi_derived),
+            )
+        g = self.gate
+        acc_name = mn.ACCURACY if mn.ACCURACY in self.series else (
+            mn.REWARD if mn.REWARD in self.series else mn.ACCURACY
+        )
+        phase = self.classifier.phase.value if self.classifier.phase is not None else ""
+        return RunSnapshot(
+            run=self.run,
+            version=self.version,
+            meta=dict(self.meta),
+            series=views,
+            gate=GateView(
+                metric=g.metric,
+                window=g.window,
+                min_above=g.min_above,
+                threshold=g.threshold,
+                above=g.above,
+                fired=g.fired,
+                trigger_step=g.trigger_step,
+                peak_entropy=g.peak_entropy,
+                peak_entropy_step=g.peak_entropy_step,
+                progress_text=g.progress_text,
+            ),
+            cascade=CascadeView(
+                metric=mn.REWARD,
+                stage=self.cascade.stage,
+                fired=self.cascade.fired,
+                trigger_step=self.cascade.trigger_step,
+            ),
+            phase=PhaseView(
+                phase=phase,
+                since_step=self.classifier.since_step if phase else None,
+                timeline=tuple((p.value, int(s)) for p, s in self.classifier.timeline),
+                inputs=f"{acc_name} + {mn.ENTROPY}",
+            ),
+            markers=tuple(self.markers),
+            log_tail=tuple(self.log_tail),
+            job=self.job,
+            usage=self.usage,
+            progress=self.progress,
+            last_step=self.last_step,
+            updated_at=self.updated_at,
+            vocab_size=self.vocab_size,
+            phi_derived=self.phi_derived,
+            steps_logged=self.steps_logged,
+        )

@@ -1,0 +1,106 @@
+"""Immutable views of the store that the UI (and the diagnosis) read.
+
+A snapshot is cheap to build (bounded by the series' display size, not by the
+run's length) and safe to hand to another thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from carl_tui.events import JobStatus, JobUsage, Marker, Progress, RunRef, SourceStatus
+
+
+@dataclass(frozen=True)
+class SeriesView:
+    name: str
+    steps: np.ndarray  # display points (extremes kept), oldest first
+    values: np.ndarray
+    count: int  # points logged in the whole run
+    last_step: float | None
+    last: float | None
+    min: float | None
+    max: float | None
+    trend: float  # mean of the last 10 minus the 10 before
+    recent_mean: float | None  # mean of the last 50 points
+    whole_mean: float | None  # mean over the whole run
+    derived: bool = False  # e.g. phi computed from entropy
+
+
+@dataclass(frozen=True)
+class GateView:
+    metric: str
+    window: int
+    min_above: int
+    threshold: float
+    above: int
+    fired: bool
+    trigger_step: int | None
+    peak_entropy: float | None
+    peak_entropy_step: int | None
+    progress_text: str
+
+
+@dataclass(frozen=True)
+class CascadeView:
+    metric: str
+    stage: str  # "A" (task rewards only) or "B" (task + CARL)
+    fired: bool
+    trigger_step: int | None
+
+
+@dataclass(frozen=True)
+class PhaseView:
+    phase: str  # baseline / melting / transition / crystallisation / converged ("" before data)
+    since_step: int | None
+    timeline: tuple[tuple[str, int], ...]  # (phase, first step)
+    inputs: str  # which metrics drive the classifier, e.g. "mean_token_accuracy + entropy"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something the user should be told about once (gate fired, phase changed)."""
+
+    seq: int
+    run: RunRef
+    kind: str  # "phase_transition", "cascade", "phase", "marker"
+    step: int | None
+    text: str
+    severity: str = "information"
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    run: RunRef
+    version: int  # grows with every change to the run
+    meta: Mapping[str, Any]
+    series: Mapping[str, SeriesView]
+    gate: GateView
+    cascade: CascadeView
+    phase: PhaseView
+    markers: tuple[Marker, ...]
+    log_tail: tuple[str, ...]
+    job: JobStatus | None
+    usage: JobUsage | None
+    progress: Progress | None
+    last_step: int | None
+    updated_at: float | None  # wall time of the last data for this run
+    vocab_size: int | None
+    phi_derived: bool
+    steps_logged: int = 0
+
+    def values(self, name: str) -> SeriesView | None:
+        return self.series.get(name)
+
+
+@dataclass(frozen=True)
+class StoreSummary:
+    """What the status bar and the run picker need, for every run."""
+
+    runs: tuple[RunRef, ...]  # most recently updated first
+    sources: Mapping[str, SourceStatus] = field(default_factory=dict)
+    skipped: int = 0

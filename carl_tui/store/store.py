@@ -1,0 +1,130 @@
+"""The store: every run's state, fed by events, read as snapshots.
+
+Thread-safe: sources apply events from worker threads, the UI reads
+snapshots from its own thread. Notices (gate fired, phase changed, job state)
+queue up until the UI takes them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from carl_tui import metric_names as mn
+from carl_tui.events import (
+    Event,
+    JobStatus,
+    JobUsage,
+    LogLines,
+    Marker,
+    Progress,
+    RunMeta,
+    RunRef,
+    ScalarBatch,
+    SourceStatus,
+)
+from carl_tui.store.run import RunState
+from carl_tui.store.snapshot import Notice, RunSnapshot, StoreSummary
+
+
+class RunStore:
+    def __init__(
+        self,
+        *,
+        vocab_size: int | None = None,
+        gate_metric: str = mn.ACCURACY,
+        recent: int = 4096,
+        max_buckets: int = 1024,
+    ):
+        self._lock = threading.RLock()
+        self._runs: dict[str, RunState] = {}
+        self._order: list[str] = []  # most recently updated last
+        self._sources: dict[str, SourceStatus] = {}
+        self._notices: list[Notice] = []
+        self._seq = 0
+        self.version = 0
+        self._kw = dict(
+            vocab_size=vocab_size, gate_metric=gate_metric, recent=recent, max_buckets=max_buckets
+        )
+
+    # -- writing -------------------------------------------------------------
+
+    def _state(self, run: RunRef) -> RunState:
+        st = self._runs.get(run.key)
+        if st is None:
+            st = self._runs[run.key] = RunState(run, notify=self._notice, **self._kw)
+        elif run.name and run.name != st.run.name:
+            st.run = run
+        return st
+
+    def _notice(self, run: RunRef, kind: str, step: int | None, text: str, severity: str) -> None:
+        self._seq += 1
+        self._notices.append(Notice(self._seq, run, kind, step, text, severity))
+
+    def apply(self, events: Iterable[Event]) -> None:
+        with self._lock:
+            for ev in events:
+                if isinstance(ev, SourceStatus):
+                    self._sources[ev.source] = ev
+                    self.version += 1
+                    continue
+                st = self._state(ev.run)
+                if isinstance(ev, ScalarBatch):
+                    st.add_batch(ev)
+                elif isinstance(ev, RunMeta):
+                    st.add_meta(dict(ev.meta))
+                elif isinstance(ev, LogLines):
+                    st.add_lines(ev.lines)
+                elif isinstance(ev, Marker):
+                    st.add_marker(ev)
+                elif isinstance(ev, JobStatus):
+                    st.set_job(ev)
+                elif isinstance(ev, JobUsage):
+                    st.set_usage(ev)
+                elif isinstance(ev, Progress):
+                    st.set_progress(ev)
+                else:  # an unknown event is a programming error, not user input
+                    raise TypeError(f"unknown event {type(ev).__name__}")
+                key = ev.run.key
+                if self._order and self._order[-1] == key:
+                    pass
+                else:
+                    if key in self._order:
+                        self._order.remove(key)
+                    self._order.append(key)
+                self.version += 1
+
+    # -- reading -------------------------------------------------------------
+
+    def runs(self) -> list[RunRef]:
+        """Runs, most recently updated first."""
+        with self._lock:
+            return [self._runs[k].run for k in reversed(self._order)]
+
+    def latest_run(self) -> RunRef | None:
+        with self._lock:
+            return self._runs[self._order[-1]].run if self._order else None
+
+    def snapshot(self, run_key: str, max_points: int = 2000) -> RunSnapshot | None:
+        with self._lock:
+            st = self._runs.get(run_key)
+            return st.snapshot(max_points) if st is not None else None
+
+    def run_version(self, run_key: str) -> int:
+        with self._lock:
+            st = self._runs.get(run_key)
+            return st.version if st is not None else -1
+
+    def summary(self) -> StoreSummary:
+        with self._lock:
+            sources = dict(self._sources)
+            return StoreSummary(
+                runs=tuple(self._runs[k].run for k in reversed(self._order)),
+                sources=sources,
+                skipped=sum(s.skipped for s in sources.values()),
+            )
+
+    def take_notices(self) -> list[Notice]:
+        with self._lock:
+            out, self._notices = self._notices, []
+            return out
