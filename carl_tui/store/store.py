@@ -86,9 +86,7 @@ class RunStore:
                 else:  # an unknown event is a programming error, not user input
                     raise TypeError(f"unknown event {type(ev).__name__}")
                 key = ev.run.key
-                if self._order and self._order[-1] == key:
-                    pass
-                else:
+                if not self._order or self._order[-1] != key:
                     if key in self._order:
                         self._order.remove(key)
                     self._order.append(key)
