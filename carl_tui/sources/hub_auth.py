@@ -1,0 +1,61 @@
+"""Find the user's Hugging Face token, and keep it out of every text we show.
+
+Lookup order: an explicit token, then the `HF_TOKEN` environment variable,
+then the token saved by `hf auth login` (`huggingface_hub.get_token()`).
+`HubToken` never prints its value (repr/str show `hf_***`); `redact()` masks
+tokens in any text before it reaches a status bar, log or exception.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+MASK = "hf_***"
+_TOKEN_PATTERN = re.compile(r"\bhf_[A-Za-z0-9]{6,}\b")
+
+
+@dataclass(frozen=True, slots=True)
+class HubToken:
+    """A token and where it came from ("argument", "HF_TOKEN", "saved login")."""
+
+    value: str = field(repr=False)
+    origin: str = "argument"
+
+    def __repr__(self) -> str:
+        return f"HubToken(origin={self.origin!r}, value={MASK!r})"
+
+    __str__ = __repr__
+
+    def auth_header(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.value}"}
+
+
+def find_token(explicit: str | HubToken | None = None) -> HubToken | None:
+    """The token to use, or None when the user has none."""
+    if isinstance(explicit, HubToken):
+        return explicit
+    if explicit:
+        return HubToken(explicit, "argument")
+    env = os.environ.get("HF_TOKEN", "").strip()
+    if env:
+        return HubToken(env, "HF_TOKEN")
+    try:
+        from huggingface_hub import get_token  # lazy: keeps start-up light
+    except ImportError:
+        return None
+    try:
+        saved = get_token()
+    except (OSError, ValueError):  # a broken token file must not stop the dashboard
+        return None
+    return HubToken(saved, "saved login") if saved else None
+
+
+def redact(text: str, *secrets: str | HubToken | None) -> str:
+    """`text` with the given secrets and anything shaped like an HF token masked."""
+    for secret in secrets:
+        value = secret.value if isinstance(secret, HubToken) else secret
+        if value and len(value) >= 4:
+            text = text.replace(value, MASK)
+    return _TOKEN_PATTERN.sub(MASK, text)

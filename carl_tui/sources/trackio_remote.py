@@ -1,0 +1,474 @@
+"""Follow runs on a remote Trackio server (a Space or a self-hosted dashboard).
+
+Trackio 0.43 answers `POST /api/<name>` with a JSON body of keyword arguments
+and replies `{"data": ...}` or `{"error": ...}`. This source reads the metrics
+table through `query_project` (read-only SQL, at most 10,000 rows a reply):
+
+    SELECT id, run_id, run_name, step, metrics, timestamp FROM metrics
+    WHERE id > <last id seen> ORDER BY id LIMIT 10000
+
+The first polls page through the full history; later polls fetch only rows
+that are new since the last one, so a poll costs what arrived, not what the
+run has accumulated. `id` is SQLite's autoincrement key: rows become visible
+in id order, so "id greater than the last one seen" never skips or repeats.
+
+Servers without `query_project` fall back to `get_logs`, which the server
+down-samples; `limitation` says so for the status bar.
+
+The x axis is `train/global_step` when a row has it, else Trackio's step.
+The HF token (for private Spaces) travels only as `Authorization: Bearer`; a
+token found in the environment or the saved login is sent only to Hugging
+Face hosts, an explicit `token=` to any URL.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import orjson
+
+from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
+from carl_tui.metric_names import canonical, is_metric_key, valid_number
+from carl_tui.sources.base import SourceError
+from carl_tui.sources.hub_auth import HubToken, find_token, redact
+
+SOURCE = "trackio-remote"
+PAGE_ROWS = 10_000  # query_project's own cap
+MAX_PAGES_PER_POLL = 10
+X_KEY = "train/global_step"
+NOT_AUTHORISED = "not authorised: set HF_TOKEN or run `hf auth login`"
+FALLBACK_LIMITATION = "server has no incremental queries: history down-sampled by the server"
+_HF_HOST_SUFFIXES = (".hf.space", "huggingface.co", ".hf.co")
+_NON_FINITE = {"NaN", "Infinity", "-Infinity"}
+
+
+class _UnknownApi(Exception):
+    """The server does not offer this API name (older Trackio)."""
+
+
+def normalize_url(url: str) -> str:
+    """`user/space` -> `https://user-space.hf.space`; full URLs are left alone.
+
+    Also accepts `huggingface.co/spaces/user/space` and `host:port`.
+    """
+    u = url.strip().rstrip("/")
+    m = re.match(r"^(?:https?://)?(?:www\.)?(?:huggingface\.co|hf\.co)/spaces/([^/]+)/([^/?#]+)", u)
+    if m:
+        return _space_url(m.group(1), m.group(2))
+    if "://" in u:
+        return u
+    if re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", u) and ":" not in u:
+        user, space = u.split("/")
+        return _space_url(user, space)
+    host = u.split("/")[0].rsplit(":", 1)[0]
+    return ("http://" if _is_loopback(host) else "https://") + u
+
+
+def _space_url(user: str, space: str) -> str:
+    sub = re.sub(r"[^a-z0-9-]", "-", f"{user}-{space}".lower())
+    return f"https://{sub}.hf.space"
+
+
+def _is_loopback(host: str) -> bool:
+    host = host.strip("[]").lower()
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def is_local(url: str) -> bool:
+    """True for loopback URLs (polled every second rather than every 3 s)."""
+    return _is_loopback(urlsplit(normalize_url(url)).hostname or "")
+
+
+def _is_hf_host(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    return any(host == s.lstrip(".") or host.endswith(s) for s in _HF_HOST_SUFFIXES)
+
+
+def _sql_str(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _epoch(ts: Any) -> float | None:
+    if not isinstance(ts, str):
+        return None
+    try:
+        return datetime.fromisoformat(ts).timestamp()
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteRun:
+    """A run as listed by the server (for pickers)."""
+
+    id: str
+    name: str
+    created_at: str | None = None
+
+
+class TrackioRemoteSource:
+    """Poll a Trackio server for new metric rows of one project."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        project: str | None = None,
+        runs: Sequence[str] | None = None,
+        token: str | HubToken | None = None,
+        interval: float | None = None,
+        client: httpx.Client | None = None,
+        timeout: float = 10.0,
+    ):
+        self.url = normalize_url(url)
+        self.project = project
+        self.runs = list(runs) if runs else None
+        self.timeout = float(timeout)
+        self._interval = (
+            float(interval) if interval is not None else (1.0 if is_local(url) else 3.0)
+        )
+        explicit = token is not None
+        found = find_token(token)
+        self._token = found if (explicit or _is_hf_host(self.url)) else None
+        self._own_client = client is None
+        self._client = client or httpx.Client(
+            timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 5.0)),
+            follow_redirects=True,
+        )
+        self.name = f"trackio: {self.url}" + (f" [{project}]" if project else "")
+        self.finished = False
+        self.skipped = 0  # non-finite metric values dropped
+        self.limitation = ""
+        self.behind = False  # more rows are waiting than one poll may fetch
+        self.last_id = 0  # resume position in the metrics table
+        self.mode: str | None = None  # "query" or "logs" once known
+        self._run_col = "run_id"
+        self._runs_seen: dict[str, str] = {}  # run_id -> name
+        self._pending_config: dict[str, int] = {}  # run_id -> attempts left
+        self._fallback_last: dict[str, int] = {}  # run_id -> last step emitted
+        self.bytes_received = 0  # response bytes, for benchmarks
+        self.requests = 0
+
+    # -- Source protocol -------------------------------------------------
+
+    @property
+    def interval(self) -> float:
+        return 0.0 if self.behind else self._interval
+
+    def poll(self) -> list[Event]:
+        if self.mode is None:
+            self._start()
+        if self.mode == "logs":
+            return self._poll_logs()
+        return self._poll_query()
+
+    def close(self) -> None:
+        if self._own_client:
+            self._client.close()
+
+    def __repr__(self) -> str:
+        token = "hf_***" if self._token else None
+        return f"TrackioRemoteSource(url={self.url!r}, project={self.project!r}, token={token!r})"
+
+    # -- pickers ---------------------------------------------------------
+
+    def version(self) -> dict[str, Any]:
+        data = self._request("GET", "/version", None)
+        return data if isinstance(data, dict) else {}
+
+    def list_projects(self) -> list[str]:
+        data = self._call("get_all_projects")
+        return [str(p) for p in data] if isinstance(data, list) else []
+
+    def list_runs(self, project: str | None = None) -> list[RemoteRun]:
+        project = project or self.project
+        if not project:
+            raise SourceError("no project chosen", retry=False)
+        data = self._call("get_runs_for_project", project=project)
+        out = []
+        for rec in data if isinstance(data, list) else []:
+            if isinstance(rec, dict):
+                rid = str(rec.get("id") or rec.get("name") or "")
+                out.append(RemoteRun(rid, str(rec.get("name") or rid), rec.get("created_at")))
+            elif isinstance(rec, str):  # older servers list names only
+                out.append(RemoteRun(rec, rec))
+        return out
+
+    # -- HTTP ------------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        return self._token.auth_header() if self._token else {}
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        url = self.url + path
+        try:
+            resp = self._client.request(
+                method,
+                url,
+                content=orjson.dumps(body) if body is not None else None,
+                headers={"Content-Type": "application/json", **self._headers()},
+                timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 5.0)),
+            )
+        except httpx.ConnectError as exc:
+            raise SourceError(
+                f"cannot connect to {self.url}: connection refused or unreachable"
+            ) from exc
+        except httpx.TimeoutException as exc:
+            raise SourceError(f"{self.url} did not answer within {self.timeout:g} s") from exc
+        except httpx.HTTPError as exc:
+            raise SourceError(f"connection to {self.url} failed ({type(exc).__name__})") from exc
+        self.requests += 1
+        self.bytes_received += len(resp.content)
+        status = resp.status_code
+        if status in (401, 403):
+            raise SourceError(NOT_AUTHORISED, retry=False)
+        try:
+            payload = orjson.loads(resp.content)
+        except orjson.JSONDecodeError:
+            if status >= 500:
+                raise SourceError(f"server error {status} from {self.url}") from None
+            if status == 404:
+                raise SourceError(f"no such project/space: {self.url} answered 404", retry=False)
+            raise SourceError(
+                f"malformed reply from {self.url} (HTTP {status}, not JSON)"
+            ) from None
+        error = payload.get("error") if isinstance(payload, dict) else None
+        error_text = redact(str(error), self._token)[:300] if error is not None else ""
+        if status == 404:
+            if error_text.startswith("Unknown API"):
+                raise _UnknownApi(path)
+            raise SourceError(f"no such project/space: {self.url} answered 404", retry=False)
+        if error is not None and "not found" in error_text and "roject" in error_text:
+            raise SourceError(f"no such project/space: {error_text}", retry=False)
+        if status >= 500:
+            raise SourceError(
+                f"server error {status} from {self.url}" + (f": {error_text}" if error_text else "")
+            )
+        if status >= 400:
+            raise SourceError(
+                f"request refused (HTTP {status})" + (f": {error_text}" if error_text else "")
+            )
+        if error is not None:
+            raise SourceError(f"server error: {error_text}")
+        if path == "/version":
+            return payload
+        if not isinstance(payload, dict) or "data" not in payload:
+            raise SourceError(f"malformed reply from {self.url} (no data)")
+        return payload["data"]
+
+    def _call(self, name: str, **kwargs: Any) -> Any:
+        return self._request("POST", f"/api/{name}", kwargs)
+
+    def _query(self, sql: str) -> list[dict[str, Any]]:
+        data = self._call("query_project", project=self.project, query=sql)
+        rows = data.get("rows") if isinstance(data, dict) else None
+        if not isinstance(rows, list):
+            raise SourceError(f"malformed reply from {self.url} (query without rows)")
+        return rows
+
+    # -- start-up --------------------------------------------------------
+
+    def _start(self) -> None:
+        if not self.project:
+            projects = self.list_projects()
+            if len(projects) == 1:
+                self.project = projects[0]
+            elif not projects:
+                raise SourceError(f"no projects on {self.url} yet")
+            else:
+                shown = ", ".join(projects[:8]) + (", ..." if len(projects) > 8 else "")
+                raise SourceError(
+                    f"several projects on {self.url}: {shown}; choose one", retry=False
+                )
+            self.name = f"trackio: {self.url} [{self.project}]"
+        try:
+            cols = self._columns()
+        except _UnknownApi:
+            self.mode, self.limitation = "logs", FALLBACK_LIMITATION
+            return
+        self._run_col = "run_id" if "run_id" in cols else "run_name"
+        self.mode = "query"
+
+    def _columns(self) -> list[str]:
+        data = self._call(
+            "query_project", project=self.project, query="SELECT * FROM metrics WHERE 0"
+        )
+        cols = data.get("columns") if isinstance(data, dict) else None
+        return [str(c) for c in cols] if isinstance(cols, list) else []
+
+    # -- incremental mode ------------------------------------------------
+
+    def _run_filter(self) -> str:
+        if not self.runs:
+            return ""
+        names = ", ".join(_sql_str(r) for r in self.runs)
+        if self._run_col == "run_id":
+            return f" AND (run_id IN ({names}) OR run_name IN ({names}))"
+        return f" AND run_name IN ({names})"
+
+    def _poll_query(self) -> list[Event]:
+        events: list[Event] = []
+        deadline = time.monotonic() + self.timeout
+        self.behind = False
+        for page in range(MAX_PAGES_PER_POLL):
+            sql = (
+                f"SELECT id, {self._run_col} AS run_id, run_name, step, metrics, timestamp "
+                f"FROM metrics WHERE id > {int(self.last_id)}{self._run_filter()} "
+                f"ORDER BY id LIMIT {PAGE_ROWS}"
+            )
+            try:
+                rows = self._query(sql)
+            except SourceError:
+                if page == 0:
+                    raise
+                self.behind = True  # keep what we have; the next poll meets the error
+                break
+            events.extend(self._rows_to_events(rows))
+            if rows:
+                self.last_id = max(self.last_id, max(int(r["id"]) for r in rows))
+            if len(rows) < PAGE_ROWS:
+                break
+            if time.monotonic() > deadline:
+                self.behind = True
+                break
+        else:
+            self.behind = True
+        events.extend(self._configs())
+        return events
+
+    def _rows_to_events(self, rows: list[dict[str, Any]]) -> list[Event]:
+        by_run: dict[str, list[tuple[int, dict[str, float]]]] = {}
+        names: dict[str, str] = {}
+        newest: dict[str, float | None] = {}
+        for row in rows:
+            rid = str(row.get("run_id") or row.get("run_name") or "")
+            names.setdefault(rid, str(row.get("run_name") or rid))
+            metrics = row.get("metrics")
+            if isinstance(metrics, (str, bytes)):
+                try:
+                    metrics = orjson.loads(metrics)
+                except orjson.JSONDecodeError:
+                    self.skipped += 1
+                    continue
+            if not isinstance(metrics, dict):
+                self.skipped += 1
+                continue
+            step = row.get("step")
+            by_run.setdefault(rid, []).append(self._point(step, metrics))
+            newest[rid] = _epoch(row.get("timestamp"))
+        return self._batches(by_run, names, newest)
+
+    def _point(self, step: Any, metrics: dict[str, Any]) -> tuple[int, dict[str, float]]:
+        x = valid_number(metrics.get(X_KEY))
+        if x is None:
+            x = valid_number(step)
+        values: dict[str, float] = {}
+        for key, value in metrics.items():
+            if key == X_KEY or not is_metric_key(key):
+                continue
+            v = valid_number(value)
+            if v is not None:
+                values[canonical(key)] = v
+            elif type(value) is float or (isinstance(value, str) and value in _NON_FINITE):
+                self.skipped += 1
+        return (int(x) if x is not None else -1), values
+
+    def _batches(
+        self,
+        by_run: dict[str, list[tuple[int, dict[str, float]]]],
+        names: dict[str, str],
+        newest: dict[str, float | None],
+    ) -> list[Event]:
+        events: list[Event] = []
+        for rid, points in by_run.items():
+            if not points:
+                continue
+            ref = RunRef(SOURCE, self.project or "", rid, names.get(rid, rid))
+            if rid not in self._runs_seen:
+                self._runs_seen[rid] = ref.name
+                self._pending_config[rid] = 3
+                events.append(
+                    RunMeta(ref, {"trackio_url": self.url, "trackio_project": self.project})
+                )
+            events.append(ScalarBatch.from_rows(ref, points, wall_time=newest.get(rid)))
+        return events
+
+    def _configs(self) -> list[Event]:
+        """RunMeta with each new run's config (best effort: a failure is retried twice)."""
+        if not self._pending_config or self.mode != "query":
+            return []
+        ids = list(self._pending_config)
+        col = "run_id" if self._run_col == "run_id" else "run_name"
+        sql = f"SELECT {col} AS run_id, config FROM configs WHERE {col} IN ({', '.join(map(_sql_str, ids))})"
+        try:
+            rows = self._query(sql)
+        except (SourceError, _UnknownApi):
+            rows = []
+        events: list[Event] = []
+        for row in rows:
+            rid = str(row.get("run_id"))
+            try:
+                cfg = (
+                    orjson.loads(row["config"])
+                    if isinstance(row.get("config"), (str, bytes))
+                    else row.get("config")
+                )
+            except (orjson.JSONDecodeError, KeyError):
+                continue
+            if rid in self._pending_config and isinstance(cfg, dict):
+                del self._pending_config[rid]
+                ref = RunRef(SOURCE, self.project or "", rid, self._runs_seen.get(rid, rid))
+                events.append(RunMeta(ref, {"config": cfg}))
+        for rid in ids:
+            if rid in self._pending_config:
+                self._pending_config[rid] -= 1
+                if self._pending_config[rid] <= 0:
+                    del self._pending_config[rid]
+        return events
+
+    # -- fallback mode (older servers) -----------------------------------
+
+    def _poll_logs(self) -> list[Event]:
+        runs = self.list_runs(self.project)
+        if self.runs:
+            wanted = set(self.runs)
+            runs = [r for r in runs if r.id in wanted or r.name in wanted]
+        by_run: dict[str, list[tuple[int, dict[str, float]]]] = {}
+        names: dict[str, str] = {}
+        newest: dict[str, float | None] = {}
+        for run in runs:
+            try:
+                rows = self._call("get_logs", project=self.project, run=run.name)
+            except _UnknownApi:
+                raise SourceError(f"{self.url} offers no way to read logs", retry=False) from None
+            if not isinstance(rows, list):
+                raise SourceError(f"malformed reply from {self.url} (logs are not a list)")
+            last = self._fallback_last.get(run.id, -(2**62))
+            points = []
+            for row in rows:
+                if not isinstance(row, dict):
+                    continue
+                metrics = {k: v for k, v in row.items() if k not in ("step", "timestamp")}
+                point = self._point(row.get("step"), metrics)
+                if point[0] > last:
+                    points.append(point)
+                    newest[run.id] = _epoch(row.get("timestamp"))
+            points.sort(key=lambda p: p[0])
+            if points:
+                self._fallback_last[run.id] = points[-1][0]
+                by_run[run.id] = points
+                names[run.id] = run.name
+        return self._batches(by_run, names, newest)
