@@ -95,7 +95,7 @@ class SourceRunner:
 
     def start(self) -> SourceRunner:
         self._thread = threading.Thread(
-            target=self._loop, name=f"source:{self.source.name}", daemon=True
+            target=self.run, name=f"source:{self.source.name}", daemon=True
         )
         self._thread.start()
         return self
@@ -154,7 +154,8 @@ class SourceRunner:
             self._status(state)
         return self.source.interval
 
-    def _loop(self) -> None:
+    def run(self) -> None:
+        """The polling loop; returns when stopped or when the source is finished."""
         self._status("connecting")
         while not self._stop.is_set():
             delay = self.poll_once()

@@ -1,0 +1,305 @@
+"""The dashboard app: layout, keys, and the loop that moves store snapshots to widgets.
+
+Data flow: source runners (worker threads) apply events to the thread-safe
+`RunStore`; a UI timer compares the store's version and, when it changed,
+takes an immutable snapshot of the current run and hands it to the widgets.
+Threads never touch widgets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from textual import on
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Header
+from textual.worker import Worker, WorkerState
+
+from carl_tui import metric_names as mn
+from carl_tui.sources.base import Source, SourceRunner
+from carl_tui.store import RunSnapshot, RunStore
+from carl_tui.ui.screens.help import HelpScreen
+from carl_tui.ui.screens.pickers import MetricPicker, RunPicker
+from carl_tui.ui.themes import load_themes
+from carl_tui.ui.widgets.metrics_table import MetricsTable
+from carl_tui.ui.widgets.phase_panel import PhasePanel
+from carl_tui.ui.widgets.plots import Line, MetricPlot, phi_plot_decorations
+from carl_tui.ui.widgets.status_bar import StatusBar
+
+DEFAULT_THEME = "carl-dark"
+
+
+@dataclass
+class DashboardConfig:
+    """Everything the app needs; built by the CLI, or by tests."""
+
+    sources: Sequence[Source] = ()
+    store: RunStore | None = None
+    theme: str = DEFAULT_THEME
+    run: str | None = None  # preferred run: run_id, name or key
+    vocab_size: int | None = None
+    keymap: dict[str, str] = field(default_factory=dict)
+    refresh_interval: float = 0.25
+    on_exit: Callable[[], None] | None = None
+    title: str = "carl-tui"
+
+
+class CarlApp(App[None]):
+    CSS_PATH = "app.tcss"
+    TITLE = "carl-tui"
+    BINDINGS = [
+        Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit carl-tui"),
+        Binding("question_mark", "help", "Help", id="app.help", tooltip="List every key"),
+        Binding("r", "pick_run", "Runs", id="app.pick_run", tooltip="Switch to another run"),
+        Binding("m", "pick_metrics", "Metrics", id="app.pick_metrics",
+                tooltip="Choose which metrics the table shows"),
+        Binding("f", "toggle_focus_plot", "Plot metric", id="app.focus_plot",
+                tooltip="Plot the metric selected in the table"),
+        Binding("t", "cycle_theme", "Theme", id="app.theme", tooltip="Switch dark/light theme"),
+    ]
+
+    def __init__(self, config: DashboardConfig):
+        super().__init__()
+        self.config = config
+        self.store = config.store or RunStore(vocab_size=config.vocab_size)
+        self.runners = [SourceRunner(s, self.store.apply) for s in config.sources]
+        self.current_run: str | None = None
+        self.hidden_metrics: set[str] = set()
+        self.focus_metric: str | None = None
+        self.snapshot: RunSnapshot | None = None
+        self._seen_version = -1
+        self._seen_store_version = -1
+        self._theme_names: list[str] = []
+        self.notices_shown: list[str] = []  # texts of notifications raised, for tests/help
+        self.title = config.title
+
+    # -- layout ----------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        with Horizontal(id="main"):
+            with Vertical(id="plots"):
+                yield MetricPlot("phi (order parameter)", id="phi-plot", classes="panel")
+                yield MetricPlot("entropy (nats)", id="entropy-plot", classes="panel")
+                yield MetricPlot("", id="focus-plot", classes="panel -hidden")
+            with Vertical(id="side"):
+                yield PhasePanel(id="phase", classes="panel")
+                yield MetricsTable(id="metrics", classes="panel")
+        yield StatusBar(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for theme in load_themes():
+            self.register_theme(theme)
+            self._theme_names.append(theme.name)
+        wanted = self.config.theme
+        if wanted not in self.available_themes:
+            self.notify(f"unknown theme {wanted!r}; using {DEFAULT_THEME}", severity="warning")
+            wanted = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
+        self.theme = wanted
+        if self.config.keymap:
+            self.set_keymap(self.config.keymap)
+        self.query_one("#phase").border_title = "phase"
+        self.query_one("#metrics").border_title = "metrics"
+        for runner in self.runners:
+            self.run_worker(
+                runner.run,
+                name=runner.source.name,
+                group="sources",
+                description=f"polling {runner.source.name}",
+                thread=True,
+                exit_on_error=False,
+            )
+        self.set_interval(self.config.refresh_interval, self.pull)
+        self.set_interval(1.0, self._refresh_status)
+        self.pull()
+
+    def on_unmount(self) -> None:
+        for runner in self.runners:
+            runner.stop(timeout=0.5)
+        if self.config.on_exit is not None:
+            self.config.on_exit()
+
+    # -- moving data to the screen -------------------------------------------
+
+    def pull(self) -> None:
+        """Take a snapshot of the current run if the store changed, and show it."""
+        store = self.store
+        if self._seen_store_version == store.version:
+            return
+        self._seen_store_version = store.version
+        if self.current_run is None:
+            self._choose_initial_run()
+        for notice in store.take_notices():
+            if self.current_run is None or notice.run.key == self.current_run or notice.kind == "job":
+                self.notices_shown.append(notice.text)
+                self.notify(
+                    notice.text,
+                    title=notice.run.label,
+                    severity=notice.severity,  # type: ignore[arg-type]
+                    timeout=10 if notice.kind == "phase_transition" else 5,
+                )
+        if self.current_run is not None:
+            version = store.run_version(self.current_run)
+            if version != self._seen_version:
+                self._seen_version = version
+                self.snapshot = store.snapshot(self.current_run)
+                self._show(self.snapshot)
+        self._refresh_status()
+
+    def _choose_initial_run(self) -> None:
+        runs = self.store.runs()
+        if not runs:
+            return
+        want = self.config.run
+        if want:
+            for r in runs:
+                if want in (r.key, r.run_id, r.name):
+                    self.current_run = r.key
+                    return
+        self.current_run = runs[0].key
+
+    def _show(self, snap: RunSnapshot | None) -> None:
+        if snap is None:
+            return
+        self.sub_title = f"{snap.run.label} · {snap.meta.get('model', snap.run.source)}"
+        self._show_plots(snap)
+        phase_panel = self.query_one(PhasePanel)
+        phase_panel.show(snap)
+        phase_panel.set_class(snap.gate.fired, "-crystallised")
+        self.query_one(MetricsTable).show(snap, self.hidden_metrics)
+
+    def _show_plots(self, snap: RunSnapshot) -> None:
+        phi = snap.series.get(mn.PHI)
+        ent = snap.series.get(mn.ENTROPY)
+        gate_step = snap.gate.trigger_step if snap.gate.fired else None
+        phi_title = "phi (derived from entropy)" if snap.phi_derived else "phi (order parameter)"
+        if phi is None and ent is not None and snap.vocab_size is None:
+            phi_title = "phi: needs the vocabulary size (--vocab-size)"
+        with self.batch_update():
+            self.query_one("#phi-plot", MetricPlot).show(
+                [Line(snap.run.label, phi.steps, phi.values, "plot-phi")] if phi else [],
+                title=phi_title,
+                key=(snap.run.key, snap.version, self.theme),
+                **phi_plot_decorations(gate_step),
+            )
+            points = []
+            if snap.gate.peak_entropy is not None and snap.gate.peak_entropy_step is not None:
+                points.append(
+                    (
+                        float(snap.gate.peak_entropy_step),
+                        float(snap.gate.peak_entropy),
+                        f" peak {snap.gate.peak_entropy:.3g} @ {snap.gate.peak_entropy_step}",
+                        "plot-peak",
+                    )
+                )
+            self.query_one("#entropy-plot", MetricPlot).show(
+                [Line(snap.run.label, ent.steps, ent.values, "plot-entropy")] if ent else [],
+                vlines=phi_plot_decorations(gate_step)["vlines"],
+                points=points,
+                key=(snap.run.key, snap.version, self.theme),
+            )
+            focus_plot = self.query_one("#focus-plot", MetricPlot)
+            if self.focus_metric and not focus_plot.has_class("-hidden"):
+                s = snap.series.get(self.focus_metric)
+                focus_plot.show(
+                    [Line(self.focus_metric, s.steps, s.values, "plot-extra")] if s else [],
+                    title=self.focus_metric,
+                    key=(snap.run.key, snap.version, self.focus_metric, self.theme),
+                )
+
+    def _refresh_status(self) -> None:
+        self.query_one(StatusBar).show(self.store.summary(), self.snapshot)
+
+    def switch_run(self, key: str) -> None:
+        self.current_run = key
+        self._seen_version = -1
+        self._seen_store_version = -1
+        self.pull()
+
+    # -- workers -----------------------------------------------------------------
+
+    @on(Worker.StateChanged)
+    def _worker_state(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR:
+            error = event.worker.error
+            self.notify(
+                f"{event.worker.description or event.worker.name} failed: {error}",
+                severity="error",
+                timeout=10,
+            )
+
+    # -- actions -----------------------------------------------------------------
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.key_help()))
+
+    def key_help(self) -> list[tuple[str, str, str, str]]:
+        """(key, description, tooltip, id) of every app binding, with the keymap applied."""
+        rows = []
+        for key, active in sorted(self.active_bindings.items(), key=lambda kv: kv[1].binding.id or ""):
+            b = active.binding
+            if b.id and b.description:
+                rows.append((self.get_key_display(b), b.description, b.tooltip, b.id))
+        return rows
+
+    def action_pick_run(self) -> None:
+        runs = [(r.key, f"{r.label}  [{r.source}: {r.project}]") for r in self.store.runs()]
+        if not runs:
+            self.notify("no runs yet", severity="warning")
+            return
+
+        def chosen(key: str | None) -> None:
+            if key:
+                self.switch_run(key)
+
+        self.push_screen(RunPicker(runs, self.current_run), chosen)
+
+    def action_pick_metrics(self) -> None:
+        if self.snapshot is None:
+            self.notify("no metrics yet", severity="warning")
+            return
+
+        def chosen(hidden: set[str] | None) -> None:
+            if hidden is not None:
+                self.hidden_metrics = hidden
+                self.query_one(MetricsTable).show(self.snapshot, hidden)
+
+        self.push_screen(MetricPicker(sorted(self.snapshot.series), self.hidden_metrics), chosen)
+
+    def action_toggle_focus_plot(self) -> None:
+        plot = self.query_one("#focus-plot", MetricPlot)
+        metric = self.query_one(MetricsTable).selected_metric
+        if plot.has_class("-hidden") or (metric and metric != self.focus_metric):
+            if not metric:
+                self.notify("select a metric in the table first", severity="warning")
+                return
+            self.focus_metric = metric
+            plot.remove_class("-hidden")
+        else:
+            plot.add_class("-hidden")
+        if self.snapshot is not None:
+            self._show_plots(self.snapshot)
+
+    def action_cycle_theme(self) -> None:
+        names = self._theme_names or ["textual-dark", "textual-light"]
+        i = names.index(self.theme) if self.theme in names else -1
+        self.theme = names[(i + 1) % len(names)]
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Every dashboard action is in the command palette."""
+        yield from super().get_system_commands(screen)
+        for b in self.BINDINGS:
+            if isinstance(b, Binding) and b.id and b.action not in ("quit", "help"):
+                yield SystemCommand(b.description, b.tooltip, lambda a=b.action: self.run_action(a))
+        yield SystemCommand("Help", "List every key", self.action_help)
+
+
+def build_app(config: DashboardConfig) -> CarlApp:
+    """The factory the CLI and the tests use."""
+    return CarlApp(config)

@@ -1,0 +1,43 @@
+"""A yes/no dialog for destructive actions (stop a job, push to the Hub)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    BINDINGS = [
+        Binding("escape,n", "dismiss(False)", "No", id="confirm.no"),
+        Binding("y", "dismiss(True)", "Yes", id="confirm.yes"),
+    ]
+    DEFAULT_CSS = """
+    ConfirmScreen { align: center middle; }
+    ConfirmScreen > Vertical {
+        width: 64; height: auto; border: thick $warning; background: $surface; padding: 1 2;
+    }
+    ConfirmScreen Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
+    ConfirmScreen Button { margin-left: 2; }
+    """
+
+    def __init__(self, title: str, body: str, confirm_label: str = "Yes"):
+        super().__init__()
+        self._title, self._body, self._confirm = title, body, confirm_label
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text(self._title, style="bold"))
+            yield Static(Text(self._body))
+            with Horizontal():
+                yield Button("Cancel (n)", id="no")
+                yield Button(f"{self._confirm} (y)", variant="warning", id="yes")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")

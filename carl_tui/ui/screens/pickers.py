@@ -1,0 +1,70 @@
+"""Small pickers: choose a run, choose which metrics are shown."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Label, OptionList, SelectionList
+from textual.widgets.option_list import Option
+
+_CSS = """
+{name} {{ align: center middle; }}
+{name} > Vertical {{
+    width: 72; height: auto; max-height: 80%;
+    border: round $primary; background: $surface; padding: 0 1;
+}}
+{name} Label {{ padding: 0 0 1 0; }}
+"""
+
+
+class RunPicker(ModalScreen[str | None]):
+    """Dismisses with the chosen run key, or None."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="picker.cancel")]
+    DEFAULT_CSS = _CSS.format(name="RunPicker")
+
+    def __init__(self, runs: list[tuple[str, str]], current: str | None = None):
+        """runs: (key, label), most recent first."""
+        super().__init__()
+        self._runs = runs
+        self._current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("Switch run (enter to choose, esc to cancel)")
+            options = [
+                Option(("● " if key == self._current else "  ") + label, id=key)
+                for key, label in self._runs
+            ]
+            yield OptionList(*options, id="runs")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(event.option.id)
+
+
+class MetricPicker(ModalScreen[set[str] | None]):
+    """Dismisses with the set of metrics to hide, or None when cancelled."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss(None)", "Cancel", id="metrics.cancel"),
+        Binding("enter", "apply", "Apply", id="metrics.apply"),
+    ]
+    DEFAULT_CSS = _CSS.format(name="MetricPicker")
+
+    def __init__(self, metrics: list[str], hidden: set[str]):
+        super().__init__()
+        self._metrics = metrics
+        self._hidden = hidden
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("Metrics shown (space toggles, enter applies, esc cancels)")
+            yield SelectionList[str](
+                *[(m, m, m not in self._hidden) for m in self._metrics], id="metrics"
+            )
+
+    def action_apply(self) -> None:
+        shown = set(self.query_one(SelectionList).selected)
+        self.dismiss({m for m in self._metrics if m not in shown})

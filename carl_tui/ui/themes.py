@@ -1,0 +1,40 @@
+"""Load the app's colour themes from the `themes/` folder (TOML files)."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+
+from textual.theme import Theme
+
+_THEME_KEYS = (
+    "primary", "secondary", "accent", "foreground", "background",
+    "surface", "panel", "success", "warning", "error", "dark",
+)
+
+
+def themes_dir() -> Path:
+    """`$CARL_TUI_THEMES`, else the project's top-level `themes/` folder."""
+    env = os.environ.get("CARL_TUI_THEMES")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "themes"
+
+
+def load_theme(path: Path) -> Theme:
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    kwargs = {k: data[k] for k in _THEME_KEYS if k in data}
+    return Theme(name=data.get("name", path.stem), variables=data.get("variables", {}), **kwargs)
+
+
+def load_themes(folder: Path | None = None) -> list[Theme]:
+    """Every `*.toml` theme in the folder, sorted by name. A broken file is skipped."""
+    folder = folder or themes_dir()
+    out = []
+    for path in sorted(folder.glob("*.toml")):
+        try:
+            out.append(load_theme(path))
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+    return out

@@ -1,0 +1,79 @@
+"""A table of the latest value of every metric, with its trend."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from carl_tui.store.snapshot import RunSnapshot, SeriesView
+
+COLUMNS = ("metric", "last", "trend", "min", "max", "mean", "points", "step")
+
+
+def fmt_value(v: float | None) -> str:
+    if v is None:
+        return "–"
+    a = abs(v)
+    if a != 0 and (a < 1e-3 or a >= 1e5):
+        return f"{v:.3e}"
+    return f"{v:.4f}" if a < 10 else f"{v:.2f}"
+
+
+def trend_text(s: SeriesView) -> Text:
+    """An arrow and the change of the recent mean, coloured neutral."""
+    scale = max(abs(s.max or 0), abs(s.min or 0), 1e-12)
+    rel = s.trend / scale
+    if abs(rel) < 0.005:
+        return Text("→", style="dim")
+    arrow = "↑" if s.trend > 0 else "↓"
+    return Text(f"{arrow} {s.trend:+.3g}", style="bold" if abs(rel) > 0.05 else "")
+
+
+class MetricsTable(DataTable):
+    """Rows keyed by metric name; cells update in place so the cursor stays put."""
+
+    DEFAULT_CSS = """
+    MetricsTable { height: 1fr; }
+    """
+
+    def on_mount(self) -> None:
+        self.cursor_type = "row"
+        self.zebra_stripes = True
+        for col in COLUMNS:
+            self.add_column(col, key=col)
+
+    def show(self, snap: RunSnapshot | None, hidden: Collection[str] = ()) -> None:
+        wanted = {} if snap is None else {
+            name: s for name, s in sorted(snap.series.items()) if name not in hidden
+        }
+        for key in [k.value for k in self.rows]:
+            if key not in wanted:
+                self.remove_row(key)
+        for name, s in wanted.items():
+            label = f"{name} (derived)" if s.derived else name
+            cells = (
+                label,
+                fmt_value(s.last),
+                trend_text(s),
+                fmt_value(s.min),
+                fmt_value(s.max),
+                fmt_value(s.whole_mean),
+                str(s.count),
+                "–" if s.last_step is None else str(int(s.last_step)),
+            )
+            if name in self.rows:
+                for col, value in zip(COLUMNS, cells):
+                    self.update_cell(name, col, value)
+            else:
+                self.add_row(*cells, key=name)
+
+    @property
+    def selected_metric(self) -> str | None:
+        if not self.row_count:
+            return None
+        try:
+            return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        except Exception:
+            return None

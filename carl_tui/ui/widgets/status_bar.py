@@ -1,0 +1,62 @@
+"""The status bar: source, run, connection state, last update age, skipped lines."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+from textual.widgets import Static
+
+from carl_tui.store.snapshot import RunSnapshot, StoreSummary
+
+STATE_STYLE = {
+    "live": "bold green",
+    "finished": "bold cyan",
+    "connecting": "yellow",
+    "retrying": "bold red",
+    "error": "bold red",
+    "idle": "dim",
+}
+
+
+def age_text(t: float | None, now: float | None = None) -> str:
+    if t is None:
+        return "never"
+    dt = max(0.0, (now or time.time()) - t)
+    if dt < 60:
+        return f"{dt:.0f}s ago"
+    if dt < 3600:
+        return f"{dt / 60:.0f}m ago"
+    return f"{dt / 3600:.1f}h ago"
+
+
+class StatusBar(Static):
+    DEFAULT_CSS = """
+    StatusBar { height: 1; dock: bottom; padding: 0 1; background: $panel; }
+    """
+
+    def show(self, summary: StoreSummary, snap: RunSnapshot | None) -> None:
+        now = time.time()
+        t = Text(no_wrap=True, overflow="ellipsis")
+        for name, st in summary.sources.items():
+            t.append(f"{name} ", style="bold")
+            t.append(st.state, style=STATE_STYLE.get(st.state, ""))
+            if st.message:
+                t.append(f" ({st.message})", style="red" if st.state in ("retrying", "error") else "")
+            if st.state == "retrying" and st.retry_in:
+                t.append(f" retry in {st.retry_in:.0f}s", style="dim")
+            if st.state in ("retrying", "error"):
+                t.append(f" · last good {age_text(st.last_good, now)}", style="dim")
+            if st.limitation:
+                t.append(f" · {st.limitation}", style="yellow")
+            t.append("  │  ", style="dim")
+        if snap is not None:
+            t.append("run ", style="dim")
+            t.append(snap.run.label, style="bold")
+            t.append(f" · step {snap.last_step if snap.last_step is not None else '–'}")
+            if snap.progress and snap.progress.total:
+                t.append(f"/{snap.progress.total}")
+            t.append(f" · updated {age_text(snap.updated_at, now)}")
+        t.append("  │  ", style="dim")
+        t.append(f"skipped {summary.skipped}", style="yellow" if summary.skipped else "dim")
+        self.update(t)

@@ -1,0 +1,44 @@
+"""The command line: help is light, errors are clear."""
+
+import json
+import subprocess
+import sys
+
+from carl_tui.cli import build_parser, main
+
+HEAVY = ["torch", "transformers", "trl", "anthropic", "huggingface_hub", "textual"]
+
+
+def test_help_imports_nothing_heavy():
+    code = (
+        "import sys, contextlib, io\n"
+        "from carl_tui.cli import main\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        "    try:\n"
+        "        main(['--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "import json\n"
+        f"print(json.dumps({{'help': buf.getvalue(), 'loaded': [m for m in {HEAVY!r} if m in sys.modules]}}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["loaded"] == []
+    assert "--trackio" in result["help"] and "carl-tui demo" in result["help"]
+
+
+def test_keymap_option_parses():
+    args = build_parser().parse_args(["--keymap", "app.quit=ctrl+q, app.pick_run=R"])
+    assert args.keymap == {"app.quit": "ctrl+q", "app.pick_run": "R"}
+
+
+def test_missing_replay_file_is_a_clear_error(tmp_path, capsys):
+    assert main(["replay", str(tmp_path / "nope.jsonl")]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_empty_trackio_store_is_a_clear_error(tmp_path, capsys):
+    assert main(["--trackio-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "no Trackio projects" in err and "carl-tui demo" in err
