@@ -8,6 +8,7 @@ Threads never touch widgets.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -45,6 +46,7 @@ class DashboardConfig:
     keymap: dict[str, str] = field(default_factory=dict)
     refresh_interval: float = 0.25
     on_exit: Callable[[], None] | None = None
+    clock: Callable[[], float] = time.time  # for "updated 3s ago"; fixed in snapshot tests
     title: str = "carl-tui"
 
 
@@ -213,7 +215,7 @@ class CarlApp(App[None]):
                 )
 
     def _refresh_status(self) -> None:
-        self.query_one(StatusBar).show(self.store.summary(), self.snapshot)
+        self.query_one(StatusBar).show(self.store.summary(), self.snapshot, self.config.clock())
 
     def switch_run(self, key: str) -> None:
         self.current_run = key

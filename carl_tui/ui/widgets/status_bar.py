@@ -35,8 +35,8 @@ class StatusBar(Static):
     StatusBar { height: 1; dock: bottom; padding: 0 1; background: $panel; }
     """
 
-    def show(self, summary: StoreSummary, snap: RunSnapshot | None) -> None:
-        now = time.time()
+    def show(self, summary: StoreSummary, snap: RunSnapshot | None, now: float | None = None) -> None:
+        now = time.time() if now is None else now
         t = Text(no_wrap=True, overflow="ellipsis")
         for name, st in summary.sources.items():
             t.append(f"{name} ", style="bold")

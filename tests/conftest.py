@@ -1,0 +1,78 @@
+"""Shared fixtures. Keep this small: fakes live in tests/fakes/."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import pytest
+
+from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
+
+
+class ScriptedSource:
+    """An in-memory source: each poll returns the next queued list of events."""
+
+    interval = 0.02
+    skipped = 0
+    finished = False
+    limitation = ""
+
+    def __init__(self, name: str = "scripted"):
+        self.name = name
+        self._queue: list[list[Event]] = []
+        self._lock = threading.Lock()
+
+    def push(self, events: list[Event]) -> None:
+        with self._lock:
+            self._queue.append(list(events))
+
+    def poll(self) -> list[Event]:
+        with self._lock:
+            return self._queue.pop(0) if self._queue else []
+
+    def close(self) -> None:
+        pass
+
+
+def spec_trajectory(n: int = 46, seed: int = 0) -> list[tuple[int, dict[str, float]]]:
+    """A run shaped like the phase table in CARL-SPEC.md (accuracy and entropy per step)."""
+    import random
+
+    rnd = random.Random(seed)
+    rows = []
+    for step in range(n):
+        if step < 10:
+            acc, ent = 0.03, 1.0
+        elif step < 20:
+            acc, ent = 0.08, 9.3
+        elif step < 25:
+            acc, ent = 0.65, 4.1
+        elif step < 35:
+            acc, ent = 0.99 + 0.004 * rnd.random(), 0.4
+        else:
+            acc, ent = 0.993, 0.12
+        ent *= 1 + 0.03 * (rnd.random() - 0.5)
+        rows.append(
+            (step, {"mean_token_accuracy": acc, "entropy": ent, "loss": 3.0 * (1 - acc) + 0.01})
+        )
+    return rows
+
+
+@pytest.fixture
+def run_ref() -> RunRef:
+    return RunRef(source="test", project="proj", run_id="run-1", name="spec-run")
+
+
+@pytest.fixture
+def spec_events(run_ref):
+    rows = spec_trajectory()
+    return [
+        RunMeta(run_ref, {"model": "tiny-llama", "method": "sft", "vocab_size": 20}),
+        ScalarBatch.from_rows(run_ref, rows, wall_time=1_700_000_000.0),
+    ]
+
+
+@pytest.fixture
+def ln20() -> float:
+    return math.log(20)

@@ -1,0 +1,171 @@
+"""The dashboard driven with Pilot: numbers on screen, the gate flag, the keys."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from carl_tui.coherence.gates import PhaseTransitionGate
+from carl_tui.events import RunRef, ScalarBatch, SourceStatus
+from carl_tui.store import RunStore
+from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.widgets.metrics_table import MetricsTable
+from carl_tui.ui.widgets.phase_panel import PhasePanel
+from carl_tui.ui.widgets.plots import MetricPlot
+from carl_tui.ui.widgets.status_bar import StatusBar
+from tests.conftest import ScriptedSource, spec_trajectory
+
+SIZE = (160, 45)
+
+
+def make_app(source, **kw):
+    return build_app(DashboardConfig(sources=[source], refresh_interval=0.05, **kw))
+
+
+async def wait_for(pilot, predicate, timeout=5.0):
+    for _ in range(int(timeout / 0.05)):
+        await pilot.pause(0.05)
+        if predicate():
+            return
+    raise AssertionError("condition not met in time")
+
+
+def table_cell(app, metric, column):
+    table = app.query_one(MetricsTable)
+    return str(table.get_cell(metric, column))
+
+
+async def test_panels_show_the_latest_numbers(spec_events, run_ref):
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        rows = spec_trajectory()
+        last_step, last = rows[-1]
+        assert table_cell(app, "mean_token_accuracy", "last") == f"{last['mean_token_accuracy']:.4f}"
+        assert table_cell(app, "entropy", "points") == "46"
+        assert table_cell(app, "loss", "step") == str(last_step)
+        # phi derived from entropy with the vocabulary size in the run's metadata
+        phi = 1 - last["entropy"] / math.log(20)
+        assert table_cell(app, "phi", "metric") == "phi (derived)"
+        assert table_cell(app, "phi", "last") == f"{phi:.4f}"
+        phase_text = str(app.query_one(PhasePanel).render())
+        assert "CONVERGED" in phase_text
+        status = str(app.query_one(StatusBar).render())
+        assert "spec-run" in status and "step 45" in status and "skipped 0" in status
+
+
+async def test_crystallisation_is_flagged_at_the_gate_step(run_ref):
+    rows = spec_trajectory()
+    expected = PhaseTransitionGate()
+    for step, vals in rows:
+        expected.update(step, vals["mean_token_accuracy"], vals["entropy"])
+    assert expected.fired
+    src = ScriptedSource()
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        # Points arrive a few at a time, as from a live run.
+        for i in range(0, len(rows), 4):
+            src.push([ScalarBatch.from_rows(run_ref, rows[i : i + 4])])
+            await pilot.pause(0.08)
+            before_gate = rows[min(i + 3, len(rows) - 1)][0] < expected.trigger_step
+            if before_gate:
+                assert not app.query_one("#phase").has_class("-crystallised")
+        await wait_for(pilot, lambda: app.snapshot and app.snapshot.last_step == rows[-1][0])
+        assert app.query_one("#phase").has_class("-crystallised")
+        flags = [t for t in app.notices_shown if t.startswith("Crystallised")]
+        assert len(flags) == 1 and f"at step {expected.trigger_step}" in flags[0]
+        phi_plot = app.query_one("#phi-plot", MetricPlot)
+        assert [x for x, _, _ in phi_plot._vlines] == [float(expected.trigger_step)]
+        assert f"CRYSTALLISED at step {expected.trigger_step}" in str(app.query_one(PhasePanel).render())
+
+
+async def test_status_bar_shows_source_trouble_and_skipped(run_ref):
+    src = ScriptedSource()
+    src.push([
+        ScalarBatch.from_rows(run_ref, [(0, {"loss": 1.0})], wall_time=100.0),
+        SourceStatus("remote", "retrying", "ConnectError: refused", last_good=100.0, skipped=3, retry_in=4.0),
+    ])
+    app = make_app(src, clock=lambda: 130.0)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: "remote" in str(app.query_one(StatusBar).render()))
+        status = str(app.query_one(StatusBar).render())
+        assert "retrying" in status and "ConnectError: refused" in status
+        assert "last good 30s ago" in status and "skipped 3" in status
+
+
+async def test_keys_help_runs_metrics_theme_quit(spec_events, run_ref):
+    other = RunRef("test", "proj", "run-2", "second-run")
+    src = ScriptedSource()
+    src.push(spec_events + [ScalarBatch.from_rows(other, [(0, {"loss": 9.5})])])
+    app = make_app(src, run="run-1")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        assert app.snapshot.run.run_id == "run-1"
+        # help lists every key with its id
+        await pilot.press("question_mark")
+        ids = {row[3] for row in app.key_help()}
+        assert {"app.quit", "app.help", "app.pick_run", "app.pick_metrics", "app.theme"} <= ids
+        assert type(app.screen).__name__ == "HelpScreen"
+        await pilot.press("escape")
+        # switch run with the picker
+        await pilot.press("r")
+        assert type(app.screen).__name__ == "RunPicker"
+        await pilot.press("down", "enter")
+        await wait_for(pilot, lambda: app.snapshot.run.run_id == "run-2")
+        assert table_cell(app, "loss", "last") == "9.5000"
+        await pilot.press("r", "down", "enter")
+        await wait_for(pilot, lambda: app.snapshot.run.run_id == "run-1")
+        # hide a metric
+        await pilot.press("m")
+        assert type(app.screen).__name__ == "MetricPicker"
+        metrics = sorted(app.snapshot.series)
+        await pilot.press(*(["down"] * metrics.index("loss")), "space", "enter")
+        assert app.hidden_metrics == {"loss"}
+        assert "loss" not in app.query_one(MetricsTable).rows
+        # theme toggles between the project's themes
+        first = app.theme
+        await pilot.press("t")
+        assert app.theme != first and app.theme in ("carl-dark", "carl-light")
+        await pilot.press("q")
+    assert app.return_code == 0
+
+
+async def test_keymap_remaps_a_binding(spec_events):
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = make_app(src, keymap={"app.pick_run": "R"})
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("r")
+        assert type(app.screen).__name__ != "RunPicker"
+        await pilot.press("R")
+        assert type(app.screen).__name__ == "RunPicker"
+
+
+async def test_large_run_paints_decimated(run_ref):
+    n = 200_000
+    steps = np.arange(n)
+    ent = np.linspace(5, 0.1, n)
+    ent[123_456] = 42.0
+    src = ScriptedSource()
+    src.push([ScalarBatch(run_ref, steps, {"entropy": ent})])
+    app = make_app(src, vocab_size=1000)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        s = app.snapshot.series["entropy"]
+        assert s.count == n and len(s.steps) <= 2100
+        assert s.values.max() == 42.0 and s.steps[s.values.argmax()] == 123_456
+        assert app.snapshot.gate.peak_entropy == 42.0
+        assert app.snapshot.gate.peak_entropy_step == 123_456
+
+
+@pytest.fixture
+def fixed_app(spec_events):
+    src = ScriptedSource()
+    src.push(spec_events)
+    store = RunStore()
+    return make_app(src, store=store, clock=lambda: 1_700_000_003.0)
