@@ -49,6 +49,7 @@ class RunState:
         self.classifier = PhaseClassifier()
         self.markers: deque[Marker] = deque(maxlen=MAX_MARKERS)
         self.log_tail: deque[str] = deque(maxlen=LOG_TAIL)
+        self.log_total = 0
         self.job: JobStatus | None = None
         self.usage: JobUsage | None = None
         self.progress: Progress | None = None
@@ -94,6 +95,7 @@ class RunState:
 
     def add_lines(self, lines: tuple[str, ...]) -> None:
         self.log_tail.extend(lines)
+        self.log_total += len(lines)
         self._touch()
 
     def set_job(self, job: JobStatus) -> None:
@@ -238,6 +240,7 @@ class RunState:
             ),
             markers=tuple(self.markers),
             log_tail=tuple(self.log_tail),
+            log_total=self.log_total,
             job=self.job,
             usage=self.usage,
             progress=self.progress,

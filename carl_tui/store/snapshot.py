@@ -83,7 +83,8 @@ class RunSnapshot:
     cascade: CascadeView
     phase: PhaseView
     markers: tuple[Marker, ...]
-    log_tail: tuple[str, ...]
+    log_tail: tuple[str, ...]  # the last lines (bounded)
+    log_total: int  # lines received in the whole run
     job: JobStatus | None
     usage: JobUsage | None
     progress: Progress | None

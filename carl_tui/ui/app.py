@@ -26,6 +26,7 @@ from carl_tui.store import RunSnapshot, RunStore
 from carl_tui.ui.screens.help import HelpScreen
 from carl_tui.ui.screens.pickers import MetricPicker, RunPicker
 from carl_tui.ui.themes import load_themes
+from carl_tui.ui.widgets.log_panel import LogPanel
 from carl_tui.ui.widgets.metrics_table import MetricsTable
 from carl_tui.ui.widgets.phase_panel import PhasePanel
 from carl_tui.ui.widgets.plots import Line, MetricPlot, phi_plot_decorations
@@ -62,6 +63,9 @@ class CarlApp(App[None]):
         Binding("f", "toggle_focus_plot", "Plot metric", id="app.focus_plot",
                 tooltip="Plot the metric selected in the table"),
         Binding("t", "cycle_theme", "Theme", id="app.theme", tooltip="Switch dark/light theme"),
+        Binding("v", "toggle_log", "Log", id="app.log", tooltip="Show or hide the run's log lines"),
+        Binding("F", "toggle_follow", "Follow", id="app.follow", show=False,
+                tooltip="Follow the end of the log, or pause scrolling"),
     ]
 
     def __init__(self, config: DashboardConfig):
@@ -76,6 +80,7 @@ class CarlApp(App[None]):
         self._seen_version = -1
         self._seen_store_version = -1
         self._theme_names: list[str] = []
+        self._log_auto_shown = False
         self.notices_shown: list[str] = []  # texts of notifications raised, for tests/help
         self.title = config.title
 
@@ -91,6 +96,7 @@ class CarlApp(App[None]):
             with Vertical(id="side"):
                 yield PhasePanel(id="phase", classes="panel")
                 yield MetricsTable(id="metrics", classes="panel")
+        yield LogPanel(id="log", classes="panel -hidden")
         yield StatusBar(id="status")
         yield Footer()
 
@@ -107,6 +113,7 @@ class CarlApp(App[None]):
             self.set_keymap(self.config.keymap)
         self.query_one("#phase").border_title = "phase"
         self.query_one("#metrics").border_title = "metrics"
+        self.query_one("#log").border_title = "log"
         for runner in self.runners:
             self.run_worker(
                 runner.run,
@@ -174,6 +181,12 @@ class CarlApp(App[None]):
         phase_panel.show(snap)
         phase_panel.set_class(snap.gate.fired, "-crystallised")
         self.query_one(MetricsTable).show(snap, self.hidden_metrics)
+        log = self.query_one(LogPanel)
+        if snap.log_total and log.has_class("-hidden") and not self._log_auto_shown:
+            # A run with log lines (a job) shows its log once; v hides it.
+            self._log_auto_shown = True
+            log.remove_class("-hidden")
+        log.show(snap)
 
     def _show_plots(self, snap: RunSnapshot) -> None:
         phi = snap.series.get(mn.PHI)
@@ -286,6 +299,17 @@ class CarlApp(App[None]):
             plot.add_class("-hidden")
         if self.snapshot is not None:
             self._show_plots(self.snapshot)
+
+    def action_toggle_log(self) -> None:
+        log = self.query_one(LogPanel)
+        log.toggle_class("-hidden")
+        if not log.has_class("-hidden"):
+            log.show(self.snapshot)
+
+    def action_toggle_follow(self) -> None:
+        log = self.query_one(LogPanel)
+        log.set_follow(not log.follow)
+        self.notify("log: " + ("following" if log.follow else "paused"), timeout=2)
 
     def action_cycle_theme(self) -> None:
         names = self._theme_names or ["textual-dark", "textual-light"]

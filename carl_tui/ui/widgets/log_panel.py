@@ -1,0 +1,44 @@
+"""The run's raw log lines, scrollable, with follow mode."""
+
+from __future__ import annotations
+
+from textual.widgets import Log
+
+from carl_tui.store.snapshot import RunSnapshot
+
+
+class LogPanel(Log):
+    """Appends only the lines it has not shown yet; follow mode keeps the end in view."""
+
+    DEFAULT_CSS = """
+    LogPanel { height: 12; }
+    """
+
+    def __init__(self, **kw):
+        super().__init__(max_lines=5000, auto_scroll=True, **kw)
+        self._run_key: str | None = None
+        self._shown_total = 0
+
+    @property
+    def follow(self) -> bool:
+        return self.auto_scroll
+
+    def set_follow(self, on: bool) -> None:
+        self.auto_scroll = on
+        if on:
+            self.scroll_end(animate=False)
+        self.border_subtitle = "follow" if on else "paused (F to follow)"
+
+    def show(self, snap: RunSnapshot | None) -> None:
+        if snap is None:
+            return
+        if snap.run.key != self._run_key:
+            self.clear()
+            self._run_key = snap.run.key
+            self._shown_total = 0
+        new = snap.log_total - self._shown_total
+        if new <= 0:
+            return
+        lines = snap.log_tail[-min(new, len(snap.log_tail)) :]
+        self.write_lines(lines)
+        self._shown_total = snap.log_total

@@ -1,0 +1,54 @@
+"""Layering: the non-UI packages never import Textual, and the light ones never
+import the heavy training stack at import time."""
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1] / "carl_tui"
+NO_TEXTUAL = ["coherence", "sources", "store", "actions", "events.py", "metric_names.py"]
+HEAVY = {"torch", "transformers", "trl", "datasets"}
+
+
+def module_level_imports(path: pathlib.Path) -> set[str]:
+    """Top-level package names imported at module level (not inside functions)."""
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in tree.body:
+        stmts = [node]
+        if isinstance(node, (ast.If, ast.Try)):
+            stmts = list(ast.walk(node))
+        for n in stmts:
+            if isinstance(n, ast.Import):
+                names.update(a.name.split(".")[0] for a in n.names)
+            elif isinstance(n, ast.ImportFrom) and n.module and n.level == 0:
+                names.add(n.module.split(".")[0])
+    return names
+
+
+def all_imports(path: pathlib.Path) -> set[str]:
+    names = set()
+    for n in ast.walk(ast.parse(path.read_text())):
+        if isinstance(n, ast.Import):
+            names.update(a.name.split(".")[0] for a in n.names)
+        elif isinstance(n, ast.ImportFrom) and n.module and n.level == 0:
+            names.add(n.module.split(".")[0])
+    return names
+
+
+def files(part: str):
+    p = ROOT / part
+    return [p] if p.is_file() else sorted(p.rglob("*.py"))
+
+
+@pytest.mark.parametrize("part", NO_TEXTUAL)
+def test_no_textual_outside_ui(part):
+    offenders = [str(f) for f in files(part) if {"textual", "textual_plotext"} & all_imports(f)]
+    assert offenders == []
+
+
+@pytest.mark.parametrize("part", ["coherence", "sources", "store", "actions", "ui", "cli.py"])
+def test_no_heavy_imports_at_module_level(part):
+    offenders = [str(f) for f in files(part) if HEAVY & module_level_imports(f)]
+    assert offenders == []
