@@ -31,4 +31,4 @@ lint: install
 	$(BIN)/ruff check carl_tui tests benchmarks
 
 screenshots: install
-	$(BIN)/python -m screenshots.make
+	$(BIN)/python screenshots/make.py
