@@ -221,22 +221,34 @@ def run_replay(args) -> int:
 
 
 def run_demo(args) -> int:
-    from carl_tui.demo import DemoProcess
+    """Train the tiny model in a child process and watch its stream."""
+    import importlib.util
+    import tempfile
 
-    try:
-        demo = DemoProcess(stream=Path(args.stream) if args.stream else None, seed=args.seed)
-    except ImportError as exc:
-        raise UsageError(f"the demo trains a model: install the [train] extra ({exc})")
+    missing = [m for m in ("torch", "transformers", "trl", "datasets") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UsageError(
+            f"the demo trains a model and needs {', '.join(missing)}: "
+            "pip install 'carl-tui[train]' (or run `make demo`)"
+        )
+    from carl_tui.actions.local_job import LocalJob
     from carl_tui.sources.jsonl import JsonlSource
 
-    demo.start()
-    print(f"carl-tui demo: training a tiny model, streaming to {demo.stream}", file=sys.stderr)
+    if args.stream:
+        stream = Path(args.stream)
+        stream.unlink(missing_ok=True)  # a fresh run, not the tail of an old one
+    else:
+        stream = Path(tempfile.mkdtemp(prefix="carl-demo-")) / "stream.jsonl"
+    argv = [sys.executable, "-m", "carl_tui.training.demo", "--stream", str(stream),
+            "--seed", str(args.seed)]
+    job = LocalJob.start(argv, stream)
+    print(f"carl-tui demo: training a tiny model on the CPU; stream {stream}, "
+          f"log {job.log_path}", file=sys.stderr)
     try:
-        return _run_app(
-            _config(args, [JsonlSource(demo.stream)], on_exit=demo.stop, title="carl-tui · demo")
-        )
+        return _run_app(_config(args, [JsonlSource(stream)], on_exit=lambda: job.stop(grace=10, term_grace=5),
+                                title="carl-tui · demo"))
     finally:
-        demo.stop()
+        job.stop(grace=10, term_grace=5)
 
 
 if __name__ == "__main__":  # pragma: no cover
