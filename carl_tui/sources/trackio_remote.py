@@ -252,7 +252,8 @@ class TrackioRemoteSource:
                 raise _UnknownApi(path)
             raise SourceError(f"no such project/space: {self.url} answered 404", retry=False)
         if error is not None and "not found" in error_text and "roject" in error_text:
-            raise SourceError(f"no such project/space: {error_text}", retry=False)
+            # Retried at the normal pace: the project appears when its run starts.
+            raise SourceError(f"no such project/space: {error_text}")
         if status >= 500:
             raise SourceError(
                 f"server error {status} from {self.url}" + (f": {error_text}" if error_text else "")
