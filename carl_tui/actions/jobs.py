@@ -1,0 +1,257 @@
+"""Launch, cancel, inspect Hugging Face Jobs, and list their hardware with prices.
+
+Every call is blocking (one HTTP request, or a few): call them from a worker
+thread. The HF token goes to the job only as a secret (`HF_TOKEN`); the job's
+plain environment, its command line and every message here are free of it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from carl_tui.actions.errors import ActionError, hub_error
+from carl_tui.actions.launch_spec import JOB_IMAGE, LaunchSpec
+from carl_tui.events import JobStatus, RunRef
+
+TERMINAL_STAGES = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
+JOB_SOURCE = "hf-job"
+
+
+@dataclass(frozen=True)
+class HardwareOption:
+    """One Jobs hardware flavor, for the launch form's picker."""
+
+    name: str
+    pretty_name: str
+    gpus: int
+    accelerator: str  # e.g. "4x A10G (24 GB)", "" for CPU
+    cpu: str
+    ram: str
+    price_per_hour_usd: float
+
+    def label(self) -> str:
+        acc = f" · {self.accelerator}" if self.accelerator else ""
+        return f"{self.name} · {self.pretty_name}{acc} · ${self.price_per_hour_usd:.2f}/h"
+
+
+@dataclass(frozen=True)
+class LaunchedJob:
+    job_id: str
+    namespace: str
+    url: str
+    stage: str
+    flavor: str
+    name: str
+
+    @property
+    def run(self) -> RunRef:
+        """The run the dashboard follows for this job."""
+        return job_run_ref(self.namespace, self.job_id, self.name)
+
+    def status_event(self) -> JobStatus:
+        return JobStatus(self.run, self.job_id, self.stage, flavor=self.flavor, url=self.url,
+                         created_at=time.time())
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: str
+    namespace: str
+    stage: str
+    message: str
+    flavor: str
+    url: str
+    created_at: float | None
+
+    @property
+    def finished(self) -> bool:
+        return self.stage in TERMINAL_STAGES
+
+
+def job_run_ref(namespace: str, job_id: str, name: str = "") -> RunRef:
+    return RunRef(source=JOB_SOURCE, project=namespace, run_id=job_id, name=name)
+
+
+def _text(v) -> str:
+    """Enum members (JobStage, JobHardware) and plain strings alike, as their value."""
+    return str(getattr(v, "value", v))
+
+
+_PER_HOUR = {"second": 3600.0, "minute": 60.0, "hour": 1.0, "day": 1.0 / 24}
+
+
+def _price_per_hour(unit_cost_usd: float, unit_label: str) -> float:
+    return float(unit_cost_usd) * _PER_HOUR.get((unit_label or "minute").lower().rstrip("s"), 60.0)
+
+
+def _hardware_option(hw) -> HardwareOption:
+    acc = hw.accelerator
+    gpus = 0
+    acc_text = ""
+    if acc is not None:
+        try:
+            gpus = int(str(acc.quantity).strip() or 0)
+        except ValueError:
+            gpus = 1
+        acc_text = f"{acc.quantity}x {acc.model}" + (f" ({acc.vram})" if acc.vram else "")
+    return HardwareOption(
+        name=hw.name,
+        pretty_name=hw.pretty_name,
+        gpus=gpus,
+        accelerator=acc_text,
+        cpu=hw.cpu,
+        ram=hw.ram,
+        price_per_hour_usd=_price_per_hour(hw.unit_cost_usd, hw.unit_label),
+    )
+
+
+class JobsClient:
+    """Hugging Face Jobs for one user. `endpoint` defaults to HF_ENDPOINT / the Hub."""
+
+    def __init__(self, *, token: str | None = None, endpoint: str | None = None,
+                 namespace: str | None = None, api=None):
+        from huggingface_hub import HfApi
+
+        from carl_tui.sources.hub_auth import find_token
+
+        found = find_token(token)
+        self._token = found.value if found else None
+        self._namespace = namespace or None
+        self.api = api or HfApi(endpoint=endpoint, token=self._token)
+
+    # -- identity ------------------------------------------------------------
+
+    def _need_token(self, what: str) -> str:
+        if not self._token:
+            raise ActionError(
+                f"{what} failed: no Hugging Face token. Run `hf auth login` or set HF_TOKEN.",
+                kind="auth",
+            )
+        return self._token
+
+    def namespace(self, explicit: str | None = None) -> str:
+        """The namespace to use: explicit, else the one given at creation, else the token's user."""
+        if explicit:
+            return explicit
+        if self._namespace:
+            return self._namespace
+        self._need_token("Finding your user name")
+        try:
+            self._namespace = self.api.whoami()["name"]
+        except Exception as exc:  # noqa: BLE001  (any client failure becomes a plain message)
+            raise hub_error(exc, "Finding your user name") from None
+        return self._namespace
+
+    # -- hardware ------------------------------------------------------------
+
+    def hardware(self, *, gpu_only: bool = False) -> list[HardwareOption]:
+        """Flavors the Hub offers, cheapest first, with their price per hour."""
+        try:
+            raw = self.api.list_jobs_hardware()
+        except Exception as exc:  # noqa: BLE001  (any client failure becomes a plain message)
+            raise hub_error(exc, "Listing Jobs hardware") from None
+        opts = [_hardware_option(hw) for hw in raw]
+        if gpu_only:
+            opts = [o for o in opts if o.gpus > 0]
+        return sorted(opts, key=lambda o: (o.price_per_hour_usd, o.name))
+
+    # -- launch / cancel / inspect -------------------------------------------
+
+    def launch(self, spec: LaunchSpec, *, flavors: Iterable[str] | None = None) -> LaunchedJob:
+        """Validate `spec` and start the job. Raises `ActionError` listing every problem."""
+        if spec.target != "hf-jobs":
+            raise ActionError("This launch targets the local machine: use LocalJob.", kind="invalid")
+        problems = spec.validate(flavors=list(flavors) if flavors is not None else None)
+        if problems:
+            raise ActionError("Cannot launch:\n- " + "\n- ".join(problems), kind="invalid")
+        token = self._need_token("Launching the job")
+        ns = self.namespace(spec.namespace or None)
+        try:
+            info = self.api.run_job(
+                image=JOB_IMAGE,
+                command=spec.job_command(),
+                env=spec.job_env(),
+                secrets={"HF_TOKEN": token},
+                flavor=spec.flavor,
+                timeout=spec.timeout,
+                name=spec.job_name(),
+                labels=spec.job_labels(),
+                namespace=ns,
+            )
+        except Exception as exc:  # noqa: BLE001  (any client failure becomes a plain message)
+            raise hub_error(exc, "Launching the job", namespace=ns) from None
+        return LaunchedJob(
+            job_id=info.id,
+            namespace=ns,
+            url=info.url,
+            stage=_text(info.status.stage) if info.status else "SCHEDULING",
+            flavor=_text(info.flavor or spec.flavor),
+            name=spec.job_name(),
+        )
+
+    def cancel(self, job_id: str, *, namespace: str | None = None) -> None:
+        """Ask the Hub to cancel the job. The stage turns CANCELED shortly after."""
+        ns = self.namespace(namespace)
+        try:
+            self.api.cancel_job(job_id=job_id, namespace=ns)
+        except Exception as exc:  # noqa: BLE001  (any client failure becomes a plain message)
+            raise hub_error(exc, f"Cancelling job {job_id}", namespace=ns) from None
+
+    def inspect(self, job_id: str, *, namespace: str | None = None) -> JobState:
+        ns = self.namespace(namespace)
+        try:
+            info = self.api.inspect_job(job_id=job_id, namespace=ns)
+        except Exception as exc:  # noqa: BLE001  (any client failure becomes a plain message)
+            raise hub_error(exc, f"Reading job {job_id}", namespace=ns) from None
+        return JobState(
+            job_id=info.id,
+            namespace=ns,
+            stage=_text(info.status.stage),
+            message=info.status.message or "",
+            flavor=_text(info.flavor or ""),
+            url=info.url,
+            created_at=info.created_at.timestamp() if info.created_at else None,
+        )
+
+    def wait_for(
+        self,
+        job_id: str,
+        stages: Iterable[str] = TERMINAL_STAGES,
+        *,
+        namespace: str | None = None,
+        timeout: float = 60.0,
+        interval: float = 2.0,
+        on_state: Callable[[JobState], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> JobState:
+        """Poll `inspect` until the job reaches one of `stages` (e.g. CANCELED after `cancel`).
+
+        Raises `ActionError(kind="timeout")` when it does not within `timeout` seconds."""
+        wanted = set(stages)
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.inspect(job_id, namespace=namespace)
+            if on_state is not None:
+                on_state(state)
+            if state.stage in wanted:
+                return state
+            if time.monotonic() >= deadline:
+                raise ActionError(
+                    f"Job {job_id} is still {state.stage} after {timeout:.0f} s.", kind="timeout"
+                )
+            sleep(interval)
+
+
+def status_event(state: JobState, run: RunRef | None = None) -> JobStatus:
+    """A store event for a job's state."""
+    return JobStatus(
+        run or job_run_ref(state.namespace, state.job_id),
+        state.job_id,
+        state.stage,
+        flavor=state.flavor,
+        message=state.message,
+        created_at=state.created_at,
+        url=state.url,
+    )

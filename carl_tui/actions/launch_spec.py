@@ -1,0 +1,254 @@
+"""What to train and where: the launch form's values, checked and turned into commands.
+
+`LaunchSpec.validate()` lists every problem in plain words before anything is
+sent. `to_train_args()` is the `carl-tui train ...` command line;
+`job_command()` is the command a Hugging Face Job runs (a `uv run` that
+installs carl-tui with its training extra, trains, and pushes the result).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import sys
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+Target = Literal["hf-jobs", "local"]
+Method = Literal["sft", "grpo"]
+
+DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
+DEFAULT_DATASET = "trl-lib/DeepMath-103K"
+DEFAULT_FLAVOR = "a10g-small"
+DEFAULT_TIMEOUT = "2h"
+# Image with uv and Python 3.12: the same default `run_uv_job` uses.
+JOB_IMAGE = "ghcr.io/astral-sh/uv:python3.12-bookworm"
+# What the job installs to get carl-tui's training code. A git URL works too:
+# "carl-tui[train,hub] @ git+https://github.com/OWNER/carl-tui".
+DEFAULT_PACKAGE_SPEC = "carl-tui[train,hub,trackio]"
+JOB_OUTPUT_DIR = "/tmp/carl-output"
+JOB_STREAM_PATH = "/tmp/carl-output/stream.jsonl"
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}/[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,95}$")
+_TIMEOUT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_FLAVOR = re.compile(r"^[a-z0-9][a-z0-9\-]*$")
+_MULTI = re.compile(r"x(\d+)$")
+_TIMEOUT_FACTORS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+MAX_TIMEOUT_S = 7 * 86400
+
+
+def timeout_seconds(timeout: str | float) -> int | None:
+    """'90m' -> 5400, '2h' -> 7200, 300 -> 300; None when it does not parse."""
+    if isinstance(timeout, bool):
+        return None
+    if isinstance(timeout, (int, float)):
+        return int(timeout) if timeout > 0 else None
+    m = _TIMEOUT.match(str(timeout))
+    if not m:
+        return None
+    return int(float(m.group(1)) * _TIMEOUT_FACTORS[m.group(2)])
+
+
+def gpus_in_flavor(flavor: str) -> int:
+    """GPUs of a Jobs hardware flavor, read from its name: 'a10g-largex4' -> 4, 'l4x1' -> 1,
+    'a10g-small' -> 1, 'cpu-basic' -> 0."""
+    if flavor.startswith("cpu"):
+        return 0
+    m = _MULTI.search(flavor)
+    return int(m.group(1)) if m else 1
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """The launch form. Defaults make a small GRPO run with the CARL reward on."""
+
+    model: str = DEFAULT_MODEL
+    dataset: str = DEFAULT_DATASET
+    method: str = "grpo"
+    max_steps: int = 500
+    learning_rate: float = 1e-6
+    num_generations: int = 8
+    carl: bool = True
+    output_repo: str = ""  # "user/name": where the trained model is pushed (private)
+    flavor: str = DEFAULT_FLAVOR
+    timeout: str = DEFAULT_TIMEOUT
+    trackio_space: str = ""  # "user/space": live metrics in a Trackio Space
+    target: str = "hf-jobs"
+    namespace: str = ""  # where the job runs; empty: the token's user
+    run_name: str = ""
+    output_dir: str = "runs/carl"  # local target only; jobs write to JOB_OUTPUT_DIR
+    num_processes: int = 0  # 0: one per GPU of the flavor (jobs), 1 (local)
+    package_spec: str = DEFAULT_PACKAGE_SPEC
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+
+    # -- checking ------------------------------------------------------------
+
+    def validate(self, *, flavors: list[str] | None = None) -> list[str]:
+        """Every problem with the spec, each a sentence for the user; empty when fine.
+
+        `flavors` is the list of hardware names the Hub offers, when known.
+        """
+        p: list[str] = []
+        if self.target not in ("hf-jobs", "local"):
+            p.append(f"Target must be 'hf-jobs' or 'local', not {self.target!r}.")
+        if not self.model.strip():
+            p.append("Model is empty: give a Hub model id such as Qwen/Qwen2.5-0.5B-Instruct.")
+        elif " " in self.model.strip():
+            p.append(f"Model {self.model!r} contains spaces: give a Hub model id or a local path.")
+        if not self.dataset.strip():
+            p.append("Dataset is empty: give a Hub dataset id such as trl-lib/DeepMath-103K.")
+        elif " " in self.dataset.strip():
+            p.append(f"Dataset {self.dataset!r} contains spaces: give a Hub dataset id or a local path.")
+        if self.method not in ("sft", "grpo"):
+            p.append(f"Method must be 'sft' or 'grpo', not {self.method!r}.")
+        if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or self.max_steps < 1:
+            p.append(f"Max steps must be a whole number of at least 1 (got {self.max_steps!r}).")
+        elif self.max_steps > 1_000_000:
+            p.append(f"Max steps {self.max_steps} is more than 1,000,000: is that a typo?")
+        lr = self.learning_rate
+        if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not (0 < lr < 1):
+            p.append(f"Learning rate must be a number between 0 and 1, e.g. 1e-6 (got {lr!r}).")
+        if self.method == "grpo":
+            g = self.num_generations
+            if not isinstance(g, int) or isinstance(g, bool) or g < 2:
+                p.append(f"GRPO needs at least 2 generations per prompt (got {g!r}).")
+            elif g > 256:
+                p.append(f"{g} generations per prompt is more than 256: is that a typo?")
+        if self.output_repo and not _REPO_ID.match(self.output_repo):
+            p.append(f"Output repo {self.output_repo!r} is not of the form user/name.")
+        if self.trackio_space and not _REPO_ID.match(self.trackio_space):
+            p.append(f"Trackio Space {self.trackio_space!r} is not of the form user/space.")
+        if self.run_name and not _NAME.match(self.run_name):
+            p.append(f"Run name {self.run_name!r} may use letters, digits, '-', '_' and '.' only.")
+        if self.num_processes < 0:
+            p.append("Number of processes cannot be negative.")
+        if self.target == "hf-jobs":
+            if not self.output_repo:
+                p.append("Output repo is empty: a job's disk is wiped when it ends, so give a repo "
+                         "(user/name) to push the trained model to.")
+            if not _FLAVOR.match(self.flavor or ""):
+                p.append(f"Hardware flavor {self.flavor!r} is not a flavor name such as a10g-small.")
+            elif flavors is not None and self.flavor not in flavors:
+                p.append(f"Hardware flavor {self.flavor!r} is not offered; choose one of: "
+                         + ", ".join(flavors) + ".")
+            elif gpus_in_flavor(self.flavor) == 0:
+                p.append(f"Hardware flavor {self.flavor!r} has no GPU: training needs a GPU flavor.")
+            secs = timeout_seconds(self.timeout)
+            if secs is None:
+                p.append(f"Timeout {self.timeout!r} is not a duration such as 90m, 2h or 3600.")
+            elif secs < 60:
+                p.append(f"Timeout {self.timeout!r} is under a minute: the job could not even start.")
+            elif secs > MAX_TIMEOUT_S:
+                p.append(f"Timeout {self.timeout!r} is more than 7 days.")
+            if self.namespace and not _NAME.match(self.namespace):
+                p.append(f"Namespace {self.namespace!r} is not a user or organisation name.")
+            if not self.package_spec.strip():
+                p.append("Package spec is empty: the job needs to install carl-tui.")
+            elif self.package_spec.strip().startswith((".", "/", "~")):
+                p.append(f"Package spec {self.package_spec!r} is a local path, which a job cannot "
+                         "see: give a package name or a git URL.")
+        return p
+
+    # -- commands ------------------------------------------------------------
+
+    @property
+    def gpus(self) -> int:
+        return gpus_in_flavor(self.flavor) if self.target == "hf-jobs" else 1
+
+    @property
+    def processes(self) -> int:
+        if self.num_processes > 0:
+            return self.num_processes
+        return max(1, self.gpus) if self.target == "hf-jobs" else 1
+
+    def train_options(self, *, output_dir: str | None = None, stream_path: str | None = None) -> list[str]:
+        """The options of `carl-tui train` (everything after the word `train`)."""
+        out = output_dir or (JOB_OUTPUT_DIR if self.target == "hf-jobs" else self.output_dir)
+        args = [
+            "--model", self.model.strip(),
+            "--dataset", self.dataset.strip(),
+            "--method", self.method,
+            "--output", out,
+            "--max-steps", str(int(self.max_steps)),
+            "--learning-rate", repr(float(self.learning_rate)),
+        ]
+        if self.method == "grpo":
+            args += ["--num-generations", str(int(self.num_generations))]
+        args.append("--carl" if self.carl else "--no-carl")
+        if stream_path:
+            args += ["--stream", stream_path]
+        if self.trackio_space:
+            args += ["--report-to", "trackio"]
+        args += list(self.extra_args)
+        return args
+
+    def to_train_args(self, *, output_dir: str | None = None, stream_path: str | None = None) -> list[str]:
+        """`carl-tui train ...` as an argv list."""
+        return ["carl-tui", "train", *self.train_options(output_dir=output_dir, stream_path=stream_path)]
+
+    def local_argv(self, stream_path: str, *, python: str | None = None) -> list[str]:
+        """The command that trains on this machine, streaming metrics to `stream_path`.
+
+        Several processes run through `accelerate launch`."""
+        opts = self.train_options(stream_path=stream_path)
+        py = python or sys.executable
+        if self.processes > 1:
+            return [py, "-m", "accelerate.commands.launch", "--num_processes", str(self.processes),
+                    "-m", "carl_tui", "train", *opts]
+        return [py, "-m", "carl_tui", "train", *opts]
+
+    def job_command(self) -> list[str]:
+        """The command a Hugging Face Job runs in `JOB_IMAGE`.
+
+        `uv run` installs carl-tui with its training extra (plus accelerate on
+        multi-GPU flavors), then `carl_tui.actions.job_entry` trains and pushes
+        the output folder to `output_repo` with the job's HF_TOKEN secret.
+        """
+        cmd = ["uv", "run", "--python", "3.12", "--with", self.package_spec.strip()]
+        if self.processes > 1:
+            cmd += ["--with", "accelerate"]
+        cmd += ["python", "-m", "carl_tui.actions.job_entry",
+                "--output-dir", JOB_OUTPUT_DIR,
+                "--num-processes", str(self.processes)]
+        if self.output_repo:
+            cmd += ["--push-to", self.output_repo]
+        cmd += ["--", *self.train_options(output_dir=JOB_OUTPUT_DIR, stream_path=JOB_STREAM_PATH)]
+        return cmd
+
+    def job_env(self) -> dict[str, str]:
+        """Plain (non-secret) environment of the job. The token travels as a secret."""
+        env = {"PYTHONUNBUFFERED": "1"}
+        if self.trackio_space:
+            env["TRACKIO_SPACE_ID"] = self.trackio_space
+            env["TRACKIO_PROJECT"] = self.run_name or "carl-tui"
+        return env
+
+    def job_labels(self) -> dict[str, str]:
+        return {
+            "app": "carl-tui",
+            "method": self.method,
+            "carl": "on" if self.carl else "off",
+        }
+
+    def job_name(self) -> str:
+        if self.run_name:
+            return self.run_name
+        model = self.model.strip().rsplit("/", 1)[-1].lower()
+        model = re.sub(r"[^a-z0-9\-]+", "-", model).strip("-")[:40] or "model"
+        return f"carl-{self.method}-{model}"
+
+    def describe(self) -> str:
+        """One line for a confirmation dialog (no secrets in a spec)."""
+        where = f"HF Jobs {self.flavor}" if self.target == "hf-jobs" else "this machine"
+        carl = "CARL on" if self.carl else "CARL off"
+        return (f"{self.method.upper()} {self.model} on {self.dataset}, {self.max_steps} steps, "
+                f"lr {self.learning_rate:g}, {carl}, {where}"
+                + (f" -> {self.output_repo}" if self.output_repo else ""))
+
+    def shell_command(self) -> str:
+        """The job command as one shell-quoted line, for display."""
+        return shlex.join(self.job_command() if self.target == "hf-jobs" else self.to_train_args())
+
+    def with_(self, **changes) -> LaunchSpec:
+        return replace(self, **changes)
