@@ -126,6 +126,15 @@ class JobStatus:
     message: str = ""
     created_at: float | None = None  # epoch seconds
     url: str = ""
+    started_at: float | None = None  # epoch seconds; None while scheduling
+    finished_at: float | None = None  # epoch seconds; None until it ends
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds from creation to the end (or to now while it runs)."""
+        if self.created_at is None:
+            return None
+        return (self.finished_at or time.time()) - self.created_at
 
 
 @dataclass(frozen=True, slots=True)
