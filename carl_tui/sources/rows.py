@@ -138,6 +138,10 @@ def build_columns(
         for j, key in enumerate(keys):
             col = mat[:, j]
             if key in step_rank:
+                present = ~np.isnan(col)
+                integral = present & (col == np.floor(col)) & (np.abs(col) < _MAX_STEP)
+                skipped += int((present & ~integral).sum())  # 7.5 is not a step
+                col = np.where(integral, col, np.nan)
                 _merge_step(steps, step_rank_of_row, col, idx, step_rank[key])
                 continue
             if key == time_key:
@@ -153,12 +157,7 @@ def build_columns(
                     continue
                 out = columns[name] = np.full(n, np.nan)
             _assign(out, col, idx)
-    # Present but non-integral steps are invalid values too.
-    known = ~np.isnan(steps)
-    integral = known & (steps == np.floor(steps)) & (np.abs(steps) < _MAX_STEP)
-    bad_steps = int((known & ~integral).sum())
-    skipped += bad_steps
-    resolved = _resolve_steps(np.where(integral, steps, np.nan), default_steps, prev_step)
+    resolved = _resolve_steps(steps, default_steps, prev_step)
     if skipped:  # a metric whose every value was invalid adds no series
         columns = {k: v for k, v in columns.items() if not np.isnan(v).all()}
     last_time = None

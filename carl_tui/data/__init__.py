@@ -1,0 +1,1 @@
+"""Bundled data: the demo recording and the script that generates it."""

@@ -1,0 +1,127 @@
+"""Play a recorded stream (the JSONL format of `sources.jsonl`) back in time.
+
+Each line is released when its recorded `time` (relative to the first line's)
+has elapsed on `clock`, scaled by `speed` (2.0 = twice as fast). Lines without
+a `time` (meta, markers, logs) go out with the line before them. `speed` 0 or
+infinity releases everything at the first poll. Wall times in the batches are
+shifted so the recording appears to happen now. `finished` becomes True after
+the last line. Default run identity: source "replay", project = the file's
+folder name, run_id = the file's stem (a meta line may set them).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+
+from carl_tui.events import Event, RunRef
+from carl_tui.sources.base import SourceError
+from carl_tui.sources.jsonl import StreamParser, default_run
+from carl_tui.sources.rows import TIME_KEY
+
+MAX_INTERVAL = 0.25
+
+
+def _line_time(line: bytes) -> float | None:
+    if TIME_KEY.encode() not in line:
+        return None
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    value = obj.get(TIME_KEY) if type(obj) is dict else None
+    if type(value) in (int, float) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+class ReplaySource:
+    """Releases the lines of a recording as their recorded time comes."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        speed: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        run: RunRef | None = None,
+        wall_clock: Callable[[], float] = time.time,
+    ):
+        self.path = Path(path)
+        self.name = f"replay: {self.path.name}"
+        self.speed = float(speed)
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self.parser = StreamParser(run or default_run(self.path, "replay"), explicit=run is not None)
+        self.finished = False
+        self.limitation = ""
+        self._lines: list[bytes] | None = None
+        self._due: list[float] = []  # seconds after the start at which each line is due
+        self._next = 0
+        self._start: float | None = None
+        self._time_offset = 0.0
+
+    @property
+    def run(self) -> RunRef:
+        return self.parser.run
+
+    @property
+    def skipped(self) -> int:
+        return self.parser.skipped
+
+    @property
+    def fast(self) -> bool:
+        return self.speed <= 0 or math.isinf(self.speed)
+
+    @property
+    def interval(self) -> float:
+        """Time until the next line is due (at most MAX_INTERVAL)."""
+        if self.finished or self._start is None or self.fast or self._lines is None:
+            return 0.0 if not self.finished else MAX_INTERVAL
+        wait = self._due[self._next] / self.speed - (self.clock() - self._start)
+        return min(MAX_INTERVAL, max(0.0, wait))
+
+    def _load(self) -> None:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            raise SourceError(f"waiting for {self.path}") from None
+        lines = [line for line in data.split(b"\n") if line.strip()]
+        first: float | None = None
+        due, last = [], 0.0
+        for line in lines:
+            t = _line_time(line)
+            if t is not None:
+                if first is None:
+                    first = t
+                last = max(last, t - first)
+            due.append(last)
+        self._lines, self._due = lines, due
+        self._time_offset = self.wall_clock() - first if first is not None else 0.0
+
+    def poll(self) -> list[Event]:
+        if self._lines is None:
+            self._load()
+        assert self._lines is not None
+        if self._start is None:
+            self._start = self.clock()
+        if self.fast:
+            end = len(self._lines)
+        else:
+            elapsed = (self.clock() - self._start) * self.speed
+            end = self._next
+            while end < len(self._lines) and self._due[end] <= elapsed:
+                end += 1
+        events = self.parser.parse(self._lines[self._next : end], time_offset=self._time_offset)
+        self._next = end
+        if end >= len(self._lines):
+            self.finished = True
+        return events
+
+    def close(self) -> None:
+        pass
