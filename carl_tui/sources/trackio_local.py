@@ -48,6 +48,7 @@ X_KEY = "train/global_step"
 STEP_KEYS = (X_KEY,)
 BUSY_RETRIES = 5
 BUSY_SLEEP_S = 0.05
+BUSY_TIMEOUT_S = 1.0  # SQLite's own wait for a lock, per attempt
 
 
 def trackio_dir() -> Path:
@@ -87,12 +88,16 @@ class RunInfo:
 
 
 def _mtime(path: Path) -> float:
+    """Newest write: the database, or its WAL while it holds data (a reader
+    may create an empty WAL, which is no write)."""
     times = []
     for p in (path, path.with_name(path.name + "-wal")):
         try:
-            times.append(p.stat().st_mtime)
+            st = p.stat()
         except OSError:
-            pass
+            continue
+        if st.st_size or p is path:
+            times.append(st.st_mtime)
     return max(times, default=0.0)
 
 
@@ -113,7 +118,7 @@ def _connect(path: Path) -> sqlite3.Connection:
     if not path.exists():
         raise SourceError(f"waiting for {path}")
     uri = f"file:{quote(str(path))}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, timeout=2.0, check_same_thread=False)
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
     conn.execute("PRAGMA query_only = ON")
     return conn
 

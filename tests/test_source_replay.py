@@ -1,0 +1,123 @@
+"""ReplaySource timing with a fake clock, and the bundled demo recording."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from carl_tui.data import make_recording
+from carl_tui.events import LogLines, Marker, RunMeta, ScalarBatch
+from carl_tui.sources.base import SourceError
+from carl_tui.sources.replay import ReplaySource
+
+RECORDING = Path(make_recording.__file__).with_name("demo_recording.jsonl")
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def steps_of(events):
+    return [int(s) for e in events if isinstance(e, ScalarBatch) for s in e.steps]
+
+
+@pytest.fixture
+def recording(tmp_path):
+    path = tmp_path / "rec.jsonl"
+    lines = [{"event": "meta", "run_id": "r", "vocab_size": 20}]
+    lines += [{"step": i, "time": 1000.0 + 0.5 * i, "loss": float(i)} for i in range(6)]
+    lines.insert(3, {"event": "log", "text": "after step 1"})
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_real_time_playback_with_fake_clock(recording):
+    clock = FakeClock()
+    src = ReplaySource(recording, clock=clock, wall_clock=lambda: 5000.0)
+    first = src.poll()
+    assert isinstance(first[0], RunMeta) and first[0].run.run_id == "r"
+    assert steps_of(first) == [0]
+    # Wall times are shifted so that the first line happened "now".
+    assert [e.wall_time for e in first if isinstance(e, ScalarBatch)] == [5000.0]
+    assert src.interval == pytest.approx(0.25)  # capped wait
+    clock.now += 0.49
+    assert src.poll() == []
+    assert src.interval == pytest.approx(0.01)
+    clock.now += 0.01
+    second = src.poll()
+    assert steps_of(second) == [1] and isinstance(second[-1], LogLines)
+    clock.now += 1.0
+    assert steps_of(src.poll()) == [2, 3]
+    assert not src.finished
+    clock.now += 10
+    assert steps_of(src.poll()) == [4, 5]
+    assert src.finished
+
+
+def test_speed_scales_time(recording):
+    clock = FakeClock()
+    src = ReplaySource(recording, speed=4.0, clock=clock)
+    assert steps_of(src.poll()) == [0]
+    clock.now += 0.25  # 1 recorded second
+    assert steps_of(src.poll()) == [1, 2]
+
+
+@pytest.mark.parametrize("speed", [0, math.inf])
+def test_as_fast_as_possible(recording, speed):
+    src = ReplaySource(recording, speed=speed, clock=FakeClock())
+    assert steps_of(src.poll()) == list(range(6))
+    assert src.finished and src.skipped == 0
+
+
+def test_missing_recording_is_a_clear_error(tmp_path):
+    with pytest.raises(SourceError, match="waiting for"):
+        ReplaySource(tmp_path / "nope.jsonl").poll()
+
+
+def _gate(values, window=5, min_above=3, threshold=0.99):
+    for i in range(len(values)):
+        recent = values[max(0, i - window + 1) : i + 1]
+        if sum(v >= threshold for v in recent) >= min_above:
+            return i
+    return None
+
+
+def test_bundled_recording_is_shaped_like_the_phase_table():
+    src = ReplaySource(RECORDING, speed=0)
+    events = src.poll()
+    assert src.finished and src.skipped == 0
+    (meta,) = [e for e in events if isinstance(e, RunMeta)]
+    (batch,) = [e for e in events if isinstance(e, ScalarBatch)]
+    assert meta.meta["method"] == "sft"
+    vocab = meta.meta["vocab_size"]
+    assert batch.steps.tolist() == list(range(46))
+    acc, ent = batch.columns["mean_token_accuracy"], batch.columns["entropy"]
+    for lo, hi, want_acc, want_ent in [
+        (0, 10, 0.03, 1.0), (10, 20, 0.08, 9.3), (20, 25, 0.65, 4.1),
+        (25, 35, 0.99, 0.4), (35, 46, 0.993, 0.12),
+    ]:
+        assert acc[lo:hi].mean() == pytest.approx(want_acc, rel=0.05)
+        assert ent[lo:hi].mean() == pytest.approx(want_ent, rel=0.05)
+    for name in ("loss", "learning_rate", "grad_norm", "phi"):
+        assert np.isfinite(batch.columns[name]).all()
+    np.testing.assert_allclose(batch.columns["phi"], 1 - ent / math.log(vocab), atol=1e-6)
+    (marker,) = [e for e in events if isinstance(e, Marker)]
+    assert marker.kind == "phase_transition"
+    assert marker.step == _gate(acc.tolist())
+    assert any(isinstance(e, LogLines) for e in events)
+    times = [json.loads(x)["time"] for x in RECORDING.read_text().splitlines() if '"time"' in x]
+    gaps = np.diff(times)
+    assert gaps.min() > 0.4 and gaps.max() < 0.6
+
+
+def test_bundled_recording_matches_its_generator(tmp_path):
+    out = make_recording.write(tmp_path / "again.jsonl")
+    assert out.read_bytes() == RECORDING.read_bytes()

@@ -1,0 +1,204 @@
+"""TrackioLocalSource against databases written by real `trackio.log` calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("trackio")
+
+from carl_tui.events import RunMeta, ScalarBatch
+from carl_tui.sources import trackio_local as tl
+from carl_tui.sources.base import SourceError
+
+WRITER = textwrap.dedent(
+    """
+    import json, sys, time
+    import trackio
+    plan = json.loads(sys.argv[1])
+    for run in plan:
+        trackio.init(project=run["project"], name=run["name"], config=run.get("config"))
+        for row in run["rows"]:
+            trackio.log(row)
+            if run.get("sleep"):
+                time.sleep(run["sleep"])
+        trackio.finish()
+    """
+)
+
+
+def trackio_write(root, plan, *, wait=True):
+    """Run a separate Python process that logs `plan` with trackio into `root`."""
+    env = {**os.environ, "TRACKIO_DIR": str(root), "HF_HUB_OFFLINE": "1"}
+    # trackio writes NaN/Infinity floats; JSON-encode them as strings the writer converts.
+    script = WRITER.replace(
+        "trackio.log(row)",
+        "trackio.log({k: (float(v[1:]) if isinstance(v, str) and v[:1] == '~' else v)"
+        " for k, v in row.items()})",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, json.dumps(plan)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    if wait:
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+    return proc
+
+
+def drain(src):
+    events = []
+    while True:
+        new = src.poll()
+        events += new
+        if not new:
+            return events
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("trackio")
+    plan = [
+        {
+            "project": "proj",
+            "name": "sft",
+            "config": {"lr": 0.1, "model": "tiny"},
+            "rows": [
+                {"train/loss": 1.0 / (i + 1), "train/entropy": 2.0 - i / 10,
+                 "train/global_step": 2 * i, "train/flag": True,
+                 "train/bad": "~nan" if i == 1 else 0.5}
+                for i in range(6)
+            ],
+        },
+        # Same name again: a different run, keyed by its own run_id.
+        {"project": "proj", "name": "sft", "rows": [{"loss": 3.0}, {"loss": "~inf"}, {"loss": 4.0}]},
+        {"project": "other project!", "name": "x", "rows": [{"reward": 0.5}]},
+    ]
+    trackio_write(root, plan)
+    return root
+
+
+def test_reads_runs_steps_values_and_config(store):
+    src = tl.TrackioLocalSource("proj", root=store)
+    events = drain(src)
+    metas = [e for e in events if isinstance(e, RunMeta)]
+    batches = [e for e in events if isinstance(e, ScalarBatch)]
+    assert len({b.run.run_id for b in batches}) == 2
+    assert {b.run.name for b in batches} == {"sft"}
+    first, second = batches
+    assert first.run.source == "trackio" and first.run.project == "proj"
+    # Trainer runs: the x axis is train/global_step, not Trackio's step.
+    assert first.steps.tolist() == [0, 2, 4, 6, 8, 10]
+    np.testing.assert_allclose(first.columns["loss"], [1 / (i + 1) for i in range(6)])
+    np.testing.assert_allclose(first.columns["entropy"], [2.0 - i / 10 for i in range(6)])
+    np.testing.assert_array_equal(first.columns["bad"], [0.5, np.nan, 0.5, 0.5, 0.5, 0.5])
+    assert "flag" not in first.columns  # booleans are not numbers
+    # Without train/global_step: Trackio's own step.
+    assert second.steps.tolist() == [0, 1, 2]
+    np.testing.assert_array_equal(second.columns["loss"], [3.0, np.nan, 4.0])
+    assert src.skipped == 6 + 1 + 1  # six booleans, "NaN", "Infinity"
+    assert first.wall_time is not None and abs(first.wall_time - time.time()) < 600
+    config = {m.run.run_id: m.meta["config"] for m in metas}
+    assert config[first.run.run_id]["lr"] == 0.1 and config[first.run.run_id]["model"] == "tiny"
+    assert src.poll() == []
+
+
+def test_runs_filter_and_helpers(store, monkeypatch):
+    runs = tl.list_runs("proj", store)
+    assert [r.name for r in runs] == ["sft", "sft"] and runs[0].run_id != runs[1].run_id
+    assert (runs[0].rows, runs[0].last_step) == (3, 2)
+    assert (runs[1].rows, runs[1].last_step) == (6, 10)  # train/global_step of the last row
+    only = tl.TrackioLocalSource("proj", root=store, runs=[runs[1].run_id])
+    got = {e.run.run_id for e in drain(only) if isinstance(e, ScalarBatch)}
+    assert got == {runs[1].run_id}
+    names = {p.name for p in tl.list_projects(store)}
+    assert names == {"proj", "otherproject"}
+    assert tl.db_path("other project!", store).exists()
+    assert tl.most_recent(store) == ("otherproject", tl.list_runs("otherproject", store)[0].run_id)
+    monkeypatch.setenv("TRACKIO_DIR", str(store))
+    assert tl.trackio_dir() == store
+    monkeypatch.delenv("TRACKIO_DIR")
+    monkeypatch.setenv("HF_HOME", "/x/hf")
+    assert str(tl.trackio_dir()) == "/x/hf/trackio"
+
+
+def test_live_writer_every_point_once_in_order(tmp_path):
+    n = 120
+    rows = [{"train/loss": 1.0 + i, "train/global_step": i} for i in range(n)]
+    proc = trackio_write(
+        tmp_path, [{"project": "live", "name": "run", "rows": rows, "sleep": 0.01}], wait=False
+    )
+    src = tl.TrackioLocalSource("live", root=tmp_path, interval=0.05)
+    events, deadline, polls_with_data = [], time.time() + 90, 0
+    while proc.poll() is None and time.time() < deadline:
+        try:
+            new = src.poll()
+        except SourceError:  # the database does not exist yet
+            new = []
+        polls_with_data += bool(new)
+        events += new
+        time.sleep(0.05)
+    assert proc.returncode == 0, proc.stderr.read().decode()
+    events += drain(src)
+    batches = [e for e in events if isinstance(e, ScalarBatch)]
+    steps = np.concatenate([b.steps for b in batches]).tolist()
+    loss = np.concatenate([b.columns["loss"] for b in batches]).tolist()
+    assert steps == list(range(n))
+    assert loss == [1.0 + i for i in range(n)]
+    assert polls_with_data >= 2  # it really read while the writer was writing
+
+
+def test_old_schema_without_run_id_and_missing_db(tmp_path):
+    with pytest.raises(SourceError, match="waiting for"):
+        tl.TrackioLocalSource("nope", root=tmp_path).poll()
+    conn = sqlite3.connect(tmp_path / "old.db")
+    conn.execute(
+        "CREATE TABLE metrics (id INTEGER PRIMARY KEY AUTOINCREMENT, timestamp TEXT, "
+        "run_name TEXT, step INTEGER, metrics TEXT)"
+    )
+    conn.executemany(
+        "INSERT INTO metrics (timestamp, run_name, step, metrics) VALUES (?, ?, ?, ?)",
+        [("2025-01-01T00:00:00", "a", i, json.dumps({"loss": i})) for i in range(3)]
+        + [("2025-01-01T00:00:01", "b", 0, "{broken")],
+    )
+    conn.commit()
+    conn.close()
+    src = tl.TrackioLocalSource("old", root=tmp_path)
+    (batch,) = [e for e in src.poll() if isinstance(e, ScalarBatch)]
+    assert (batch.run.run_id, batch.steps.tolist()) == ("a", [0, 1, 2])
+    assert src.skipped == 1 and "keyed by name" in src.limitation
+    assert tl.list_runs("old", tmp_path)[0].run_id == "b"
+
+
+def test_locked_database_retries_then_resumes(tmp_path, monkeypatch):
+    monkeypatch.setattr(tl, "BUSY_SLEEP_S", 0.001)
+    monkeypatch.setattr(tl, "BUSY_TIMEOUT_S", 0.01)
+    path = tmp_path / "locked.db"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode = DELETE")
+    writer.execute(
+        "CREATE TABLE metrics (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, "
+        "timestamp TEXT, run_name TEXT, step INTEGER, metrics TEXT)"
+    )
+    insert = "INSERT INTO metrics (run_id, timestamp, run_name, step, metrics) VALUES (?,?,?,?,?)"
+    writer.execute(insert, ("r", "2025-01-01T00:00:00", "n", 0, '{"loss": 1}'))
+    src = tl.TrackioLocalSource("locked", root=tmp_path)
+    src._open()
+    writer.execute("BEGIN EXCLUSIVE")
+    writer.execute(insert, ("r", "2025-01-01T00:00:01", "n", 1, '{"loss": 2}'))
+    with pytest.raises(SourceError, match="locked"):
+        src.poll()
+    assert src.last_id == 0
+    writer.execute("COMMIT")
+    (batch,) = [e for e in src.poll() if isinstance(e, ScalarBatch)]
+    assert batch.steps.tolist() == [0, 1] and batch.columns["loss"].tolist() == [1.0, 2.0]
