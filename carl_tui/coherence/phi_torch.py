@@ -1,0 +1,100 @@
+"""Per-token phi and P(next token) in torch, reduced on the logits' device.
+
+torch is imported inside the functions, so importing this module is cheap.
+Logits are copied to float32 one chunk of positions at a time; sums are
+accumulated in float64. Entropy uses the same stable form as the numpy path:
+H = log(s) - sum(e * (x - m)) / s with m = max(x), e = exp(x - m), s = sum(e).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+#: Default number of positions (per sequence) reduced at once.
+DEFAULT_CHUNK_SIZE = 32
+
+
+def _chunk_stats(chunk: torch.Tensor, tokens: torch.Tensor | None):
+    """Entropy and log P(token) (float64; the latter None without tokens) of logits [..., V].
+
+    Holds two float32 temporaries of the chunk's shape.
+    """
+    import torch
+
+    m = chunk.amax(dim=-1, keepdim=True).to(torch.float32)
+    b = chunk.to(torch.float32, copy=True).sub_(m)  # x - m
+    e = b.exp()
+    s = e.sum(dim=-1, dtype=torch.float64)
+    log_s = s.log()
+    logp = None
+    if tokens is not None:
+        logp = b.gather(-1, tokens.unsqueeze(-1)).squeeze(-1).double() - log_s
+    # exp(-inf) * -inf is NaN; masked (-inf) entries contribute 0. No host sync needed:
+    # a NaN from NaN/inf logits still propagates through s.
+    d = e.mul_(b).nan_to_num_(nan=0.0).sum(dim=-1, dtype=torch.float64)
+    h = (log_s - d / s).clamp_min(0.0)
+    return h, logp
+
+
+def token_stats_torch(
+    logits: torch.Tensor, next_tokens: torch.Tensor, chunk_size: int = DEFAULT_CHUNK_SIZE
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(phi [B, T], p_next [B, T]) as float32 on the logits' device.
+
+    `logits` is [B, T, V] (any float dtype); `next_tokens[b, k]` is the token that
+    follows position k, so p_next[b, k] = softmax(logits[b, k])[next_tokens[b, k]].
+    Positions are processed `chunk_size` at a time, so at most a [B, chunk_size, V]
+    float32 copy of the logits exists at once.
+    """
+    import torch
+
+    if logits.dim() != 3:
+        raise ValueError(f"logits must be [B, T, V], got shape {tuple(logits.shape)}")
+    bsz, t, v = logits.shape
+    if tuple(next_tokens.shape) != (bsz, t):
+        raise ValueError(f"next_tokens must be [{bsz}, {t}], got {tuple(next_tokens.shape)}")
+    if chunk_size < 1:
+        raise ValueError("chunk_size must be positive")
+    if v < 2:
+        raise ValueError("vocabulary must have at least 2 entries")
+    tokens = next_tokens.to(device=logits.device, dtype=torch.long)
+    phi = torch.empty((bsz, t), dtype=torch.float32, device=logits.device)
+    p_next = torch.empty((bsz, t), dtype=torch.float32, device=logits.device)
+    inv_log_v = 1.0 / math.log(v)
+    with torch.no_grad():
+        for start in range(0, t, chunk_size):
+            stop = min(start + chunk_size, t)
+            h, logp = _chunk_stats(logits[:, start:stop], tokens[:, start:stop])
+            phi[:, start:stop] = (1.0 - h * inv_log_v).clamp(0.0, 1.0).to(torch.float32)
+            p_next[:, start:stop] = logp.exp().to(torch.float32)
+    return phi, p_next
+
+
+def entropy_torch(logits: torch.Tensor, chunk_size: int = DEFAULT_CHUNK_SIZE) -> torch.Tensor:
+    """Entropy in nats (float64) of softmax over the last axis of [..., V] logits."""
+    import torch
+
+    v = logits.shape[-1]
+    rows = logits.reshape(-1, v)
+    out = torch.empty(rows.shape[0], dtype=torch.float64, device=logits.device)
+    with torch.no_grad():
+        for start in range(0, rows.shape[0], chunk_size):
+            out[start : start + chunk_size], _ = _chunk_stats(rows[start : start + chunk_size], None)
+    return out.reshape(logits.shape[:-1])
+
+
+def phi_from_logits_torch(logits, chunk_size: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(phi, entropy) as float64 numpy arrays from [T, V] logits (numpy array or tensor)."""
+    import torch
+
+    x = torch.from_numpy(np.asarray(logits)) if not isinstance(logits, torch.Tensor) else logits
+    h = entropy_torch(x, chunk_size=chunk_size).cpu().numpy()
+    v = x.shape[-1]
+    phi = np.clip(1.0 - h / math.log(v), 0.0, 1.0)
+    return phi, h
