@@ -44,6 +44,8 @@ _SPECIAL = {
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)")
 _WORD = re.compile(r"[-+]?[A-Za-z_][A-Za-z0-9_.]*")
 _WS = re.compile(r"\s*")
+# Scalar wrappers seen in printed logs: np.float64(0.5), tensor(0.5), Decimal('0.5')
+_WRAPPER = re.compile(r"(?:b?float\d*|u?int\d*|tensor|Tensor|Decimal|float_|array)")
 
 
 class _Skip(Exception):
@@ -121,8 +123,9 @@ def _read_value(text: str, i: int) -> tuple[float | None, int]:
         if j < len(text) and text[j] == "(":
             # A wrapped scalar: np.float64(0.5), tensor(0.5, device='cuda:0')
             end = _skip_nested(text, j)
-            inner = text[j + 1 : end - 1]
-            first = inner.split(",", 1)[0]
+            if not _WRAPPER.fullmatch(word.rsplit(".", 1)[-1]):
+                return None, end  # some other call: skipped, never run
+            first = text[j + 1 : end - 1].split(",", 1)[0]
             return _to_float(first), end
         if word in _SPECIAL:
             return _SPECIAL[word], i

@@ -1,0 +1,430 @@
+"""Follow a Hugging Face Job: status, log lines, Trainer metrics, resource usage.
+
+Everything goes through huggingface_hub (`inspect_job`, `fetch_job_logs`,
+`fetch_job_metrics`, `list_jobs`). Following logs and metrics are blocking
+generators, so each runs in its own daemon thread that pushes into a queue,
+and a third thread refreshes the job's status every few seconds. `poll()`
+only drains the queue: it never blocks on the network.
+
+On reconnect the Hub replays the log from its first line. The log thread
+counts the lines it has already delivered and skips that many of the
+replay, so every line arrives once, in order.
+
+Log lines become `LogLines` (raw, as printed), `ScalarBatch` (the Trainer's
+dict lines, see `trainer_log`), `Progress` (tqdm bars) and, for the
+end-of-training summary, `RunMeta`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from carl_tui.events import (
+    Event,
+    JobStatus,
+    JobUsage,
+    LogLines,
+    Progress,
+    RunMeta,
+    RunRef,
+    ScalarBatch,
+)
+from carl_tui.metric_names import canonical, is_metric_key, valid_number
+from carl_tui.sources.base import Backoff, SourceError
+from carl_tui.sources.hub_auth import HubToken, find_token, redact
+from carl_tui.sources.trainer_log import BarUpdate, MetricsLine, TrainerLogParser
+
+log = logging.getLogger(__name__)
+
+SOURCE = "hf-job"
+TERMINAL_STAGES = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
+NOT_AUTHORISED = "not authorised: set HF_TOKEN or run `hf auth login`"
+
+
+def _epoch(dt: Any) -> float | None:
+    return dt.timestamp() if dt is not None and hasattr(dt, "timestamp") else None
+
+
+def make_api(token: str | HubToken | None = None, endpoint: str | None = None) -> Any:
+    """An `HfApi` with the user's token (imported lazily: keeps start-up light)."""
+    from huggingface_hub import HfApi
+
+    found = find_token(token)
+    return HfApi(endpoint=endpoint, token=found.value if found else None)
+
+
+def describe_hub_error(exc: BaseException, token: Any = None) -> tuple[str, bool]:
+    """(secret-free message, whether retrying can help) for a huggingface_hub failure."""
+    response = getattr(exc, "response", None)
+    status = getattr(response, "status_code", None)
+    if isinstance(status, int):
+        if status in (401, 403):
+            return NOT_AUTHORISED, False
+        if status == 404:
+            return "no such job (or namespace) on the Hub", False
+        if status >= 500:
+            return f"Hub server error {status}", True
+        return f"Hub refused the request (HTTP {status})", True
+    name = type(exc).__name__
+    if "Connect" in name:
+        return "cannot connect to the Hub: connection refused or unreachable", True
+    if "Timeout" in name:
+        return "the Hub did not answer in time", True
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return redact(f"{name}: {text}" if text else name, token)[:300], True
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """One line of the jobs panel."""
+
+    id: str
+    namespace: str
+    stage: str
+    flavor: str
+    created_at: float | None
+    age_s: float | None
+    label: str
+
+
+def _job_label(info: Any) -> str:
+    labels = getattr(info, "labels", None) or {}
+    if labels:
+        return ", ".join(f"{k}={v}" for k, v in labels.items())
+    command = getattr(info, "command", None) or []
+    text = " ".join(str(c) for c in command) or (getattr(info, "docker_image", None) or "")
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def list_user_jobs(
+    namespace: str | None = None, api: Any = None, *, token: str | HubToken | None = None
+) -> list[JobRow]:
+    """The user's (or `namespace`'s) jobs, newest first. Raises SourceError on failure."""
+    api = api or make_api(token)
+    now = time.time()
+    try:
+        ns = namespace or _whoami(api)
+        infos = list(api.list_jobs(namespace=ns))
+    except Exception as exc:  # noqa: BLE001 - any Hub failure becomes a readable message
+        message, retry = describe_hub_error(exc, getattr(api, "token", None))
+        raise SourceError(message, retry=retry) from None
+    rows = []
+    for info in infos:
+        created = _epoch(info.created_at)
+        rows.append(
+            JobRow(
+                id=info.id,
+                namespace=ns,
+                stage=str(getattr(info.status, "stage", "UNKNOWN")),
+                flavor=str(info.flavor or ""),
+                created_at=created,
+                age_s=(now - created) if created is not None else None,
+                label=_job_label(info),
+            )
+        )
+    rows.sort(key=lambda r: r.created_at or 0.0, reverse=True)
+    return rows
+
+
+def _whoami(api: Any) -> str:
+    token = getattr(api, "token", None)
+    return api.whoami(token=token)["name"] if token else api.whoami()["name"]
+
+
+class HfJobSource:
+    """Poll a Hugging Face Job. Threads start on the first `poll()`."""
+
+    def __init__(
+        self,
+        job_id: str,
+        *,
+        namespace: str | None = None,
+        token: str | HubToken | None = None,
+        api: Any = None,
+        interval: float = 0.5,
+        status_interval: float = 3.0,
+        logging_steps: int = 1,
+        max_lines_per_poll: int = 5_000,
+    ):
+        self.job_id = job_id
+        self.namespace = namespace
+        self._token = find_token(token) if api is None else None
+        self.api = api or make_api(self._token)
+        self.interval = interval
+        self.status_interval = status_interval
+        self.max_lines_per_poll = max_lines_per_poll
+        self.name = f"hf-job: {job_id}"
+        self.finished = False
+        self.skipped = 0  # non-finite metric values dropped
+        self.limitation = ""
+        self.run = RunRef(SOURCE, namespace or "", job_id, job_id)
+        self.parser = TrainerLogParser(logging_steps=logging_steps)
+        self.lines_seen = 0  # lines delivered by the log thread (resume position)
+        self.reconnects = 0
+        self._q: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._ns_ready = threading.Event()
+        self._errors: dict[str, tuple[str, bool]] = {}  # channel -> (message, retry)
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._stage: str | None = None
+        self._last_status: tuple | None = None
+        self._logs_done = False
+        self._meta_sent = False
+
+    def __repr__(self) -> str:
+        return f"HfJobSource(job_id={self.job_id!r}, namespace={self.namespace!r})"
+
+    # -- Source protocol -------------------------------------------------
+
+    def poll(self) -> list[Event]:
+        if not self._threads:
+            self._start_threads()
+        lines: list[str] = []
+        usage: list[JobUsage] = []
+        status: Any = None
+        budget = self.max_lines_per_poll
+        while budget > 0:
+            try:
+                kind, item = self._q.get_nowait()
+            except queue.Empty:
+                break
+            if kind == "line":
+                lines.append(item)
+                budget -= 1
+            elif kind == "status":
+                status = item
+            elif kind == "usage":
+                usage.append(item)
+            elif kind == "logs_done":
+                self._logs_done = True
+        events: list[Event] = []
+        if status is not None:
+            events.extend(self._status_events(status))
+        if lines:
+            events.extend(self._line_events(lines))
+        events.extend(usage)
+        if self._logs_done and self._stage in TERMINAL_STAGES and self._q.empty():
+            self.finished = True
+        if not events and not self.finished:
+            with self._lock:
+                errors = list(self._errors.values())
+            if errors:
+                message, retry = errors[0]
+                raise SourceError(message, retry=retry)
+        return events
+
+    def close(self) -> None:
+        self._stop.set()
+        self._ns_ready.set()
+
+    # -- events ------------------------------------------------------------
+
+    def _status_events(self, info: Any) -> list[Event]:
+        stage = str(getattr(info.status, "stage", "UNKNOWN"))
+        self._stage = stage
+        ev = JobStatus(
+            run=self.run,
+            job_id=self.job_id,
+            stage=stage,
+            flavor=str(info.flavor or ""),
+            message=str(info.status.message or ""),
+            created_at=_epoch(info.created_at),
+            url=str(getattr(info, "url", "") or ""),
+            started_at=_epoch(getattr(info, "started_at", None)),
+            finished_at=_epoch(getattr(info, "finished_at", None)),
+        )
+        out: list[Event] = []
+        if not self._meta_sent:
+            self._meta_sent = True
+            meta = {
+                "job_id": self.job_id,
+                "flavor": ev.flavor,
+                "command": list(info.command or []),
+                "labels": dict(info.labels or {}),
+                "url": ev.url,
+            }
+            out.append(RunMeta(self.run, meta))
+        key = (ev.stage, ev.flavor, ev.message, ev.started_at, ev.finished_at)
+        if key != self._last_status:
+            self._last_status = key
+            out.append(ev)
+        return out
+
+    def _line_events(self, lines: list[str]) -> list[Event]:
+        out: list[Event] = [LogLines(self.run, tuple(lines))]
+        rows: list[tuple[int, dict[str, float]]] = []
+        bar: BarUpdate | None = None
+        for line in lines:
+            for item in self.parser.feed(line):
+                if isinstance(item, BarUpdate):
+                    bar = item
+                elif isinstance(item, MetricsLine):
+                    values = self._clean(item.values, rename=not item.summary)
+                    if item.summary:  # keys as printed: train_loss is not the step loss
+                        out.append(RunMeta(self.run, {"train_summary": values}))
+                    elif values:
+                        rows.append((item.step, values))
+        if rows:
+            out.append(ScalarBatch.from_rows(self.run, rows, wall_time=time.time()))
+        if bar is not None:
+            out.append(Progress(self.run, bar.step, bar.total, bar.eta_s))
+        return out
+
+    def _clean(self, values: dict[str, float], rename: bool = True) -> dict[str, float]:
+        clean: dict[str, float] = {}
+        for key, value in values.items():
+            if not is_metric_key(key):
+                continue
+            v = valid_number(value)
+            if v is None:
+                self.skipped += 1
+                continue
+            clean[canonical(key) if rename else key] = v
+        return clean
+
+    # -- threads -------------------------------------------------------------
+
+    def _start_threads(self) -> None:
+        for target, label in (
+            (self._status_loop, "status"),
+            (self._logs_loop, "logs"),
+            (self._metrics_loop, "metrics"),
+        ):
+            t = threading.Thread(target=target, name=f"hf-job:{label}:{self.job_id}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _fail(self, channel: str, exc: BaseException) -> bool:
+        """Record a failure; returns whether retrying can help."""
+        message, retry = describe_hub_error(exc, self._token)
+        with self._lock:
+            self._errors[channel] = (message, retry)
+        log.debug("hf job %s: %s failed: %s", self.job_id, channel, message)
+        return retry
+
+    def _ok(self, channel: str) -> None:
+        if channel in self._errors:
+            with self._lock:
+                self._errors.pop(channel, None)
+
+    def _call(self, fn: Callable[..., Any], **kw: Any) -> Any:
+        return fn(job_id=self.job_id, namespace=self.namespace, **kw)
+
+    def _status_loop(self) -> None:
+        backoff = Backoff(base=1.0, cap=30.0)
+        while not self._stop.is_set():
+            try:
+                if self.namespace is None:
+                    self.namespace = _whoami(self.api)
+                    self.run = RunRef(SOURCE, self.namespace, self.job_id, self.job_id)
+                self._ns_ready.set()
+                info = self._call(self.api.inspect_job)
+            except Exception as exc:  # noqa: BLE001 - reported in the status bar
+                retry = self._fail("status", exc)
+                self._stop.wait(backoff.next_delay() if retry else 30.0)
+                continue
+            backoff.reset()
+            self._ok("status")
+            self._stage = str(info.status.stage)
+            self._q.put(("status", info))
+            if self._stage in TERMINAL_STAGES:
+                return
+            self._stop.wait(self.status_interval)
+
+    def _logs_loop(self) -> None:
+        self._ns_ready.wait()
+        backoff = Backoff(base=1.0, cap=30.0)
+        while not self._stop.is_set():
+            try:
+                index = 0
+                stream: Iterable[str] = self._call(self.api.fetch_job_logs, follow=True)
+                for line in stream:
+                    if self._stop.is_set():
+                        return
+                    index += 1
+                    self._ok("logs")
+                    if index <= self.lines_seen:
+                        continue  # replayed from the start after a reconnect
+                    self.lines_seen = index
+                    self._q.put(("line", line))
+                backoff.reset()
+                self._ok("logs")
+                if self._job_finished():
+                    self._q.put(("logs_done", None))
+                    return
+                delay = 1.0  # the stream ended early: reconnect
+            except Exception as exc:  # noqa: BLE001 - reported in the status bar
+                retry = self._fail("logs", exc)
+                if not retry and self._stage in TERMINAL_STAGES:
+                    self._q.put(("logs_done", None))  # e.g. a deleted job's log is gone
+                    return
+                delay = backoff.next_delay() if retry else 30.0
+            self.reconnects += 1
+            self._stop.wait(delay)
+
+    def _job_finished(self) -> bool:
+        try:
+            info = self._call(self.api.inspect_job)
+        except Exception:  # noqa: BLE001 - the status thread reports it
+            return False
+        self._q.put(("status", info))
+        return str(info.status.stage) in TERMINAL_STAGES
+
+    def _metrics_loop(self) -> None:
+        fetch = getattr(self.api, "fetch_job_metrics", None)
+        if fetch is None:  # older huggingface_hub
+            self.limitation = "no job metrics in this huggingface_hub"
+            return
+        self._ns_ready.wait()
+        backoff = Backoff(base=1.0, cap=30.0)
+        while not self._stop.is_set():
+            if self._stage in TERMINAL_STAGES:
+                return
+            if self._stage != "RUNNING":
+                self._stop.wait(0.5)
+                continue
+            try:
+                for sample in self._call(fetch, follow=True):
+                    if self._stop.is_set():
+                        return
+                    usage = usage_from_sample(self.run, sample)
+                    if usage is not None:
+                        self._q.put(("usage", usage))
+                backoff.reset()
+                delay = 1.0
+            except Exception as exc:  # noqa: BLE001 - usage is optional: log, retry quietly
+                log.debug("hf job %s: metrics failed: %s", self.job_id, describe_hub_error(exc)[0])
+                delay = backoff.next_delay()
+            self._stop.wait(delay)
+
+
+def usage_from_sample(run: RunRef, sample: Any) -> JobUsage | None:
+    """A Jobs metrics sample (`cpu_usage_pct`, `memory_used_bytes`, `gpus`) -> JobUsage."""
+    if not isinstance(sample, dict):
+        return None
+
+    def num(x: Any) -> float | None:
+        v = valid_number(x)
+        return v if v is not None and math.isfinite(v) else None
+
+    mem = num(sample.get("memory_used_bytes"))
+    gpus = sample.get("gpus") if isinstance(sample.get("gpus"), dict) else {}
+    utils = [num(g.get("utilization")) for g in gpus.values() if isinstance(g, dict)]
+    utils = [u for u in utils if u is not None]
+    mems = [num(g.get("memory_used_bytes")) for g in gpus.values() if isinstance(g, dict)]
+    mems = [m for m in mems if m is not None]
+    return JobUsage(
+        run=run,
+        cpu_percent=num(sample.get("cpu_usage_pct")),
+        memory_mb=mem / 2**20 if mem is not None else None,
+        gpu_percent=sum(utils) / len(utils) if utils else None,
+        gpu_memory_mb=sum(mems) / 2**20 if mems else None,
+    )
