@@ -4,9 +4,9 @@ Repos: `POST /api/repos/create`, `GET /api/models/{repo}` (repo_info),
 `POST /api/models/{repo}/preupload/{rev}`, the LFS batch API
 (`POST /{repo}.git/info/lfs/objects/batch`, basic transfer, `PUT` to an upload
 URL), `POST /api/models/{repo}/commit/{rev}` (NDJSON).
-Jobs: `POST /api/jobs/{ns}` (run_job / run_uv_job), `POST /api/jobs/{ns}/{id}/cancel`,
-`GET /api/jobs/hardware`, and (optional) `GET /api/jobs/{ns}/{id}`.
-Also `GET /api/whoami-v2`.
+Jobs launch: `POST /api/jobs/{ns}` (run_job / run_uv_job) and
+`GET /api/jobs/hardware`, on the `JobsState` of `tests.fakes.hub_jobs`, whose
+routes serve inspect, logs, metrics, list and cancel. Also `GET /api/whoami-v2`.
 
 Uploads: the fake answers "regular" for small files (their bytes travel
 base64 inside the commit) and "lfs" for large ones or weight-like names, as
@@ -16,23 +16,22 @@ LFS files set `huggingface_hub.constants.HF_HUB_DISABLE_XET = True` (the
 `HF_HUB_DISABLE_XET=1` environment variable, read at import).
 
 Usage:
-    state = HubState()
-    install_repo_routes(srv, state); install_job_launch_routes(srv, state)
+    hub, jobs = HubState(), JobsState(token=TEST_TOKEN)
+    install_repo_routes(srv, hub)
+    install_jobs_routes(srv, jobs, whoami=False); install_job_launch_routes(srv, jobs)
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import itertools
 import json
-import re
 import secrets as _secrets
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any
 
+from tests.fakes.hub_jobs import JobsState
 from tests.fakes.server import FakeServer, Request, Response
 
 TEST_TOKEN = "hf_FakeTestTokenForLoopback0001"
@@ -98,12 +97,8 @@ class HubState:
     repos: dict[str, FakeRepo] = field(default_factory=dict)
     blobs: dict[str, bytes] = field(default_factory=dict)  # LFS oid -> bytes (uploaded, not committed)
     commit_bodies: list[list[dict]] = field(default_factory=list)
-    jobs: dict[str, dict] = field(default_factory=dict)  # job id -> JobInfo JSON (as the Hub returns)
-    job_requests: list[dict] = field(default_factory=list)  # create-job request bodies, verbatim
-    cancel_after_polls: int = 0  # inspections that still show RUNNING after a cancel
     faults: dict[str, Fault] = field(default_factory=dict)  # route name -> fault
     lock: threading.RLock = field(default_factory=threading.RLock)
-    _ids: Any = field(default_factory=lambda: itertools.count(1))
 
     def can_write(self, namespace: str) -> bool:
         return namespace == self.user or namespace in self.writable
@@ -155,18 +150,14 @@ def _auth(state: HubState, req: Request) -> Response | None:
     return None
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
 # -- repos --------------------------------------------------------------------
 
 
-def install_repo_routes(server: FakeServer, state: HubState) -> None:
+def install_repo_routes(server: FakeServer, state: HubState, *, whoami: bool = True) -> None:
     def base() -> str:  # the port is known once started
         return server.url
 
-    def whoami(req: Request) -> Response:
+    def do_whoami(req: Request) -> Response:
         if (r := _auth(state, req)) is not None:
             return r
         return Response.json({"type": "user", "name": state.user, "fullname": state.user.title(),
@@ -281,7 +272,8 @@ def install_repo_routes(server: FakeServer, state: HubState) -> None:
                               "pullRequestUrl": None})
 
     repo = r"(?P<repo>[^/]+/[^/]+?)"
-    server.route("GET", r"/api/whoami-v2", whoami)
+    if whoami:
+        server.route("GET", r"/api/whoami-v2", do_whoami)
     server.route("POST", r"/api/repos/create", create)
     server.route("GET", rf"/api/models/{repo}(?:/revision/[^/]+)?", repo_info)
     server.route("POST", rf"/api/models/{repo}/preupload/[^/]+", preupload)
@@ -293,88 +285,45 @@ def install_repo_routes(server: FakeServer, state: HubState) -> None:
 # -- jobs ---------------------------------------------------------------------
 
 
-def install_job_launch_routes(server: FakeServer, state: HubState, *, with_inspect: bool = False) -> None:
-    """Create, cancel, hardware. `with_inspect` adds `GET /api/jobs/{ns}/{id}` for tests that
-    run without the jobs-monitoring fake."""
+def install_job_launch_routes(server: FakeServer, state: JobsState) -> None:
+    """`POST /api/jobs/{ns}` (create) and `GET /api/jobs/hardware`, on the jobs fake's state.
+
+    A created job becomes a `FakeJob` in `state` (SCHEDULING), so the routes of
+    `install_jobs_routes` (inspect, logs, cancel, list) see it. Faults:
+    `state.fail_next("create" | "hardware", status)`. The request bodies are in
+    `server.requests` (`server.requests_to("POST", r"^/api/jobs/[^/]+$")`)."""
+
+    def guard(req: Request, route: str) -> Response | None:
+        if req.headers.get("authorization") != f"Bearer {state.token}":
+            return _err(401, "Invalid credentials in Authorization header")
+        fault = state._take_fault(route)
+        if fault is not None:
+            return Response(fault.status, fault.body, {"Content-Type": "application/json"})
+        return None
 
     def hardware(req: Request) -> Response:
-        if (r := _fault(state, "hardware")) is not None:
-            return r
-        if (r := _auth(state, req)) is not None:
+        if (r := guard(req, "hardware")) is not None:
             return r
         return Response.json(hardware_json())
 
     def create(req: Request) -> Response:
-        if (r := _fault(state, "create_job")) is not None:
-            return r
-        if (r := _auth(state, req)) is not None:
+        if (r := guard(req, "create")) is not None:
             return r
         ns = req.match.group("ns")
         body = req.json()
-        with state.lock:
-            state.job_requests.append(body)
-        if not state.can_write(ns):
+        if ns != state.user and ns not in getattr(state, "orgs", ()):
             return _err(403, f"You cannot run jobs under the namespace {ns}")
-        flavors = {h[0] for h in HARDWARE}
-        if body.get("flavor") not in flavors:
+        if body.get("flavor") not in {h[0] for h in HARDWARE}:
             return _err(400, f"Invalid flavor {body.get('flavor')!r}")
         if not body.get("command") or not (body.get("dockerImage") or body.get("spaceId")):
             return _err(400, "A job needs an image and a command")
-        job_id = f"{next(state._ids):04x}" + _secrets.token_hex(10)
-        job = {
-            "id": job_id,
-            "createdAt": _now(),
-            "dockerImage": body.get("dockerImage"),
-            "spaceId": body.get("spaceId"),
-            "command": body["command"],
-            "arguments": body.get("arguments", []),
-            "environment": body.get("environment", {}),
-            # The Hub never echoes secret values.
-            "secrets": {k: None for k in body.get("secrets", {})},
-            "flavor": body["flavor"],
-            "labels": body.get("labels", {}),
-            "timeoutSeconds": body.get("timeoutSeconds"),
-            "status": {"stage": "SCHEDULING", "message": None},
-            "owner": {"id": "u-" + state.user, "name": ns, "type": "user"},
-        }
-        with state.lock:
-            state.jobs[job_id] = job
-        return Response.json(job)
+        job_id = _secrets.token_hex(12)
+        job = state.add_job(job_id, ns, flavor=body["flavor"], docker_image=body.get("dockerImage"),
+                            command=list(body["command"]), labels=body.get("labels"))
+        out = job.to_json(ns)
+        out["environment"] = body.get("environment", {})
+        out["secrets"] = {k: None for k in body.get("secrets", {})}  # the Hub never echoes values
+        return Response.json(out)
 
-    def cancel(req: Request) -> Response:
-        if (r := _fault(state, "cancel")) is not None:
-            return r
-        if (r := _auth(state, req)) is not None:
-            return r
-        job = state.jobs.get(req.match.group("id"))
-        if job is None or job["owner"]["name"] != req.match.group("ns"):
-            return _err(404, "Job not found")
-        with state.lock:
-            if job["status"]["stage"] in ("SCHEDULING", "RUNNING"):
-                if state.cancel_after_polls > 0:
-                    job["status"] = {"stage": "RUNNING", "message": None}
-                    job["_cancel_in"] = state.cancel_after_polls
-                else:
-                    job["status"] = {"stage": "CANCELED", "message": "Canceled by user"}
-        return Response.json({})
-
-    def inspect(req: Request) -> Response:
-        if (r := _auth(state, req)) is not None:
-            return r
-        job = state.jobs.get(req.match.group("id"))
-        if job is None or job["owner"]["name"] != req.match.group("ns"):
-            return _err(404, "Job not found")
-        with state.lock:
-            if "_cancel_in" in job:
-                job["_cancel_in"] -= 1
-                if job["_cancel_in"] < 0:
-                    job.pop("_cancel_in")
-                    job["status"] = {"stage": "CANCELED", "message": "Canceled by user"}
-            return Response.json({k: v for k, v in job.items() if not k.startswith("_")})
-
-    # `hardware` first: `/api/jobs/{ns}` routes would otherwise take it for a namespace.
-    server.routes.insert(0, ("GET", re.compile(r"^/api/jobs/hardware$"), hardware))
+    server.route("GET", r"/api/jobs/hardware", hardware)
     server.route("POST", r"/api/jobs/(?P<ns>[^/]+)", create)
-    server.route("POST", r"/api/jobs/(?P<ns>[^/]+)/(?P<id>[^/]+)/cancel", cancel)
-    if with_inspect:
-        server.route("GET", r"/api/jobs/(?P<ns>[^/]+)/(?P<id>[^/]+)", inspect)
