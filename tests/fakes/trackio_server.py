@@ -206,3 +206,59 @@ class FaultProxy:
     def __exit__(self, *exc: object) -> None:
         self.server.stop()
         self._client.close()
+
+
+_LIVE_WRITER = textwrap.dedent(
+    """
+    import json, sys, time
+    import trackio
+    project, run = sys.argv[1], sys.argv[2]
+    trackio.init(project=project, name=run, embed=False, auto_log_cpu=False, auto_log_gpu=False)
+    print("READY", flush=True)
+    for line in sys.stdin:
+        for point in json.loads(line):
+            if "t_logged" in point:
+                point["t_logged"] = time.time()
+            trackio.log(point)
+        print("LOGGED", flush=True)
+    trackio.finish()
+    """
+)
+
+
+class LiveWriter:
+    """A long-lived process that calls `trackio.log` for each batch of points sent to it."""
+
+    def __init__(self, data_dir: Path, project: str, run: str):
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _LIVE_WRITER, project, run],
+            env=_env(Path(data_dir)),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self._expect("READY")
+
+    def _expect(self, word: str) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip() == word:
+                return
+        raise RuntimeError(f"trackio writer exited before {word}")
+
+    def log(self, points: list[dict]) -> None:
+        """Returns once `trackio.log` was called for every point (the write follows
+        within trackio's own batching interval)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(points) + "\n")
+        self.proc.stdin.flush()
+        self._expect("LOGGED")
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
