@@ -61,7 +61,7 @@ def _entropy_rows_unchecked(
         c = x[start : start + step]
         n = c.shape[0]
         b, e = shifted[:n], expd[:n]
-        m = c.max(axis=-1, keepdims=True)
+        m = c.max(axis=-1, keepdims=True).astype(wd)  # so x - m is computed in wd
         np.subtract(c, m, out=b, casting="unsafe")
         np.exp(b, out=e)
         s = e.sum(axis=-1, dtype=np.float64)
