@@ -232,3 +232,21 @@ def test_usage_from_sample_handles_missing_fields():
     u = usage_from_sample(run, {"cpu_usage_pct": 12, "memory_used_bytes": 2**20, "gpus": {}})
     assert u == JobUsage(run, cpu_percent=12.0, memory_mb=1.0, gpu_percent=None, gpu_memory_mb=None)
     assert usage_from_sample(run, "garbage") is None
+
+
+def test_backlog_is_handed_out_in_bounded_polls(hub):
+    _, state, api = hub
+    state.add_job("job6", stage="COMPLETED")
+    lines = [f"line {i}" for i in range(25)]
+    state.append_log("job6", *lines)
+    src = HfJobSource("job6", namespace="alice", api=api, max_lines_per_poll=10)
+    events: list = []
+    saw_behind = False
+    deadline = time.monotonic() + 10
+    while not src.finished and time.monotonic() < deadline:
+        batch = src.poll()
+        events.extend(batch)
+        saw_behind |= src.behind and src.interval == 0.0
+        assert sum(len(e.lines) for e in batch if isinstance(e, LogLines)) <= 10
+        time.sleep(0.3 if not src.behind else 0)
+    assert log_lines(events) == lines and saw_behind

@@ -157,7 +157,8 @@ class HfJobSource:
         self.namespace = namespace
         self._token = find_token(token) if api is None else None
         self.api = api or make_api(self._token)
-        self.interval = interval
+        self._interval = interval
+        self.behind = False  # more lines are queued than one poll hands out
         self.status_interval = status_interval
         self.max_lines_per_poll = max_lines_per_poll
         self.name = f"hf-job: {job_id}"
@@ -184,12 +185,16 @@ class HfJobSource:
 
     # -- Source protocol -------------------------------------------------
 
+    @property
+    def interval(self) -> float:
+        return 0.0 if self.behind else self._interval
+
     def poll(self) -> list[Event]:
         if not self._threads:
             self._start_threads()
         lines: list[str] = []
         usage: list[JobUsage] = []
-        status: Any = None
+        events: list[Event] = []
         budget = self.max_lines_per_poll
         while budget > 0:
             try:
@@ -200,14 +205,12 @@ class HfJobSource:
                 lines.append(item)
                 budget -= 1
             elif kind == "status":
-                status = item
+                events.extend(self._status_events(item))
             elif kind == "usage":
                 usage.append(item)
             elif kind == "logs_done":
                 self._logs_done = True
-        events: list[Event] = []
-        if status is not None:
-            events.extend(self._status_events(status))
+        self.behind = budget <= 0
         if lines:
             events.extend(self._line_events(lines))
         events.extend(usage)
