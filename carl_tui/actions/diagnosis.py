@@ -50,6 +50,7 @@ SUMMARY_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("grad norm", ("grad_norm",)),
 )
 SHAPE_POINTS = 8
+RECENT_POINTS = 8
 MAX_MARKERS = 20
 MAX_OTHER_METRICS = 24
 
@@ -166,6 +167,15 @@ def build_summary(snapshot, *, log_lines: int = 40) -> str:
         out.append("")
         out.append("## Over the run (step: value)")
         out.extend(shapes)
+    recent = []
+    for label, names in SUMMARY_METRICS[:3] + (("KL", ("kl", "objective/kl")),):
+        _, v = _pick(s.series, names)
+        if v is not None and v.count > 2 * SHAPE_POINTS:
+            recent.append(f"- {label}: " + _shape(v.steps[-RECENT_POINTS:], v.values[-RECENT_POINTS:]))
+    if recent:
+        out.append("")
+        out.append(f"## Recent window (last {RECENT_POINTS} points, step: value)")
+        out.extend(recent)
     others = sorted(n for n in s.series if n not in shown)
     if others:
         out.append("")
