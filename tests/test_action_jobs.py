@@ -486,3 +486,45 @@ def test_local_job_refuses_bad_input(tmp_path):
         LocalJob.start([], tmp_path / "s.jsonl")
     with pytest.raises(ActionError, match="Cannot start"):
         LocalJob.start([str(tmp_path / "no-such-program")], tmp_path / "s.jsonl")
+
+
+# -- `carl-tui launch` ------------------------------------------------------------
+
+
+def test_launch_command_line(hub, monkeypatch, capsys):
+    import huggingface_hub.constants as hc
+
+    from carl_tui.cli import main
+
+    srv, jobs = hub
+    monkeypatch.setattr(hc, "ENDPOINT", srv.url)
+    monkeypatch.setenv("HF_TOKEN", TEST_TOKEN)
+    rc = main(["launch", "--output-repo", "alice/cli-out", "--flavor", "a10g-large", "--max-steps",
+               "50", "--no-carl", "--namespace", "alice"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    (req,) = srv.requests_to("POST", JOBS_POST)
+    body = req.json()
+    assert body["flavor"] == "a10g-large" and "--no-carl" in body["command"]
+    assert body["secrets"] == {"HF_TOKEN": TEST_TOKEN}
+    (job_id,) = jobs.jobs
+    assert f"launched job {job_id} (a10g-large) in alice" in out.out
+    assert f"carl-tui --job {job_id} --namespace alice" in out.out
+    assert TEST_TOKEN not in out.out + out.err
+
+    assert main(["launch", "--list-hardware", "--namespace", "alice"]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    assert listing[0].startswith("cpu-basic") and any("$5.00/h" in line for line in listing)
+
+
+def test_launch_command_line_refuses_a_bad_spec(hub, capsys):
+    from carl_tui.cli import main
+
+    srv, _ = hub
+    assert main(["launch", "--max-steps", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "Output repo is empty" in err and "Max steps" in err
+    assert srv.requests == []
+    assert main(["launch", "--output-repo", "a/b", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "uv run --python 3.12 --with 'carl-tui[train,hub,trackio]'" in out and srv.requests == []
