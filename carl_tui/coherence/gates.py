@@ -135,6 +135,7 @@ class PhaseTransitionGate:
         cs = np.concatenate([[0], np.cumsum(allv >= self.threshold)])
         end = np.arange(prev.size + 1, allv.size + 1)  # one past each new value
         count = cs[end] - cs[np.maximum(end - self.window, 0)]
+        self._values.clear()
         self._values.extend(allv[-self.window :].tolist())
         if self.fired:
             return False
@@ -279,6 +280,7 @@ class CascadeGate:
         # Smoothed metric for each new value that completes a window.
         raw = np.concatenate([np.fromiter(self._raw, np.float64, len(self._raw)), x])
         k = len(self._raw)  # raw[k + i] is the i-th new value
+        self._raw.clear()
         self._raw.extend(raw[-self.window :].tolist())
         first = max(0, self.window - 1 - k)  # first new index with a full window
         self.count = c0 + n_new
@@ -309,6 +311,7 @@ class CascadeGate:
             )
         else:
             cond[:] = False
+        self._smooth.clear()
         self._smooth.extend(sm[-(self.window + 1) :].tolist())
         self.lo, self.hi = float(lo[-1]), float(hi[-1])
         # Streak of consecutive settled values, continuing the carried one.

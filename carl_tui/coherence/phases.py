@@ -121,9 +121,7 @@ class PhaseClassifier:
             & (~acc_seen | (q >= self.crystal_progress))
             & (~ent_seen | (r <= self.crystal_ratio))
         )
-        conv = ent_seen & (~acc_seen | (q >= self.converged_progress)) & (
-            r <= self.converged_ratio
-        )
+        conv = ent_seen & (~acc_seen | (q >= self.converged_progress)) & (r <= self.converged_ratio)
         return melt, trans, cryst, conv
 
     # --------------------------------------------------------------- update

@@ -85,7 +85,9 @@ def entropy_torch(logits: torch.Tensor, chunk_size: int = DEFAULT_CHUNK_SIZE) ->
     out = torch.empty(rows.shape[0], dtype=torch.float64, device=logits.device)
     with torch.no_grad():
         for start in range(0, rows.shape[0], chunk_size):
-            out[start : start + chunk_size], _ = _chunk_stats(rows[start : start + chunk_size], None)
+            out[start : start + chunk_size], _ = _chunk_stats(
+                rows[start : start + chunk_size], None
+            )
     return out.reshape(logits.shape[:-1])
 
 
