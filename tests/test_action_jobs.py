@@ -131,6 +131,11 @@ def test_launch_sends_token_only_as_a_secret(hub):
     assert launched.flavor == "a10g-largex4"
     assert launched.url == f"{srv.url}/jobs/alice/{launched.job_id}"
     assert launched.run.key == f"hf-job:alice:{launched.job_id}"
+    from carl_tui.sources.hf_jobs import HfJobSource
+
+    follower = HfJobSource(launched.job_id, namespace="alice", api=object())  # what the UI follows
+    assert follower.run == launched.run
+    follower.close()
     assert launched.status_event().stage == "SCHEDULING"
     # The jobs fake (inspect, logs, cancel) sees the new job.
     assert jobs.jobs[launched.job_id].flavor == "a10g-largex4"

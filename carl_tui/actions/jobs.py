@@ -47,8 +47,8 @@ class LaunchedJob:
 
     @property
     def run(self) -> RunRef:
-        """The run the dashboard follows for this job."""
-        return job_run_ref(self.namespace, self.job_id, self.name)
+        """The run the dashboard follows for this job (the same key the HF Jobs source uses)."""
+        return job_run_ref(self.namespace, self.job_id)
 
     def status_event(self) -> JobStatus:
         return JobStatus(self.run, self.job_id, self.stage, flavor=self.flavor, url=self.url,
@@ -70,8 +70,9 @@ class JobState:
         return self.stage in TERMINAL_STAGES
 
 
-def job_run_ref(namespace: str, job_id: str, name: str = "") -> RunRef:
-    return RunRef(source=JOB_SOURCE, project=namespace, run_id=job_id, name=name)
+def job_run_ref(namespace: str, job_id: str) -> RunRef:
+    """Matches `carl_tui.sources.hf_jobs`: source "hf-job", project = namespace, named by job id."""
+    return RunRef(source=JOB_SOURCE, project=namespace, run_id=job_id, name=job_id)
 
 
 def _text(v) -> str:
