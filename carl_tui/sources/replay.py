@@ -57,7 +57,8 @@ class ReplaySource:
         self.speed = float(speed)
         self.clock = clock
         self.wall_clock = wall_clock
-        self.parser = StreamParser(run or default_run(self.path, "replay"), explicit=run is not None)
+        explicit = run is not None
+        self.parser = StreamParser(run or default_run(self.path, "replay"), explicit=explicit)
         self.finished = False
         self.limitation = ""
         self._lines: list[bytes] | None = None

@@ -18,6 +18,8 @@ Shared by the JSONL, replay and local Trackio sources. A row is a dict such as
 Speed: rows that share one key set (the usual case) are converted with one
 C-level pass per stage (itemgetter, a type census, `np.fromiter`) instead of a
 Python loop per value; only rows with odd values take the per-value path.
+Large blocks of JSON lines go through pyarrow's JSON reader when pyarrow is
+installed (`columns_from_jsonl`), with the same results.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from carl_tui.metric_names import STEP_KEYS, canonical, is_metric_key, valid_num
 TIME_KEY = "time"
 _NUMBER_TYPES = frozenset({float, int})
 _MAX_STEP = float(2**62)
+ARROW_MIN_BYTES = 4 << 20  # below this the per-line path is as quick
 
 
 @dataclass
@@ -121,42 +124,102 @@ def build_columns(
     time_key: str | None = TIME_KEY,
 ) -> RowColumns:
     """Columns of `rows` (dicts). See the module docstring for the rules."""
-    n = len(rows)
-    if n == 0:
+    if not rows:
         return RowColumns(steps=np.empty(0, dtype=np.int64))
-    step_rank = {k: r for r, k in enumerate(step_keys)}
-    steps = np.full(n, np.nan)
-    step_rank_of_row = np.full(n, len(step_keys), dtype=np.int16)
-    times = np.full(n, np.nan) if time_key is not None else None
-    columns: dict[str, np.ndarray] = {}
+    keyed: list[tuple[str, np.ndarray, np.ndarray | None]] = []
     skipped = 0
     for keys, idx, values in _group_rows(rows):
         if not keys:
             continue
         mat, nbad = _matrix(values, len(keys))
         skipped += nbad
-        for j, key in enumerate(keys):
-            col = mat[:, j]
-            if key in step_rank:
-                present = ~np.isnan(col)
-                integral = present & (col == np.floor(col)) & (np.abs(col) < _MAX_STEP)
-                skipped += int((present & ~integral).sum())  # 7.5 is not a step
-                col = np.where(integral, col, np.nan)
-                _merge_step(steps, step_rank_of_row, col, idx, step_rank[key])
+        keyed.extend((key, mat[:, j], idx) for j, key in enumerate(keys))
+    return _assemble(len(rows), keyed, skipped, default_steps, prev_step, step_keys, time_key)
+
+
+def columns_from_jsonl(
+    block: bytes,
+    *,
+    prev_step: int = -1,
+    step_keys: Sequence[str] = STEP_KEYS,
+    time_key: str | None = TIME_KEY,
+) -> RowColumns | None:
+    """Columns of a large block of metrics lines, parsed by pyarrow's multi-threaded
+    JSON reader when it is installed; same rules as `build_columns`.
+
+    Returns None when the block needs the per-line path: it is small, pyarrow
+    is missing, it holds event lines or nulls (Arrow cannot tell a null from
+    an absent key), or Arrow rejects it (bare NaN, a key whose values change
+    type, a line that is not an object, ...).
+    """
+    if len(block) < ARROW_MIN_BYTES or b'"event"' in block or b"null" in block:
+        return None
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.json as pj
+    except ImportError:
+        return None
+    try:
+        table = pj.read_json(pa.BufferReader(block))
+    except (pa.ArrowException, ValueError):
+        return None
+    n = table.num_rows
+    if n == 0:
+        return RowColumns(steps=np.empty(0, dtype=np.int64))
+    keyed: list[tuple[str, np.ndarray, np.ndarray | None]] = []
+    skipped = 0
+    for key, col in zip(table.column_names, table.columns):
+        if pa.types.is_integer(col.type) or pa.types.is_floating(col.type):
+            values = pc.cast(col, pa.float64(), safe=False).to_numpy(zero_copy_only=False)
+            bad = ~np.isfinite(values) & ~np.isnan(values)
+            if bad.any():
+                skipped += int(bad.sum())
+                values = np.where(bad, np.nan, values)
+        else:  # booleans, strings, nested values: not numbers
+            skipped += len(col) - col.null_count
+            values = np.full(n, np.nan)
+        keyed.append((key, values, None))
+    return _assemble(n, keyed, skipped, None, prev_step, step_keys, time_key)
+
+
+def _assemble(
+    n: int,
+    keyed: list[tuple[str, np.ndarray, np.ndarray | None]],
+    skipped: int,
+    default_steps: np.ndarray | None,
+    prev_step: int,
+    step_keys: Sequence[str],
+    time_key: str | None,
+) -> RowColumns:
+    """RowColumns from (raw key, float64 values with NaN = absent/invalid, row
+    indices or None for all rows) triples."""
+    step_rank = {k: r for r, k in enumerate(step_keys)}
+    steps = np.full(n, np.nan)
+    step_rank_of_row = np.full(n, len(step_keys), dtype=np.int16)
+    times = np.full(n, np.nan) if time_key is not None else None
+    columns: dict[str, np.ndarray] = {}
+    for key, col, idx in keyed:
+        if key in step_rank:
+            present = ~np.isnan(col)
+            integral = present & (col == np.floor(col)) & (np.abs(col) < _MAX_STEP)
+            skipped += int((present & ~integral).sum())  # 7.5 is not a step
+            col = np.where(integral, col, np.nan)
+            _merge_step(steps, step_rank_of_row, col, idx, step_rank[key])
+            continue
+        if key == time_key:
+            _assign(times, col, idx)
+            continue
+        if not is_metric_key(key):
+            continue
+        name = canonical(key)
+        out = columns.get(name)
+        if out is None:
+            if idx is None:
+                columns[name] = np.ascontiguousarray(col)
                 continue
-            if key == time_key:
-                _assign(times, col, idx)
-                continue
-            if not is_metric_key(key):
-                continue
-            name = canonical(key)
-            out = columns.get(name)
-            if out is None:
-                if idx is None:
-                    columns[name] = np.ascontiguousarray(col)
-                    continue
-                out = columns[name] = np.full(n, np.nan)
-            _assign(out, col, idx)
+            out = columns[name] = np.full(n, np.nan)
+        _assign(out, col, idx)
     resolved = _resolve_steps(steps, default_steps, prev_step)
     if skipped:  # a metric whose every value was invalid adds no series
         columns = {k: v for k, v in columns.items() if not np.isnan(v).all()}

@@ -252,7 +252,8 @@ class TrackioLocalSource:
             except BaseException:
                 conn.close()
                 raise
-            self.limitation = "" if self._key == "run_id" else "old Trackio database: runs keyed by name"
+            old = self._key != "run_id"
+            self.limitation = "old Trackio database: runs keyed by name" if old else ""
             self._conn = conn
         return self._conn
 
