@@ -35,6 +35,17 @@ class ScriptedSource:
         pass
 
 
+def plain_text(widget, width: int = 120) -> str:
+    """What a Static-based widget shows, as plain text."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(widget.content)
+    return console.file.getvalue()
+
+
 def spec_trajectory(n: int = 46, seed: int = 0) -> list[tuple[int, dict[str, float]]]:
     """A run shaped like the phase table in CARL-SPEC.md (accuracy and entropy per step)."""
     import random

@@ -15,7 +15,7 @@ from carl_tui.ui.widgets.metrics_table import MetricsTable
 from carl_tui.ui.widgets.phase_panel import PhasePanel
 from carl_tui.ui.widgets.plots import MetricPlot
 from carl_tui.ui.widgets.status_bar import StatusBar
-from tests.conftest import ScriptedSource, spec_trajectory
+from tests.conftest import ScriptedSource, plain_text, spec_trajectory
 
 SIZE = (160, 45)
 
@@ -30,6 +30,13 @@ async def wait_for(pilot, predicate, timeout=5.0):
         if predicate():
             return
     raise AssertionError("condition not met in time")
+
+
+def pick_keys(app, run_id):
+    """Arrow presses that move the run picker's highlight (on the current run) to run_id."""
+    ids = [r.run_id for r in app.store.runs()]
+    delta = ids.index(run_id) - ids.index(app.snapshot.run.run_id)
+    return ["down"] * delta if delta > 0 else ["up"] * -delta
 
 
 def table_cell(app, metric, column):
@@ -52,9 +59,9 @@ async def test_panels_show_the_latest_numbers(spec_events, run_ref):
         phi = 1 - last["entropy"] / math.log(20)
         assert table_cell(app, "phi", "metric") == "phi (derived)"
         assert table_cell(app, "phi", "last") == f"{phi:.4f}"
-        phase_text = str(app.query_one(PhasePanel).render())
+        phase_text = plain_text(app.query_one(PhasePanel))
         assert "CONVERGED" in phase_text
-        status = str(app.query_one(StatusBar).render())
+        status = plain_text(app.query_one(StatusBar), 300)
         assert "spec-run" in status and "step 45" in status and "skipped 0" in status
 
 
@@ -80,7 +87,7 @@ async def test_crystallisation_is_flagged_at_the_gate_step(run_ref):
         assert len(flags) == 1 and f"at step {expected.trigger_step}" in flags[0]
         phi_plot = app.query_one("#phi-plot", MetricPlot)
         assert [x for x, _, _ in phi_plot._vlines] == [float(expected.trigger_step)]
-        assert f"CRYSTALLISED at step {expected.trigger_step}" in str(app.query_one(PhasePanel).render())
+        assert f"CRYSTALLISED at step {expected.trigger_step}" in plain_text(app.query_one(PhasePanel))
 
 
 async def test_status_bar_shows_source_trouble_and_skipped(run_ref):
@@ -91,8 +98,8 @@ async def test_status_bar_shows_source_trouble_and_skipped(run_ref):
     ])
     app = make_app(src, clock=lambda: 130.0)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: "remote" in str(app.query_one(StatusBar).render()))
-        status = str(app.query_one(StatusBar).render())
+        await wait_for(pilot, lambda: "remote" in plain_text(app.query_one(StatusBar), 300))
+        status = plain_text(app.query_one(StatusBar), 300)
         assert "retrying" in status and "ConnectError: refused" in status
         assert "last good 30s ago" in status and "skipped 3" in status
 
@@ -114,10 +121,11 @@ async def test_keys_help_runs_metrics_theme_quit(spec_events, run_ref):
         # switch run with the picker
         await pilot.press("r")
         assert type(app.screen).__name__ == "RunPicker"
-        await pilot.press("down", "enter")
+        await pilot.press(*pick_keys(app, "run-2"), "enter")
         await wait_for(pilot, lambda: app.snapshot.run.run_id == "run-2")
         assert table_cell(app, "loss", "last") == "9.5000"
-        await pilot.press("r", "down", "enter")
+        await pilot.press("r")
+        await pilot.press(*pick_keys(app, "run-1"), "enter")
         await wait_for(pilot, lambda: app.snapshot.run.run_id == "run-1")
         # hide a metric
         await pilot.press("m")

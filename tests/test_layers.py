@@ -17,6 +17,8 @@ def module_level_imports(path: pathlib.Path) -> set[str]:
     names = set()
     for node in tree.body:
         stmts = [node]
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue  # type-checking only, never executed
         if isinstance(node, (ast.If, ast.Try)):
             stmts = list(ast.walk(node))
         for n in stmts:

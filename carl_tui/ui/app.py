@@ -254,12 +254,14 @@ class CarlApp(App[None]):
         self.push_screen(HelpScreen(self.key_help()))
 
     def key_help(self) -> list[tuple[str, str, str, str]]:
-        """(key, description, tooltip, id) of every app binding, with the keymap applied."""
+        """(key, description, tooltip, id) of every dashboard binding, keymap applied."""
         rows = []
-        for key, active in sorted(self.active_bindings.items(), key=lambda kv: kv[1].binding.id or ""):
-            b = active.binding
-            if b.id and b.description:
-                rows.append((self.get_key_display(b), b.description, b.tooltip, b.id))
+        for b in self.BINDINGS:
+            if isinstance(b, Binding) and b.id:
+                key = self._keymap.get(b.id, b.key)
+                display = ", ".join(self.get_key_display(b.with_key(k)) for k in key.split(","))
+                rows.append((display, b.description, b.tooltip, b.id))
+        rows.append(("ctrl+p", "Commands", "Command palette: every action", "app.command_palette"))
         return rows
 
     def action_pick_run(self) -> None:

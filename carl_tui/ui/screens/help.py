@@ -25,14 +25,14 @@ class HelpScreen(ModalScreen[None]):
     def __init__(self, bindings: list[tuple[str, str, str, str]]):
         """bindings: (key display, description, tooltip, id)."""
         super().__init__()
-        self._bindings = bindings
+        self._rows = bindings
 
     def compose(self) -> ComposeResult:
         table = Table(title="carl-tui keys", expand=True, show_edge=False)
         table.add_column("key", style="bold", no_wrap=True)
         table.add_column("action")
         table.add_column("binding id (remappable)", style="dim", no_wrap=True)
-        for key, desc, tooltip, bid in self._bindings:
+        for key, desc, tooltip, bid in self._rows:
             table.add_row(key, f"{desc}: {tooltip}" if tooltip else desc, bid)
         with VerticalScroll():
             yield Static(table)

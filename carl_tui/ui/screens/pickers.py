@@ -40,6 +40,11 @@ class RunPicker(ModalScreen[str | None]):
             ]
             yield OptionList(*options, id="runs")
 
+    def on_mount(self) -> None:
+        keys = [key for key, _ in self._runs]
+        if self._current in keys:
+            self.query_one(OptionList).highlighted = keys.index(self._current)
+
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
 
@@ -49,7 +54,7 @@ class MetricPicker(ModalScreen[set[str] | None]):
 
     BINDINGS = [
         Binding("escape", "dismiss(None)", "Cancel", id="metrics.cancel"),
-        Binding("enter", "apply", "Apply", id="metrics.apply"),
+        Binding("enter", "apply", "Apply", id="metrics.apply", priority=True),
     ]
     DEFAULT_CSS = _CSS.format(name="MetricPicker")
 
@@ -64,6 +69,9 @@ class MetricPicker(ModalScreen[set[str] | None]):
             yield SelectionList[str](
                 *[(m, m, m not in self._hidden) for m in self._metrics], id="metrics"
             )
+
+    def on_mount(self) -> None:
+        self.query_one(SelectionList).highlighted = 0
 
     def action_apply(self) -> None:
         shown = set(self.query_one(SelectionList).selected)
