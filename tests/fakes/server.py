@@ -114,6 +114,9 @@ class FakeServer:
                     for k, v in resp.headers.items():
                         self.send_header(k, v)
                     self.send_header("Transfer-Encoding", "chunked")
+                    # The connection ends with the stream: say so, or a client
+                    # may reuse it for its next request and see a disconnect.
+                    self.send_header("Connection", "close")
                     self.end_headers()
                     try:
                         for chunk in resp.stream:
