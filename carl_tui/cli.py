@@ -199,7 +199,7 @@ def dashboard_sources(args) -> tuple[list, str]:
         project, run_id = recent
         if args.run is None:
             args.run = run_id
-    elif not (root / f"{project}.db").exists():
+    elif not tl.db_path(project, root).exists():
         names = ", ".join(p.name for p in tl.list_projects(root)) or "none"
         raise UsageError(f"no Trackio project {project!r} in {root} (projects: {names})")
     return [tl.TrackioLocalSource(project, root=root)], f"carl-tui · trackio {project}"

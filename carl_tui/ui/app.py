@@ -81,6 +81,7 @@ class CarlApp(App[None]):
         self._seen_store_version = -1
         self._theme_names: list[str] = []
         self._log_auto_shown = False
+        self._pending_follow: str | None = None
         self.notices_shown: list[str] = []  # texts of notifications raised, for tests/help
         self.title = config.title
 
@@ -115,14 +116,7 @@ class CarlApp(App[None]):
         self.query_one("#metrics").border_title = "metrics"
         self.query_one("#log").border_title = "log"
         for runner in self.runners:
-            self.run_worker(
-                runner.run,
-                name=runner.source.name,
-                group="sources",
-                description=f"polling {runner.source.name}",
-                thread=True,
-                exit_on_error=False,
-            )
+            self._start_runner(runner)
         self.set_interval(self.config.refresh_interval, self.pull)
         self.set_interval(1.0, self._refresh_status)
         self.pull()
@@ -141,6 +135,9 @@ class CarlApp(App[None]):
         if self._seen_store_version == store.version:
             return
         self._seen_store_version = store.version
+        if self._pending_follow and self.store.run_version(self._pending_follow) >= 0:
+            self.current_run, self._pending_follow = self._pending_follow, None
+            self._seen_version = -1
         if self.current_run is None:
             self._choose_initial_run()
         for notice in store.take_notices():
@@ -229,6 +226,32 @@ class CarlApp(App[None]):
 
     def _refresh_status(self) -> None:
         self.query_one(StatusBar).show(self.store.summary(), self.snapshot, self.config.clock())
+
+    def add_source(self, source: Source, *, follow: str | None = None) -> SourceRunner:
+        """Start polling another source (a launched job, a chosen project); with
+        `follow`, switch to that run key as soon as it has data."""
+        runner = SourceRunner(source, self.store.apply)
+        self.runners.append(runner)
+        self._start_runner(runner)
+        if follow:
+            self.follow(follow)
+        return runner
+
+    def _start_runner(self, runner: SourceRunner) -> None:
+        self.run_worker(
+            runner.run,
+            name=runner.source.name,
+            group="sources",
+            description=f"polling {runner.source.name}",
+            thread=True,
+            exit_on_error=False,
+        )
+
+    def follow(self, run_key: str) -> None:
+        """Show this run now, or as soon as its first event arrives."""
+        self._pending_follow = run_key
+        self._seen_store_version = -1
+        self.pull()
 
     def switch_run(self, key: str) -> None:
         self.current_run = key
