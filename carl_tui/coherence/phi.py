@@ -3,8 +3,11 @@
 H_k = logsumexp(x_k) - sum_v softmax(x_k)(v) * x_k(v), computed as
 log(s) - sum(e * (x - m)) / s with m = max(x), e = exp(x - m), s = sum(e).
 Rows are processed in small chunks into reusable buffers (float32 for float32
-or narrower inputs, float64 for float64 input) that stay in cache; sums are
-accumulated in float64. No [T, V] temporary is created for C-contiguous input.
+or narrower inputs, float64 for float64 input) that stay in cache. Float32 sums
+are taken in blocks of 128 entries by BLAS (a matrix-vector product with ones),
+and the block sums are added in float64: as accurate as a float64 sum to ~1e-7
+relative, several times faster. No [T, V] temporary is created for C-contiguous
+input.
 """
 
 from __future__ import annotations
@@ -15,6 +18,25 @@ import numpy as np
 
 # Bytes of logits handled per chunk: small enough to stay in a core's L2 cache.
 _CHUNK_BYTES = 1 << 19
+# Entries per float32 partial sum.
+_BLOCK = 128
+_ONES = np.ones(_BLOCK, dtype=np.float32)
+
+
+def _row_sums(a: np.ndarray) -> np.ndarray:
+    """float64 sums of the rows of a C-contiguous 2-D float array."""
+    if a.dtype == np.float64:
+        return a.sum(axis=-1)
+    n, v = a.shape
+    nb = v // _BLOCK
+    full = nb * _BLOCK
+    total = np.zeros(n, dtype=np.float64)
+    if nb:
+        blocks = a[:, :full].reshape(n, nb, _BLOCK)  # a view
+        total += (blocks @ _ONES).sum(axis=-1, dtype=np.float64)
+    if full < v:
+        total += a[:, full:].sum(axis=-1, dtype=np.float64)
+    return total
 
 
 def _as_rows(logits: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -64,13 +86,13 @@ def _entropy_rows_unchecked(
         m = c.max(axis=-1, keepdims=True).astype(wd)  # so x - m is computed in wd
         np.subtract(c, m, out=b, casting="unsafe")
         np.exp(b, out=e)
-        s = e.sum(axis=-1, dtype=np.float64)
+        s = _row_sums(e)
         log_s = np.log(s)
         if logp_next is not None:
             idx = next_tokens[start : start + n]
             logp_next[start : start + n] = b[np.arange(n), idx].astype(np.float64) - log_s
         np.multiply(e, b, out=b)
-        d = b.sum(axis=-1, dtype=np.float64)
+        d = _row_sums(b)
         bad = ~np.isfinite(d)
         if bad.any():
             d[bad] = _masked_dot(c[bad])

@@ -1,8 +1,9 @@
 """Per-token phi and P(next token) in torch, reduced on the logits' device.
 
 torch is imported inside the functions, so importing this module is cheap.
-Logits are copied to float32 one chunk of positions at a time; sums are
-accumulated in float64. Entropy uses the same stable form as the numpy path:
+Logits are copied to float32 one chunk of positions at a time and reduced with
+torch's float32 sums (cascade sums on CPU, tree reductions on GPU: ~1e-7
+relative); the log and division are done in float64. Entropy uses the same stable form as the numpy path:
 H = log(s) - sum(e * (x - m)) / s with m = max(x), e = exp(x - m), s = sum(e).
 """
 
@@ -30,14 +31,14 @@ def _chunk_stats(chunk: torch.Tensor, tokens: torch.Tensor | None):
     m = chunk.amax(dim=-1, keepdim=True).to(torch.float32)
     b = chunk.to(torch.float32, copy=True).sub_(m)  # x - m
     e = b.exp()
-    s = e.sum(dim=-1, dtype=torch.float64)
+    s = e.sum(dim=-1).double()
     log_s = s.log()
     logp = None
     if tokens is not None:
         logp = b.gather(-1, tokens.unsqueeze(-1)).squeeze(-1).double() - log_s
     # exp(-inf) * -inf is NaN; masked (-inf) entries contribute 0. No host sync needed:
     # a NaN from NaN/inf logits still propagates through s.
-    d = e.mul_(b).nan_to_num_(nan=0.0).sum(dim=-1, dtype=torch.float64)
+    d = e.mul_(b).nan_to_num_(nan=0.0).sum(dim=-1).double()
     h = (log_s - d / s).clamp_min(0.0)
     return h, logp
 
