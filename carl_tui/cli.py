@@ -166,24 +166,28 @@ def _run_app(config) -> int:
     return 0
 
 
-def dashboard_sources(args) -> tuple[list, str]:
-    """The sources the options ask for, and a title."""
+def dashboard_sources(args) -> tuple[list, str, dict]:
+    """The sources the options ask for, a title, and extra app settings."""
     if args.watch:
         from carl_tui.sources.jsonl import JsonlSource
 
-        return [JsonlSource(Path(args.watch))], f"carl-tui · {args.watch}"
+        return [JsonlSource(Path(args.watch))], f"carl-tui · {args.watch}", {}
     if args.trackio:
         from carl_tui.sources.trackio_remote import TrackioRemoteSource, normalize_url
 
         url = normalize_url(args.trackio)
-        runs = [args.run] if args.run else None
-        return [TrackioRemoteSource(url, project=args.project, runs=runs)], f"carl-tui · {url}"
+        source = TrackioRemoteSource(url, project=args.project)
+        projects = {
+            "list_projects": source.list_projects,
+            "open_project": lambda name: TrackioRemoteSource(url, project=name),
+        }
+        return [source], f"carl-tui · {url}", projects
     if args.job:
         try:
             from carl_tui.sources.hf_jobs import HfJobSource
         except ImportError as exc:
             raise UsageError(f"--job needs the [hub] extra: pip install 'carl-tui[hub]' ({exc})")
-        return [HfJobSource(args.job, namespace=args.namespace)], f"carl-tui · job {args.job}"
+        return [HfJobSource(args.job, namespace=args.namespace)], f"carl-tui · job {args.job}", {}
     from carl_tui.sources import trackio_local as tl
 
     root = Path(args.trackio_dir) if args.trackio_dir else tl.trackio_dir()
@@ -202,12 +206,16 @@ def dashboard_sources(args) -> tuple[list, str]:
     elif not tl.db_path(project, root).exists():
         names = ", ".join(p.name for p in tl.list_projects(root)) or "none"
         raise UsageError(f"no Trackio project {project!r} in {root} (projects: {names})")
-    return [tl.TrackioLocalSource(project, root=root)], f"carl-tui · trackio {project}"
+    projects = {
+        "list_projects": lambda: [p.name for p in tl.list_projects(root)],
+        "open_project": lambda name: tl.TrackioLocalSource(name, root=root),
+    }
+    return [tl.TrackioLocalSource(project, root=root)], f"carl-tui · trackio {project}", projects
 
 
 def run_dashboard(args) -> int:
-    sources, title = dashboard_sources(args)
-    return _run_app(_config(args, sources, title=title))
+    sources, title, extra = dashboard_sources(args)
+    return _run_app(_config(args, sources, title=title, **extra))
 
 
 def run_replay(args) -> int:

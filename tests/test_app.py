@@ -177,3 +177,47 @@ def fixed_app(spec_events):
     src.push(spec_events)
     store = RunStore()
     return make_app(src, store=store, clock=lambda: 1_700_000_003.0)
+
+
+async def test_project_picker_opens_and_follows_a_project(spec_events):
+    src = ScriptedSource()
+    src.push(spec_events)
+    opened = []
+
+    def open_project(name):
+        other = ScriptedSource(f"project {name}")
+        run = RunRef("test", name, "r-9", "from-other-project")
+        other.push([ScalarBatch.from_rows(run, [(0, {"loss": 4.25})])])
+        opened.append(name)
+        return other
+
+    app = make_app(src, list_projects=lambda: ["proj", "other"], open_project=open_project)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("P")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "ProjectPicker")
+        await pilot.press("down", "enter")
+        await wait_for(pilot, lambda: app.snapshot.run.project == "other")
+        assert opened == ["other"]
+        assert table_cell(app, "loss", "last") == "4.2500"
+
+
+async def test_overlay_draws_every_run_of_the_project(spec_events, run_ref):
+    src = ScriptedSource()
+    second = RunRef("test", "proj", "run-2", "second")
+    elsewhere = RunRef("test", "elsewhere", "run-3", "third")
+    src.push(spec_events + [
+        ScalarBatch.from_rows(second, [(0, {"phi": 0.2, "entropy": 2.0})]),
+        ScalarBatch.from_rows(elsewhere, [(0, {"phi": 0.3, "entropy": 1.0})]),
+    ])
+    app = make_app(src, run="run-1")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None and len(app.store.runs()) == 3)
+        phi_plot = app.query_one("#phi-plot", MetricPlot)
+        assert [ln.label for ln in phi_plot._lines] == ["spec-run"]
+        await pilot.press("o")
+        assert sorted(ln.label for ln in phi_plot._lines) == ["second", "spec-run"]
+        ent_plot = app.query_one("#entropy-plot", MetricPlot)
+        assert sorted(ln.label for ln in ent_plot._lines) == ["second", "spec-run"]
+        await pilot.press("o")
+        assert [ln.label for ln in phi_plot._lines] == ["spec-run"]

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from textual import on
+from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -24,7 +24,7 @@ from carl_tui import metric_names as mn
 from carl_tui.sources.base import Source, SourceRunner
 from carl_tui.store import RunSnapshot, RunStore
 from carl_tui.ui.screens.help import HelpScreen
-from carl_tui.ui.screens.pickers import MetricPicker, RunPicker
+from carl_tui.ui.screens.pickers import MetricPicker, ProjectPicker, RunPicker
 from carl_tui.ui.themes import load_themes
 from carl_tui.ui.widgets.log_panel import LogPanel
 from carl_tui.ui.widgets.metrics_table import MetricsTable
@@ -47,6 +47,9 @@ class DashboardConfig:
     keymap: dict[str, str] = field(default_factory=dict)
     refresh_interval: float = 0.25
     on_exit: Callable[[], None] | None = None
+    # Project picker (P): list project names (may do I/O: runs in a worker) and open one.
+    list_projects: Callable[[], list[str]] | None = None
+    open_project: Callable[[str], Source] | None = None
     clock: Callable[[], float] = time.time  # for "updated 3s ago"; fixed in snapshot tests
     title: str = "carl-tui"
 
@@ -62,6 +65,10 @@ class CarlApp(App[None]):
                 tooltip="Choose which metrics the table shows"),
         Binding("f", "toggle_focus_plot", "Plot metric", id="app.focus_plot",
                 tooltip="Plot the metric selected in the table"),
+        Binding("P", "pick_project", "Projects", id="app.pick_project",
+                tooltip="Open another Trackio project"),
+        Binding("o", "toggle_overlay", "Overlay", id="app.overlay",
+                tooltip="Overlay every run of the project on the phi and entropy plots"),
         Binding("t", "cycle_theme", "Theme", id="app.theme", tooltip="Switch dark/light theme"),
         Binding("v", "toggle_log", "Log", id="app.log", tooltip="Show or hide the run's log lines"),
         Binding("F", "toggle_follow", "Follow", id="app.follow", show=False,
@@ -82,6 +89,8 @@ class CarlApp(App[None]):
         self._theme_names: list[str] = []
         self._log_auto_shown = False
         self._pending_follow: str | None = None
+        self._follow_project: str | None = None
+        self.overlay = False
         self.notices_shown: list[str] = []  # texts of notifications raised, for tests/help
         self.title = config.title
 
@@ -138,6 +147,11 @@ class CarlApp(App[None]):
         if self._pending_follow and self.store.run_version(self._pending_follow) >= 0:
             self.current_run, self._pending_follow = self._pending_follow, None
             self._seen_version = -1
+        if self._follow_project:
+            runs = [r for r in store.runs() if r.project == self._follow_project]
+            if runs:
+                self.current_run, self._follow_project = runs[0].key, None
+                self._seen_version = -1
         if self.current_run is None:
             self._choose_initial_run()
         for notice in store.take_notices():
@@ -185,18 +199,33 @@ class CarlApp(App[None]):
             log.remove_class("-hidden")
         log.show(snap)
 
+    def _overlay_lines(self, snap: RunSnapshot, metric: str) -> list[Line]:
+        """The same metric of the other runs of this project (at most 7), when overlaid."""
+        if not self.overlay:
+            return []
+        lines = []
+        others = [r for r in self.store.runs() if r.project == snap.run.project and r.key != snap.run.key]
+        for i, run in enumerate(others[:7]):
+            other = self.store.snapshot(run.key, max_points=500)
+            s = other.series.get(metric) if other else None
+            if s is not None:
+                lines.append(Line(run.label, s.steps, s.values, f"plot-overlay-{i % 4}"))
+        return lines
+
     def _show_plots(self, snap: RunSnapshot) -> None:
         phi = snap.series.get(mn.PHI)
         ent = snap.series.get(mn.ENTROPY)
+        overlay_key = self.store.version if self.overlay else None
         gate_step = snap.gate.trigger_step if snap.gate.fired else None
         phi_title = "phi (derived from entropy)" if snap.phi_derived else "phi (order parameter)"
         if phi is None and ent is not None and snap.vocab_size is None:
             phi_title = "phi: needs the vocabulary size (--vocab-size)"
         with self.batch_update():
             self.query_one("#phi-plot", MetricPlot).show(
-                [Line(snap.run.label, phi.steps, phi.values, "plot-phi")] if phi else [],
+                self._overlay_lines(snap, mn.PHI)
+                + ([Line(snap.run.label, phi.steps, phi.values, "plot-phi")] if phi else []),
                 title=phi_title,
-                key=(snap.run.key, snap.version, self.theme),
+                key=(snap.run.key, snap.version, self.theme, overlay_key),
                 **phi_plot_decorations(gate_step),
             )
             points = []
@@ -210,10 +239,11 @@ class CarlApp(App[None]):
                     )
                 )
             self.query_one("#entropy-plot", MetricPlot).show(
-                [Line(snap.run.label, ent.steps, ent.values, "plot-entropy")] if ent else [],
+                self._overlay_lines(snap, mn.ENTROPY)
+                + ([Line(snap.run.label, ent.steps, ent.values, "plot-entropy")] if ent else []),
                 vlines=phi_plot_decorations(gate_step)["vlines"],
                 points=points,
-                key=(snap.run.key, snap.version, self.theme),
+                key=(snap.run.key, snap.version, self.theme, overlay_key),
             )
             focus_plot = self.query_one("#focus-plot", MetricPlot)
             if self.focus_metric and not focus_plot.has_class("-hidden"):
@@ -324,6 +354,43 @@ class CarlApp(App[None]):
             plot.add_class("-hidden")
         if self.snapshot is not None:
             self._show_plots(self.snapshot)
+
+    def action_toggle_overlay(self) -> None:
+        self.overlay = not self.overlay
+        if self.snapshot is not None:
+            self._show_plots(self.snapshot)
+        self.notify("overlay: " + ("all runs of the project" if self.overlay else "off"), timeout=2)
+
+    def action_pick_project(self) -> None:
+        if self.config.list_projects is None or self.config.open_project is None:
+            self.notify("this source has no projects to choose from", severity="warning")
+            return
+        self._load_projects()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="projects",
+          description="listing projects")
+    def _load_projects(self) -> None:
+        names = self.config.list_projects()  # type: ignore[misc]
+        self.call_from_thread(self._show_project_picker, names)
+
+    def _show_project_picker(self, names: list[str]) -> None:
+        if not names:
+            self.notify("no projects found", severity="warning")
+            return
+        current = self.snapshot.run.project if self.snapshot else None
+
+        def chosen(name: str | None) -> None:
+            if not name:
+                return
+            if name == current or any(r.project == name for r in self.store.runs()):
+                runs = [r for r in self.store.runs() if r.project == name]
+                self.switch_run(runs[0].key)
+                return
+            self.add_source(self.config.open_project(name))  # type: ignore[misc]
+            self._follow_project = name
+            self.notify(f"opening project {name}", timeout=3)
+
+        self.push_screen(ProjectPicker([(n, n) for n in names], current), chosen)
 
     def action_toggle_log(self) -> None:
         log = self.query_one(LogPanel)

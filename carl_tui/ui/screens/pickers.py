@@ -19,34 +19,45 @@ _CSS = """
 """
 
 
-class RunPicker(ModalScreen[str | None]):
-    """Dismisses with the chosen run key, or None."""
+class ListPicker(ModalScreen[str | None]):
+    """Choose one item from a list; dismisses with its key, or None."""
 
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="picker.cancel")]
-    DEFAULT_CSS = _CSS.format(name="RunPicker")
+    DEFAULT_CSS = _CSS.format(name="ListPicker")
+    TITLE = "Choose (enter to choose, esc to cancel)"
 
-    def __init__(self, runs: list[tuple[str, str]], current: str | None = None):
-        """runs: (key, label), most recent first."""
+    def __init__(self, items: list[tuple[str, str]], current: str | None = None):
+        """items: (key, label)."""
         super().__init__()
-        self._runs = runs
+        self._items = items
         self._current = current
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Switch run (enter to choose, esc to cancel)")
+            yield Label(self.TITLE)
             options = [
                 Option(("● " if key == self._current else "  ") + label, id=key)
-                for key, label in self._runs
+                for key, label in self._items
             ]
-            yield OptionList(*options, id="runs")
+            yield OptionList(*options)
 
     def on_mount(self) -> None:
-        keys = [key for key, _ in self._runs]
+        keys = [key for key, _ in self._items]
         if self._current in keys:
             self.query_one(OptionList).highlighted = keys.index(self._current)
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
+
+
+class RunPicker(ListPicker):
+    DEFAULT_CSS = _CSS.format(name="RunPicker")
+    TITLE = "Switch run (enter to choose, esc to cancel)"
+
+
+class ProjectPicker(ListPicker):
+    DEFAULT_CSS = _CSS.format(name="ProjectPicker")
+    TITLE = "Open a Trackio project (enter to open, esc to cancel)"
 
 
 class MetricPicker(ModalScreen[set[str] | None]):
