@@ -1,9 +1,10 @@
 """Per-token phi and P(next token) in torch, reduced on the logits' device.
 
 torch is imported inside the functions, so importing this module is cheap.
-Logits are copied to float32 one chunk of positions at a time and reduced with
-torch's float32 sums (cascade sums on CPU, tree reductions on GPU: ~1e-7
-relative); the log and division are done in float64. Entropy uses the same stable form as the numpy path:
+Logits are turned into float32 one chunk of positions at a time (two reusable
+buffers) and reduced with torch's float32 sums (cascade sums on CPU, tree
+reductions on GPU: ~1e-7 relative); the log and division are done in float64.
+Entropy uses the same stable form as the numpy path:
 H = log(s) - sum(e * (x - m)) / s with m = max(x), e = exp(x - m), s = sum(e).
 """
 
@@ -21,24 +22,33 @@ if TYPE_CHECKING:  # pragma: no cover
 DEFAULT_CHUNK_SIZE = 32
 
 
-def _chunk_stats(chunk: torch.Tensor, tokens: torch.Tensor | None):
+def _chunk_stats(chunk: torch.Tensor, tokens: torch.Tensor | None, bufs: list):
     """Entropy and log P(token) (float64; the latter None without tokens) of logits [..., V].
 
-    Holds two float32 temporaries of the chunk's shape.
+    Works in two reusable float32 buffers (`bufs`, grown as needed) of the chunk's size.
     """
     import torch
 
+    numel = chunk.numel()
+    if not bufs or bufs[0].numel() < numel:
+        bufs[:] = [torch.empty(numel, dtype=torch.float32, device=chunk.device) for _ in "be"]
+    b = bufs[0][:numel].view(chunk.shape)
+    e = bufs[1][:numel].view(chunk.shape)
     m = chunk.amax(dim=-1, keepdim=True).to(torch.float32)
-    b = chunk.to(torch.float32, copy=True).sub_(m)  # x - m
-    e = b.exp()
+    torch.sub(chunk, m, out=b)  # x - m, computed in float32
+    torch.exp(b, out=e)
     s = e.sum(dim=-1).double()
     log_s = s.log()
     logp = None
     if tokens is not None:
         logp = b.gather(-1, tokens.unsqueeze(-1)).squeeze(-1).double() - log_s
-    # exp(-inf) * -inf is NaN; masked (-inf) entries contribute 0. No host sync needed:
-    # a NaN from NaN/inf logits still propagates through s.
-    d = e.mul_(b).nan_to_num_(nan=0.0).sum(dim=-1).double()
+    d = e.mul_(b).sum(dim=-1).double()
+    # exp(-inf) * -inf is NaN: redo rows with masked (-inf) entries, which contribute 0.
+    bad = torch.isnan(d) & ~torch.isnan(s)
+    if bool(bad.any()):
+        torch.exp(b, out=e)
+        masked = torch.where(e > 0, e * b, torch.zeros_like(e)).sum(dim=-1).double()
+        d = torch.where(bad, masked, d)
     h = (log_s - d / s).clamp_min(0.0)
     return h, logp
 
@@ -50,8 +60,8 @@ def token_stats_torch(
 
     `logits` is [B, T, V] (any float dtype); `next_tokens[b, k]` is the token that
     follows position k, so p_next[b, k] = softmax(logits[b, k])[next_tokens[b, k]].
-    Positions are processed `chunk_size` at a time, so at most a [B, chunk_size, V]
-    float32 copy of the logits exists at once.
+    Positions are processed `chunk_size` at a time in two float32 buffers of
+    [B, chunk_size, V]; no float32 copy of all the logits is made.
     """
     import torch
 
@@ -68,10 +78,11 @@ def token_stats_torch(
     phi = torch.empty((bsz, t), dtype=torch.float32, device=logits.device)
     p_next = torch.empty((bsz, t), dtype=torch.float32, device=logits.device)
     inv_log_v = 1.0 / math.log(v)
+    bufs: list = []
     with torch.no_grad():
         for start in range(0, t, chunk_size):
             stop = min(start + chunk_size, t)
-            h, logp = _chunk_stats(logits[:, start:stop], tokens[:, start:stop])
+            h, logp = _chunk_stats(logits[:, start:stop], tokens[:, start:stop], bufs)
             phi[:, start:stop] = (1.0 - h * inv_log_v).clamp(0.0, 1.0).to(torch.float32)
             p_next[:, start:stop] = logp.exp().to(torch.float32)
     return phi, p_next
@@ -84,10 +95,11 @@ def entropy_torch(logits: torch.Tensor, chunk_size: int = DEFAULT_CHUNK_SIZE) ->
     v = logits.shape[-1]
     rows = logits.reshape(-1, v)
     out = torch.empty(rows.shape[0], dtype=torch.float64, device=logits.device)
+    bufs: list = []
     with torch.no_grad():
         for start in range(0, rows.shape[0], chunk_size):
             out[start : start + chunk_size], _ = _chunk_stats(
-                rows[start : start + chunk_size], None
+                rows[start : start + chunk_size], None, bufs
             )
     return out.reshape(logits.shape[:-1])
 
