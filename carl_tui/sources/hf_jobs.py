@@ -169,6 +169,7 @@ class HfJobSource:
         self.parser = TrainerLogParser(logging_steps=logging_steps)
         self.lines_seen = 0  # lines delivered by the log thread (resume position)
         self.reconnects = 0
+        self.replayed_lines_skipped = 0  # lines of a replay already delivered before
         self._q: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._ns_ready = threading.Event()
@@ -355,6 +356,7 @@ class HfJobSource:
                     index += 1
                     self._ok("logs")
                     if index <= self.lines_seen:
+                        self.replayed_lines_skipped += 1
                         continue  # replayed from the start after a reconnect
                     self.lines_seen = index
                     self._q.put(("line", line))

@@ -13,7 +13,8 @@ Routes (as huggingface_hub 2.4 calls them):
     POST /api/jobs/{ns}/{id}/cancel          cancel
 
 A `JobsState` drives it: tests add jobs, move them between stages, append
-log lines and metric samples, and inject faults (`fail_next`, `drop_logs_after`).
+log lines and metric samples, and inject faults (`fail_next`, `drop_logs_after`,
+`fail_after_drop`).
 Every route checks `Authorization: Bearer <state.token>`.
 """
 
@@ -92,10 +93,12 @@ class JobsState:
         self.jobs: dict[str, FakeJob] = {}
         self.cond = threading.Condition()
         self.faults: dict[str, list[Fault]] = {}  # route name -> pending faults
-        self.drop_logs_after: int | None = (
-            None  # close the next logs stream abruptly after N events
-        )
+        # Close the next logs stream abruptly after N events; then answer the
+        # next logs request with `fail_after_drop` (an HTTP status), if set.
+        self.drop_logs_after: int | None = None
+        self.fail_after_drop: int | None = None
         self.log_connections = 0
+        self.history: list[tuple] = []
         self.metrics_interval = 0.1
 
     # -- scripting -------------------------------------------------------
@@ -224,6 +227,9 @@ def install_jobs_routes(server: FakeServer, state: JobsState, *, whoami: bool = 
                 continue
             for line, ts in pending:
                 if drop_after is not None and sent >= drop_after:
+                    if state.fail_after_drop:
+                        state.fail_next("logs", state.fail_after_drop)
+                        state.fail_after_drop = None
                     raise ConnectionAbortedError("fake: stream dropped")  # no final chunk
                 yield _sse({"data": line, "timestamp": ts})
                 sent += 1
@@ -238,6 +244,7 @@ def install_jobs_routes(server: FakeServer, state: JobsState, *, whoami: bool = 
             return job
         with state.cond:
             state.log_connections += 1
+            state.history.append(("logs", time.time(), job.stage, len(job.log)))
             drop_after, state.drop_logs_after = state.drop_logs_after, None
         return Response(
             200, stream=log_stream(job, drop_after), headers={"Content-Type": "text/event-stream"}
