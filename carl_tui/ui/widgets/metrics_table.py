@@ -9,7 +9,7 @@ from textual.widgets import DataTable
 
 from carl_tui.store.snapshot import RunSnapshot, SeriesView
 
-COLUMNS = ("metric", "last", "trend", "min", "max", "mean", "points", "step")
+COLUMNS = ("metric", "last", "trend", "min", "max", "step")
 
 
 def fmt_value(v: float | None) -> str:
@@ -59,8 +59,6 @@ class MetricsTable(DataTable):
                 trend_text(s),
                 fmt_value(s.min),
                 fmt_value(s.max),
-                fmt_value(s.whole_mean),
-                str(s.count),
                 "–" if s.last_step is None else str(int(s.last_step)),
             )
             if name in self.rows:

@@ -40,16 +40,16 @@ class PhasePanel(Static):
         else:
             title.append("phase: waiting for accuracy/entropy", style="dim")
 
-        # The timeline as a strip: each phase seen, with its first step.
+        # The timeline as one line that wraps only between phases.
         strip = Text()
         seen = dict(phase.timeline)
-        for name in PHASE_ORDER:
+        for i, name in enumerate(PHASE_ORDER):
+            if i:
+                strip.append(" → ", style="dim")
             style = self._color(name) if name in seen else "dim"
             mark = "●" if name == phase.phase else ("○" if name in seen else "·")
-            strip.append(f"{mark} {name}", style=style)
-            if name in seen:
-                strip.append(f"@{seen[name]}", style="dim")
-            strip.append("  ")
+            at = f"@{seen[name]}" if name in seen else ""
+            strip.append(f"{mark}{name}{at}", style=style)
 
         t = Table.grid(padding=(0, 1))
         t.add_column(style="dim", no_wrap=True)

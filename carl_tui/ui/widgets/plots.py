@@ -97,14 +97,16 @@ class MetricPlot(PlotextPlot):
                     marker="braille",
                 )
         if any_data:
+            xs = [x for ln in self._lines if ln.steps.size for x in (ln.steps[0], ln.steps[-1])]
+            ys = [y for ln in self._lines if ln.values.size for y in (ln.values.min(), ln.values.max())]
+            ys += [y for y, _, _ in self._hlines] + [y for _, y, _, _ in self._points]
+            x0, x1 = float(min(xs)), float(max(xs))
+            y0, y1 = float(min(ys)), float(max(ys))
+            # Reference lines are drawn as labelled series so the legend names them.
             for y, label, var in self._hlines:
-                plt.hline(y, color=_rgb(app, var))
-                if label:
-                    xs = [s for ln in self._lines for s in (ln.steps[:1].tolist())]
-                    if xs:
-                        plt.text(label, x=min(xs), y=y, color=_rgb(app, var))
-            for x, _label, var in self._vlines:
-                plt.vline(x, color=_rgb(app, var))
+                plt.plot([x0, x1], [y, y], label=label or None, color=_rgb(app, var), marker="braille")
+            for x, label, var in self._vlines:
+                plt.plot([x, x], [y0, y1], label=label or None, color=_rgb(app, var), marker="braille")
             for x, y, label, var in self._points:
                 plt.scatter([x], [y], color=_rgb(app, var), marker="●")
                 if label:
@@ -118,5 +120,7 @@ class MetricPlot(PlotextPlot):
 
 def phi_plot_decorations(gate_step: int | None) -> dict:
     """SIGMA line and the crystallisation marker for the phi plot."""
-    vlines = [(float(gate_step), "crystallised", "plot-gate")] if gate_step is not None else []
-    return {"hlines": [(SIGMA, f"σ={SIGMA:g}", "plot-sigma")], "vlines": vlines}
+    vlines = (
+        [(float(gate_step), f"crystallised @ {gate_step}", "plot-gate")] if gate_step is not None else []
+    )
+    return {"hlines": [(SIGMA, f"σ = {SIGMA:g}", "plot-sigma")], "vlines": vlines}

@@ -32,7 +32,7 @@ def age_text(t: float | None, now: float | None = None) -> str:
 
 class StatusBar(Static):
     DEFAULT_CSS = """
-    StatusBar { height: 1; dock: bottom; padding: 0 1; background: $panel; }
+    StatusBar { height: 1; padding: 0 1; background: $panel; }
     """
 
     def show(self, summary: StoreSummary, snap: RunSnapshot | None, now: float | None = None) -> None:

@@ -1,0 +1,73 @@
+"""Messages that worker threads post to the screens of the actions.
+
+Each is a small dataclass. Errors travel as the plain, user-facing text of an
+`ActionError` (never a traceback, never a token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from textual.message import Message
+
+
+@dataclass
+class HardwareLoaded(Message):
+    """The Jobs hardware flavors (GPU only) for the launch form, or why they are missing."""
+
+    options: list[Any] = field(default_factory=list)  # actions.jobs.HardwareOption
+    namespace: str = ""  # the token's user, to suggest an output repo
+    error: str = ""
+
+
+@dataclass
+class LaunchFinished(Message):
+    """A launch ended: `outcome` on success (a `LaunchOutcome`), else `error`."""
+
+    outcome: Any = None
+    error: str = ""
+
+
+@dataclass
+class PushProgressed(Message):
+    progress: Any  # actions.push.PushProgress
+
+
+@dataclass
+class PushFinished(Message):
+    """An upload ended: `result` (a `PushResult`) only when the commit was made."""
+
+    result: Any = None
+    error: str = ""
+
+
+@dataclass
+class DiagnosisDelta(Message):
+    """Text of Claude's answer that arrived since the last delta."""
+
+    text: str
+
+
+@dataclass
+class DiagnosisFinished(Message):
+    """An answer ended. `answer` is what arrived (possibly partial when `error` is set)."""
+
+    question: str
+    answer: str
+    error: str = ""
+
+
+@dataclass
+class JobsListed(Message):
+    rows: list[Any] = field(default_factory=list)  # sources.hf_jobs.JobRow
+    error: str = ""
+
+
+@dataclass
+class StopFinished(Message):
+    """A stop ended: the job's final stage, or why it could not be stopped."""
+
+    label: str
+    stage: str = ""
+    error: str = ""
