@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -23,6 +24,7 @@ from textual.worker import Worker, WorkerState
 from carl_tui import metric_names as mn
 from carl_tui.sources.base import Source, SourceRunner
 from carl_tui.store import RunSnapshot, RunStore
+from carl_tui.ui.actions import ActionsMixin
 from carl_tui.ui.screens.help import HelpScreen
 from carl_tui.ui.screens.pickers import MetricPicker, ProjectPicker, RunPicker
 from carl_tui.ui.themes import load_themes
@@ -50,11 +52,20 @@ class DashboardConfig:
     # Project picker (P): list project names (may do I/O: runs in a worker) and open one.
     list_projects: Callable[[], list[str]] | None = None
     open_project: Callable[[str], Source] | None = None
+    # Actions (l, s, p, d, j). The factories make the clients; tests point them at fakes.
+    output_dir: str | None = None  # where the run's checkpoints are (p), unless its meta says
+    push_repo: str | None = None  # default target repo of p
+    hub_endpoint: str | None = None  # None: HF_ENDPOINT or the Hub
+    jobs_client_factory: Callable[[], Any] | None = None  # default: JobsClient(endpoint=...)
+    diagnoser_factory: Callable[[], Any] | None = None  # default: Diagnoser()
+    job_source_factory: Callable[[str, str], Source] | None = None  # (job id, namespace)
+    local_starter: Callable[..., Any] | None = None  # (spec, stream path) -> LocalJob
+    launch_defaults: Any = None  # the launch form's LaunchSpec; None: LaunchSpec()
     clock: Callable[[], float] = time.time  # for "updated 3s ago"; fixed in snapshot tests
     title: str = "carl-tui"
 
 
-class CarlApp(App[None]):
+class CarlApp(ActionsMixin, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "carl-tui"
     BINDINGS = [
@@ -73,7 +84,7 @@ class CarlApp(App[None]):
         Binding("v", "toggle_log", "Log", id="app.log", tooltip="Show or hide the run's log lines"),
         Binding("F", "toggle_follow", "Follow", id="app.follow", show=False,
                 tooltip="Follow the end of the log, or pause scrolling"),
-    ]
+    ] + ActionsMixin.ACTION_BINDINGS
 
     def __init__(self, config: DashboardConfig):
         super().__init__()

@@ -11,11 +11,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, Switch
@@ -53,7 +54,7 @@ def _row(label: str, widget, *, only: str = "") -> list:
 class LaunchScreen(ModalScreen[LaunchOutcome | None]):
     """Dismisses with the `LaunchOutcome`, or None when cancelled."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel", id="launch.cancel"),
         Binding("ctrl+l", "launch", "Launch", id="launch.submit", priority=True),
     ]
@@ -72,8 +73,8 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
     LaunchScreen .-hidden { display: none; }
     LaunchScreen #problems { color: $error; height: auto; margin-top: 1; }
     LaunchScreen #launch-note { color: $text-muted; height: auto; }
-    LaunchScreen Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
-    LaunchScreen Button { margin-left: 2; }
+    LaunchScreen #buttons { height: auto; align-horizontal: right; margin-top: 1; }
+    LaunchScreen #buttons Button { margin-left: 2; }
     """
 
     def __init__(
@@ -126,7 +127,7 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
                                 only="local")
             yield Static(id="problems")
             yield Static(id="launch-note")
-            with Horizontal():
+            with Horizontal(id="buttons"):
                 yield Button("Cancel (esc)", id="cancel", compact=True)
                 yield Button("Launch (ctrl+l)", variant="primary", id="launch", compact=True)
 

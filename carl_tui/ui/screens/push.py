@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, ProgressBar, Static
@@ -31,7 +32,7 @@ Pusher = Callable[[Path, str, Callable[[PushProgress], None]], PushResult]
 class PushScreen(ModalScreen[PushResult | None]):
     """Dismisses with the `PushResult` once pushed, or None."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", id="push.close"),
         Binding("ctrl+u", "push", "Push", id="push.submit", priority=True),
     ]
@@ -43,14 +44,14 @@ class PushScreen(ModalScreen[PushResult | None]):
     }
     PushScreen .title { text-style: bold; padding: 0 0 1 0; }
     PushScreen OptionList { height: auto; max-height: 10; }
-    PushScreen Input { margin: 1 0 0 0; }
     PushScreen ProgressBar { margin-top: 1; }
     PushScreen .-hidden { display: none; }
     PushScreen #push-status { height: auto; color: $text-muted; }
     PushScreen #push-error { height: auto; color: $error; }
     PushScreen #push-result { height: auto; color: $success; text-style: bold; }
-    PushScreen Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
-    PushScreen Button { margin-left: 2; }
+    PushScreen #buttons { height: auto; align-horizontal: right; margin-top: 1; }
+    PushScreen #buttons Button { margin-left: 2; }
+    PushScreen .field { color: $text-muted; margin-top: 1; }
     """
 
     def __init__(self, choices: list[Path], repo_id: str, pusher: Pusher, *, output_dir: Path):
@@ -68,15 +69,17 @@ class PushScreen(ModalScreen[PushResult | None]):
             if not self._choices:
                 yield Static(Text(f"No folder to push: {self._output_dir} does not exist or is "
                                   "not a folder.", style="yellow"))
+            yield Label("Folder (checkpoints newest first)", classes="field")
             yield OptionList(*[Option(self._label(p), id=str(i)) for i, p in enumerate(self._choices)],
                              id="folders")
+            yield Label("Target model repo (created private if missing)", classes="field")
             yield Input(self._repo, placeholder="user/name (created private if missing)",
                         id="repo", compact=True)
             yield ProgressBar(total=100, show_eta=False, id="bar", classes="-hidden")
             yield Static(id="push-status")
             yield Static(id="push-error")
             yield Static(id="push-result")
-            with Horizontal():
+            with Horizontal(id="buttons"):
                 yield Button("Close (esc)", id="close", compact=True)
                 yield Button("Push (ctrl+u)", variant="primary", id="push", compact=True,
                              disabled=not self._choices)

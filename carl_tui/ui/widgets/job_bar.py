@@ -56,7 +56,7 @@ class JobBar(Static):
     """Hidden while the current run has no job."""
 
     DEFAULT_CSS = """
-    JobBar { height: 1; dock: bottom; padding: 0 1; background: $panel; display: none; }
+    JobBar { height: 1; padding: 0 1; background: $panel; display: none; }
     JobBar.-shown { display: block; }
     """
 

@@ -1,0 +1,121 @@
+"""`j`: the user's Hugging Face jobs (status, flavor, age, label); enter follows one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Label, Static
+
+from carl_tui.sources.base import SourceError
+from carl_tui.sources.hf_jobs import JobRow
+from carl_tui.ui.messages import JobsListed
+from carl_tui.ui.widgets.job_bar import STAGE_STYLE
+
+
+def age_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    s = max(0.0, seconds)
+    if s < 60:
+        return f"{s:.0f}s"
+    if s < 3600:
+        return f"{s / 60:.0f}m"
+    if s < 86400:
+        return f"{s / 3600:.0f}h"
+    return f"{s / 86400:.0f}d"
+
+
+class JobsScreen(ModalScreen[JobRow | None]):
+    """Dismisses with the chosen job, or None."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss(None)", "Close", id="jobs.close"),
+        Binding("r", "reload", "Reload", id="jobs.reload", tooltip="List the jobs again"),
+    ]
+    DEFAULT_CSS = """
+    JobsScreen { align: center middle; }
+    JobsScreen > Vertical {
+        width: 120; height: auto; max-height: 85%;
+        border: thick $primary; background: $surface; padding: 0 1;
+    }
+    JobsScreen .title { text-style: bold; padding: 0 0 1 0; }
+    JobsScreen DataTable { height: auto; max-height: 30; }
+    JobsScreen #jobs-status { height: auto; color: $text-muted; }
+    JobsScreen #jobs-status.-error { color: $error; }
+    """
+
+    def __init__(self, list_jobs: Callable[[], list[JobRow]], current_job: str | None = None):
+        super().__init__()
+        self._list_jobs = list_jobs
+        self._current = current_job
+        self.rows: dict[str, JobRow] = {}
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label("Your Hugging Face jobs (enter follows, r reloads, esc closes)",
+                        classes="title")
+            yield DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
+            yield Static("Listing jobs…", id="jobs-status")
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        table.add_columns("status", "flavor", "age", "job id", "label")
+        table.focus()
+        self.action_reload()
+
+    def action_reload(self) -> None:
+        self._status("Listing jobs…")
+        self._load()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="jobs-list",
+          description="listing your jobs")
+    def _load(self) -> None:
+        try:
+            rows = self._list_jobs()
+        except SourceError as exc:
+            self.post_message(JobsListed(error=f"Could not list your jobs: {exc}"))
+        except Exception as exc:  # noqa: BLE001  (shown plainly, never a traceback)
+            self.post_message(JobsListed(error=f"Could not list your jobs: {type(exc).__name__}."))
+        else:
+            self.post_message(JobsListed(rows=rows))
+
+    def on_jobs_listed(self, msg: JobsListed) -> None:
+        if msg.error:
+            self._status(msg.error, error=True)
+            return
+        table = self.query_one(DataTable)
+        table.clear()
+        self.rows = {r.id: r for r in msg.rows}
+        for r in msg.rows:
+            mark = "● " if r.id == self._current else ""
+            table.add_row(
+                Text(mark + r.stage, style=STAGE_STYLE.get(r.stage, "")),
+                r.flavor,
+                age_text(r.age_s),
+                r.id,
+                r.label if len(r.label) <= 60 else r.label[:59] + "…",
+                key=r.id,
+            )
+        if self._current in self.rows:
+            table.move_cursor(row=table.get_row_index(self._current))
+        n = len(msg.rows)
+        ns = msg.rows[0].namespace if msg.rows else ""
+        self._status(f"{n} job{'s' if n != 1 else ''}" + (f" in {ns}" if ns else "")
+                     if n else "No jobs yet: press l to launch one.")
+
+    def _status(self, text: str, *, error: bool = False) -> None:
+        status = self.query_one("#jobs-status", Static)
+        status.set_class(error, "-error")
+        status.update(Text(text))
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        row = self.rows.get(str(event.row_key.value))
+        if row is not None:
+            self.dismiss(row)
