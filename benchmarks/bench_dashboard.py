@@ -18,29 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.bench_ingest import write_jsonl, write_trackio_db
 from benchmarks.common import Row
-
-METRICS = [
-    "loss", "reward", "entropy", "mean_token_accuracy", "learning_rate",
-    "grad_norm", "kl", "completions/mean_length", "rewards/task/mean", "epoch",
-]
-
-
-def write_jsonl(path: Path, n: int) -> None:
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    cols = {m: rng.random(n) for m in METRICS}
-    with path.open("w") as f:
-        for i in range(n):
-            f.write(json.dumps({"step": i, **{m: float(cols[m][i]) for m in METRICS}}) + "\n")
-
-
-def write_trackio(root: Path, n: int) -> None:
-    """A Trackio project database with n rows (same schema trackio writes)."""
-    from benchmarks.dashboard_probe import seed_trackio_db
-
-    seed_trackio_db(root, "bench", n, METRICS)
 
 
 def probe(*args: str) -> dict:
@@ -64,7 +43,8 @@ def run() -> list[Row]:
             rows.append(Row(f"process memory, JSONL {n:,} steps x 10", r["rss_mb"], None, "MB",
                             target=f"< {mem_target} MB" if mem_target else ""))
             root = tmp / f"trackio{n}"
-            write_trackio(root, n)
+            root.mkdir()
+            write_trackio_db(root, "bench", n)
             r = probe("paint-trackio", str(root), str(n))
             rows.append(Row(f"first paint, Trackio {n:,} steps x 10", r["paint_s"], r["naive_read_s"],
                             target=target, note="ref: naive sqlite + json.loads read"))

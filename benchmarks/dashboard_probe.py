@@ -11,11 +11,11 @@ import time
 
 T0 = time.perf_counter()
 
-import asyncio  # noqa: E402
-import json  # noqa: E402
-import sqlite3  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
+import asyncio
+import json
+import sqlite3
+import sys
+from pathlib import Path
 
 SIZE = (160, 45)
 
@@ -24,30 +24,6 @@ def rss_mb() -> float:
     import psutil
 
     return psutil.Process().memory_info().rss / 2**20
-
-
-def seed_trackio_db(root: Path, project: str, n: int, metrics: list[str]) -> None:
-    """Write n rows the way trackio 0.43 stores them (one JSON metrics blob per row)."""
-    import numpy as np
-
-    root.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(0)
-    cols = {m: rng.random(n) for m in metrics}
-    con = sqlite3.connect(root / f"{project}.db")
-    con.execute(
-        "CREATE TABLE IF NOT EXISTS metrics (id INTEGER PRIMARY KEY AUTOINCREMENT, "
-        "timestamp TEXT, run_name TEXT, step INTEGER, metrics TEXT, run_id TEXT)"
-    )
-    con.executemany(
-        "INSERT INTO metrics (timestamp, run_name, step, metrics, run_id) VALUES (?, ?, ?, ?, ?)",
-        (
-            ("2026-11-23T00:00:00", "bench-run", i,
-             json.dumps({m: float(cols[m][i]) for m in metrics}), "run-bench")
-            for i in range(n)
-        ),
-    )
-    con.commit()
-    con.close()
 
 
 def naive_read_jsonl(path: Path) -> float:
@@ -69,7 +45,7 @@ async def paint(source, n: int) -> float:
     from carl_tui.ui.app import DashboardConfig, build_app
     from carl_tui.ui.widgets.plots import MetricPlot
 
-    app = build_app(DashboardConfig(sources=[source], refresh_interval=0.02))
+    app = build_app(DashboardConfig(sources=[source]))
     async with app.run_test(size=SIZE) as pilot:
         while not (app.snapshot and app.snapshot.steps_logged >= n):
             await pilot.pause(0.01)

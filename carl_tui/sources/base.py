@@ -92,6 +92,8 @@ class SourceRunner:
         self.last_good: float | None = None
         self.last_state: str | None = None
         self._last_skipped = 0
+        # True while the source reports a backlog (interval 0): history is loading.
+        self.catching_up = False
 
     def start(self) -> SourceRunner:
         self._thread = threading.Thread(
@@ -142,6 +144,7 @@ class SourceRunner:
             return delay
         self.backoff.reset()
         self.last_good = time.time()
+        self.catching_up = bool(events) and self.source.interval == 0
         if events:
             self.emit(events)
         finished = bool(getattr(self.source, "finished", False))

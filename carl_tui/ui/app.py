@@ -102,6 +102,7 @@ class CarlApp(ActionsMixin, App[None]):
         self._pending_follow: str | None = None
         self._follow_project: str | None = None
         self.overlay = False
+        self._next_pull = 0.0
         self.notices_shown: list[str] = []  # texts of notifications raised, for tests/help
         self.title = config.title
 
@@ -154,6 +155,10 @@ class CarlApp(ActionsMixin, App[None]):
         store = self.store
         if self._seen_store_version == store.version:
             return
+        if time.perf_counter() < self._next_pull and any(r.catching_up for r in self.runners):
+            # Loading a backlog of history: show progress about once a second and
+            # leave the CPU to the loading; the moment it is done, paint.
+            return
         self._seen_store_version = store.version
         if self._pending_follow and self.store.run_version(self._pending_follow) >= 0:
             self.current_run, self._pending_follow = self._pending_follow, None
@@ -178,9 +183,19 @@ class CarlApp(ActionsMixin, App[None]):
             version = store.run_version(self.current_run)
             if version != self._seen_version:
                 self._seen_version = version
-                self.snapshot = store.snapshot(self.current_run)
+                t0 = time.perf_counter()
+                self.snapshot = store.snapshot(self.current_run, max_points=self._plot_points())
                 self._show(self.snapshot)
+                # Plots render later, in the compositor: count their last render too.
+                cost = time.perf_counter() - t0
+                cost += sum(p.render_cost for p in self.query(MetricPlot) if p.display)
+                self._next_pull = time.perf_counter() + max(10 * cost, 1.0)
         self._refresh_status()
+
+    def _plot_points(self) -> int:
+        """Points per series worth drawing: a few per braille dot of the widest plot."""
+        width = max(self.query_one("#phi-plot").size.width, 40)
+        return 4 * width  # min and max for each of the 2 braille dots of a cell
 
     def _choose_initial_run(self) -> None:
         runs = self.store.runs()

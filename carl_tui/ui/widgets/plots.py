@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ class MetricPlot(PlotextPlot):
         self._vlines: tuple[tuple[float, str, str], ...] = ()
         self._points: tuple[tuple[float, float, str, str], ...] = ()
         self._key: object = None
+        self.render_cost = 0.0  # seconds the last render took (plotext is pure Python)
 
     def show(
         self,
@@ -70,6 +72,12 @@ class MetricPlot(PlotextPlot):
         self._lines, self._hlines = tuple(lines), tuple(hlines)
         self._vlines, self._points = tuple(vlines), tuple(points)
         self.redraw()
+
+    def render(self):
+        t0 = time.perf_counter()
+        result = super().render()
+        self.render_cost = time.perf_counter() - t0
+        return result
 
     def on_mount(self) -> None:
         super().on_mount()
