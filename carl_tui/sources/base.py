@@ -137,7 +137,7 @@ class SourceRunner:
         """One poll; returns how long to wait before the next one."""
         try:
             events = self.source.poll()
-        except Exception as exc:  # any failure becomes a visible status, never a crash
+        except Exception as exc:  # noqa: BLE001  (any failure becomes a visible status)
             retry = getattr(exc, "retry", True)
             delay = self.backoff.next_delay() if retry else max(self.backoff.cap, 5.0)
             self._status("retrying", describe_error(exc), retry_in=delay)

@@ -71,7 +71,7 @@ import orjson
 from carl_tui.events import Event, LogLines, Marker, RunMeta, RunRef, ScalarBatch
 from carl_tui.metric_names import valid_number
 from carl_tui.sources.base import SourceError
-from carl_tui.sources.rows import ARROW_MIN_BYTES, RowColumns, build_columns, columns_from_jsonl
+from carl_tui.sources.rows import RowColumns, build_columns
 
 _IDENTITY_KEYS = ("run_id", "name", "project")
 
@@ -201,15 +201,6 @@ class StreamParser:
                 name=fields.get("name", self.run.name),
             )
 
-    def parse_block(self, block: bytes) -> list[Event]:
-        """Events of a block of complete lines (each ended by a newline)."""
-        cols = columns_from_jsonl(block, prev_step=self.prev_step)
-        if cols is None:
-            lines = block.split(b"\n")
-            lines.pop()
-            return self.parse(lines)
-        return self._batch(cols, 0.0)
-
     def _metrics_events(self, rows: list[dict], time_offset: float) -> list[Event]:
         if not rows:
             return []
@@ -241,7 +232,7 @@ class JsonlSource:
         run: RunRef | None = None,
         interval: float = 0.5,
         chunk_lines: int = 100_000,
-        max_bytes_per_poll: int = 64 << 20,
+        max_bytes_per_poll: int = 8 << 20,
     ):
         self.path = Path(path)
         self.name = f"jsonl: {self.path.name}"
@@ -333,23 +324,10 @@ class JsonlSource:
             self._backlog = False
             return []
         events: list[Event] = []
-        if end >= ARROW_MIN_BYTES:
-            # Large: blocks of about chunk_lines lines, cut at newlines, no line list.
-            per_line = end / max(1, data.count(b"\n", 0, end))
-            size = max(ARROW_MIN_BYTES, int(per_line * self.chunk_lines))
-            size = -(-end // -(-end // size))  # equal blocks, no small tail
-            start = 0
-            while start < end:
-                stop = end if end - start <= size else data.rfind(b"\n", start, start + size) + 1
-                if stop <= start:
-                    stop = data.find(b"\n", start + size) + 1
-                events.extend(self.parser.parse_block(data[start:stop]))
-                start = stop
-        else:
-            lines = data[:end].split(b"\n")
-            lines.pop()
-            for i in range(0, len(lines), self.chunk_lines):
-                events.extend(self.parser.parse(lines[i : i + self.chunk_lines]))
+        lines = data[:end].split(b"\n")
+        lines.pop()
+        for i in range(0, len(lines), self.chunk_lines):
+            events.extend(self.parser.parse(lines[i : i + self.chunk_lines]))
         self.offset += end
         self._backlog = capped
         return events

@@ -211,7 +211,7 @@ class TrackioLocalSource:
         root: Path | str | None = None,
         interval: float = 1.0,
         runs: Sequence[str] | None = None,
-        batch_rows: int = 50_000,
+        batch_rows: int = 10_000,
     ):
         self.project = project
         self.root = Path(root) if root is not None else trackio_dir()
