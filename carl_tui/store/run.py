@@ -58,6 +58,7 @@ class RunState:
         self.steps_logged = 0
         self.last_step: int | None = None
         self.phi_derived = False
+        self._warned_vocab = False
         self._notify = notify or (lambda *a: None)
         # Carried across batches so the classifier sees aligned (accuracy, entropy) pairs.
         self._last_phase: str = ""
@@ -126,6 +127,14 @@ class RunState:
             if v:
                 cols[mn.PHI] = 1.0 - cols[mn.ENTROPY] / math.log(v)
                 self.phi_derived = True
+                if not self._warned_vocab and np.nanmin(cols[mn.PHI], initial=0.0) < -1e-9:
+                    # Entropy above ln V is impossible: the vocabulary size is wrong.
+                    self._warned_vocab = True
+                    self._notify(
+                        self.run, "vocab", None,
+                        f"entropy exceeds ln {v}: the vocabulary size {v} looks too small "
+                        "(set --vocab-size)", "warning",
+                    )
         for name, values in cols.items():
             self._series(name).extend(steps, values)
         self.steps_logged += n

@@ -1,0 +1,85 @@
+"""The store: events in, snapshots out; derived phi; gates and notices."""
+
+import math
+
+import numpy as np
+import pytest
+
+from carl_tui.events import LogLines, Marker, RunMeta, RunRef, ScalarBatch, SourceStatus
+from carl_tui.store import RunStore
+from tests.conftest import spec_trajectory
+
+RUN = RunRef("test", "p", "r1", "one")
+
+
+def test_phi_is_derived_from_entropy_when_vocab_known():
+    store = RunStore()
+    store.apply([RunMeta(RUN, {"config": {"vocab_size": 100}}),
+                 ScalarBatch.from_rows(RUN, [(0, {"entropy": math.log(100) / 2})])])
+    snap = store.snapshot(RUN.key)
+    assert snap.phi_derived and snap.series["phi"].derived
+    assert snap.series["phi"].last == 0.5 and snap.vocab_size == 100
+
+
+def test_logged_phi_is_never_replaced():
+    store = RunStore(vocab_size=100)
+    store.apply([ScalarBatch.from_rows(RUN, [(0, {"entropy": 1.0, "phi": 0.42})])])
+    snap = store.snapshot(RUN.key)
+    assert not snap.phi_derived and snap.series["phi"].last == 0.42
+
+
+def test_no_vocab_no_phi():
+    store = RunStore()
+    store.apply([ScalarBatch.from_rows(RUN, [(0, {"entropy": 1.0})])])
+    assert "phi" not in store.snapshot(RUN.key).series
+
+
+def test_too_small_vocab_is_reported_once():
+    store = RunStore(vocab_size=20)
+    store.apply([ScalarBatch.from_rows(RUN, [(0, {"entropy": 9.0})]),
+                 ScalarBatch.from_rows(RUN, [(1, {"entropy": 9.5})])])
+    texts = [n.text for n in store.take_notices() if n.kind == "vocab"]
+    assert len(texts) == 1 and "vocabulary size 20 looks too small" in texts[0]
+
+
+def test_gate_fires_once_with_a_notice_at_the_step():
+    store = RunStore()
+    rows = spec_trajectory()
+    for i in range(0, len(rows), 3):  # arriving in small batches
+        store.apply([ScalarBatch.from_rows(RUN, rows[i : i + 3])])
+    snap = store.snapshot(RUN.key)
+    accs = [v["mean_token_accuracy"] for _, v in rows]
+    # reference: first step where 3 of the last 5 are >= 0.99
+    expected = next(i for i in range(len(accs)) if sum(a >= 0.99 for a in accs[max(0, i - 4) : i + 1]) >= 3)
+    assert snap.gate.fired and snap.gate.trigger_step == expected
+    flags = [n for n in store.take_notices() if n.kind == "phase_transition"]
+    assert len(flags) == 1 and flags[0].step == expected
+    assert snap.gate.peak_entropy == max(v["entropy"] for _, v in rows)
+    assert [p for p, _ in snap.phase.timeline] == [
+        "baseline", "melting", "transition", "crystallisation", "converged"]
+
+
+def test_runs_order_logs_markers_and_sources():
+    store = RunStore()
+    other = RunRef("test", "p", "r2", "two")
+    store.apply([ScalarBatch.from_rows(RUN, [(0, {"loss": 1.0})])])
+    store.apply([ScalarBatch.from_rows(other, [(0, {"loss": 2.0})])])
+    assert [r.run_id for r in store.runs()] == ["r2", "r1"]
+    store.apply([LogLines(RUN, ("a", "b")), Marker(RUN, "phase_transition", 7),
+                 SourceStatus("src", "live", skipped=4)])
+    assert [r.run_id for r in store.runs()] == ["r1", "r2"]
+    snap = store.snapshot(RUN.key)
+    assert snap.log_tail == ("a", "b") and snap.log_total == 2
+    assert snap.markers[0].step == 7
+    summary = store.summary()
+    assert summary.skipped == 4 and summary.sources["src"].state == "live"
+
+
+def test_snapshot_is_bounded_for_long_runs():
+    store = RunStore()
+    n = 300_000
+    store.apply([ScalarBatch(RUN, np.arange(n), {"loss": np.linspace(1, 0, n)})])
+    snap = store.snapshot(RUN.key, max_points=1000)
+    s = snap.series["loss"]
+    assert s.count == n and len(s.values) <= 1100
+    assert s.whole_mean == pytest.approx(np.linspace(1, 0, n).mean())
