@@ -1,0 +1,159 @@
+"""A tiny, fully offline model and task: reverse a digit string.
+
+Everything is built in-process: a character-level tokenizer from `tokenizers`,
+a small Llama-shaped causal LM with random weights, and a synthetic data set.
+A CPU learns the task in about a minute; token accuracy rises past 0.99 and the
+entropy collapses, which is what the dashboard is made to show.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+PAD = "<pad>"
+EOS = "<eos>"
+SEP = ">"
+DIGITS = "0123456789"
+CHARS = DIGITS + SEP
+TINY_MODEL_NAME = "tiny-reverse"
+
+
+def tiny_tokenizer():
+    """A character-level `PreTrainedTokenizerFast`: one token per character, plus pad and eos."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {PAD: 0, EOS: 1}
+    for ch in CHARS:
+        vocab[ch] = len(vocab)
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=PAD))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token=PAD, eos_token=EOS, padding_side="right"
+    )
+    fast.model_max_length = 64
+    return fast
+
+
+def tiny_model(
+    vocab_size: int | None = None,
+    *,
+    seed: int = 0,
+    hidden_size: int = 64,
+    num_layers: int = 2,
+    num_heads: int = 4,
+):
+    """A small Llama-shaped causal LM with random weights.
+
+    `vocab_size` defaults to the tiny tokenizer's size; pass a larger one (e.g.
+    32000) to get the same body with a wide output layer (the extra ids are
+    never produced by the tokenizer)."""
+    import torch
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+
+    tok_len = len(tiny_tokenizer())
+    vocab_size = vocab_size or tok_len
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=hidden_size * 4,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_heads,
+        max_position_embeddings=256,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=None,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    model.generation_config = GenerationConfig(pad_token_id=0, eos_token_id=1, bos_token_id=None)
+    model.config.name_or_path = TINY_MODEL_NAME
+    return model
+
+
+def reverse_example(rng: random.Random, min_len: int = 3, max_len: int = 6) -> tuple[str, str]:
+    """One (prompt, answer) pair: "12345>" -> "54321"."""
+    n = rng.randint(min_len, max_len)
+    digits = "".join(rng.choice(DIGITS) for _ in range(n))
+    return digits + SEP, digits[::-1]
+
+
+def _rows(n: int, seed: int, min_len: int, max_len: int) -> list[tuple[str, str]]:
+    rng = random.Random(seed)
+    return [reverse_example(rng, min_len, max_len) for _ in range(n)]
+
+
+def sft_dataset(n: int = 4096, *, seed: int = 0, min_len: int = 3, max_len: int = 6):
+    """Prompt/completion `datasets.Dataset` for SFT (TRL appends eos to the completion)."""
+    from datasets import Dataset
+
+    rows = _rows(n, seed, min_len, max_len)
+    return Dataset.from_dict(
+        {"prompt": [p for p, _ in rows], "completion": [a for _, a in rows]}
+    )
+
+
+def grpo_dataset(n: int = 1024, *, seed: int = 1, min_len: int = 3, max_len: int = 6):
+    """Prompt + `answer` `datasets.Dataset` for GRPO."""
+    from datasets import Dataset
+
+    rows = _rows(n, seed, min_len, max_len)
+    return Dataset.from_dict({"prompt": [p for p, _ in rows], "answer": [a for _, a in rows]})
+
+
+def reverse_score(completion: str, answer: str) -> float:
+    """Fraction of answer positions the completion gets right, with the longer of
+    the two as the denominator (so extra characters cost too). 1.0 = exact."""
+    text = completion.strip()
+    denom = max(len(text), len(answer))
+    if denom == 0:
+        return 1.0
+    hits = sum(1 for a, b in zip(text, answer) if a == b)
+    return hits / denom
+
+
+def reverse_reward(completions: list[Any], answer: list[str], **kwargs: Any) -> list[float]:
+    """GRPO task reward (TRL signature): `reverse_score` per completion."""
+    out = []
+    for comp, ans in zip(completions, answer):
+        if isinstance(comp, list):  # conversational form
+            comp = comp[-1]["content"] if comp else ""
+        out.append(reverse_score(str(comp), ans))
+    return out
+
+
+def warm_start_copy(model, tokenizer, *, steps: int = 150, batch_size: int = 64, lr: float = 3e-3,
+                    seed: int = 0) -> float:
+    """Pre-train the random model on a neighbouring task (copy the digits) so that
+    SFT on reversal starts from a confident, wrong model: its entropy first rises
+    (melting) before it collapses on the new task. Returns the final copy loss."""
+    import torch
+
+    rng = random.Random(seed + 7919)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    loss_value = float("nan")
+    for _ in range(steps):
+        pairs = [reverse_example(rng) for _ in range(batch_size)]
+        texts = [p + p[:-1][::1] for p, _ in pairs]  # "123>" + "123"
+        enc = tokenizer(texts, padding=True, return_tensors="pt")
+        ids = torch.cat([enc["input_ids"], torch.zeros(batch_size, 1, dtype=torch.long)], dim=1)
+        mask = torch.cat([enc["attention_mask"], torch.zeros(batch_size, 1, dtype=torch.long)], dim=1)
+        lengths = enc["attention_mask"].sum(1)
+        ids[torch.arange(batch_size), lengths] = tokenizer.eos_token_id
+        mask[torch.arange(batch_size), lengths] = 1
+        labels = ids.clone()
+        labels[mask == 0] = -100
+        for i, (p, _) in enumerate(pairs):  # loss on the copied part and eos only
+            labels[i, : len(p)] = -100
+        out = model(input_ids=ids, attention_mask=mask, labels=labels)
+        opt.zero_grad(set_to_none=True)
+        out.loss.backward()
+        opt.step()
+        loss_value = float(out.loss.detach())
+    model.eval()
+    return loss_value
