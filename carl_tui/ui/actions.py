@@ -136,8 +136,9 @@ class ActionsMixin:
                                         "output_dir": str(Path(spec.output_dir).resolve()),
                                         "push_repo": spec.output_repo}), event])
         self.add_source(JsonlSource(outcome.stream_path, run=run), follow=run.key)
-        self.notify(f"Started {run.label} on this machine (pid {local.pid}); log in "
-                    f"{local.log_path}.", timeout=6)
+        self.notify(f"Started {run.label} on this machine (pid {local.pid}). It keeps running "
+                    f"if you quit; watch it again with --watch {outcome.stream_path}. "
+                    f"Its output: {local.log_path}.", timeout=8)
 
     # -- s: stop -----------------------------------------------------------------------
 

@@ -85,7 +85,8 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
     ):
         super().__init__()
         self._defaults = defaults
-        self._jobs_client = jobs_client
+        self._jobs_client_factory = jobs_client
+        self._client: JobsClient | None = None
         self._start_local = start_local
         self._flavors: dict[str, float] = {}  # name -> price per hour, once loaded
         self.busy = False
@@ -135,6 +136,12 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
         self._show_target(self._defaults.target)
         self.query_one("#model", Input).focus()
         self._load_hardware()
+
+    def _jobs_client(self) -> JobsClient:
+        """One client for the form's calls (it remembers the user's namespace)."""
+        if self._client is None:
+            self._client = self._jobs_client_factory()
+        return self._client
 
     # -- hardware ------------------------------------------------------------
 
