@@ -341,7 +341,7 @@ async def test_push_without_an_output_dir_says_so(hub):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("p")
         assert not isinstance(app.screen, PushScreen)
-        assert any("--output-dir" in str(n.message) for n in app._notifications)
+        assert any("No output directory is known" in str(n.message) for n in app._notifications)
 
 
 # -- d: diagnosis -------------------------------------------------------------------

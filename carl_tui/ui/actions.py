@@ -228,8 +228,9 @@ class ActionsMixin:
         meta = dict(snap.meta) if snap is not None else {}
         out = self._run_output_dir(meta)
         if not out:
-            self.notify("No output directory is known for this run: start carl-tui with "
-                        "--output-dir DIR.", severity="warning", timeout=8)
+            self.notify("No output directory is known for this run: its metadata has no "
+                        "output_dir and the dashboard was given none.", severity="warning",
+                        timeout=8)
             return
         config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
         repo = str(meta.get("push_repo") or config.get("hub_model_id") or self.config.push_repo or "")
