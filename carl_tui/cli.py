@@ -58,6 +58,9 @@ def _add_view_options(p: argparse.ArgumentParser) -> None:
                    help="vocabulary size, to derive phi = 1 - entropy / ln V for runs without phi")
     g.add_argument("--gate-metric", default="mean_token_accuracy",
                    help="metric the phase-transition gate watches (default: mean_token_accuracy)")
+    g.add_argument("--output-dir", metavar="DIR",
+                   help="the run's output directory, for pushing checkpoints (p)")
+    g.add_argument("--push-repo", metavar="REPO", help="default Hub repo for pushing checkpoints")
     g.add_argument("--keymap", type=_keymap, default={},
                    help="remap keys: 'app.quit=ctrl+q,app.pick_run=R' (ids are listed by ?)")
 
@@ -155,6 +158,8 @@ def _config(args, sources, **kw):
         run=getattr(args, "run", None),
         vocab_size=args.vocab_size,
         keymap=args.keymap,
+        output_dir=getattr(args, "output_dir", None),
+        push_repo=getattr(args, "push_repo", None),
         **kw,
     )
 

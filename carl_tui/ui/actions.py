@@ -39,15 +39,15 @@ class ActionsMixin:
 
     ACTION_BINDINGS: ClassVar[list[Binding]] = [
         Binding("l", "launch", "Launch", id="actions.launch",
-                tooltip="Launch a GRPO training run on HF Jobs or this machine (form)", show=False),
+                tooltip="Launch a GRPO training run on HF Jobs or this machine (form)"),
         Binding("s", "stop_job", "Stop", id="actions.stop",
-                tooltip="Stop the current run's job (asks first)", show=False),
+                tooltip="Stop the current run's job (asks first)"),
         Binding("p", "push_checkpoint", "Push", id="actions.push",
-                tooltip="Push a checkpoint of the run to a Hub model repo", show=False),
+                tooltip="Push a checkpoint of the run to a Hub model repo"),
         Binding("d", "diagnose", "Diagnose", id="actions.diagnose",
-                tooltip="Ask Claude what is happening in this run", show=False),
+                tooltip="Ask Claude what is happening in this run"),
         Binding("j", "jobs", "Jobs", id="actions.jobs",
-                tooltip="List your Hugging Face jobs; enter follows one", show=False),
+                tooltip="List your Hugging Face jobs; enter follows one"),
     ]
 
     def __init__(self, *args: Any, **kwargs: Any):

@@ -22,7 +22,7 @@ STATE_STYLE = {
 def age_text(t: float | None, now: float | None = None) -> str:
     if t is None:
         return "never"
-    dt = max(0.0, (now or time.time()) - t)
+    dt = max(0.0, (time.time() if now is None else now) - t)
     if dt < 60:
         return f"{dt:.0f}s ago"
     if dt < 3600:
