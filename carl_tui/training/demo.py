@@ -161,7 +161,7 @@ def run_demo(
                 disable_tqdm=True, log_level="error", dataloader_num_workers=0,
             )
             sft = SFTTrainer(model=model, args=sft_args, processing_class=tok,
-                             train_dataset=sft_dataset(sft_steps * 64, seed=seed),
+                             train_dataset=sft_dataset(min(sft_steps, 256) * 64, seed=seed),
                              callbacks=[cb, pace_cb])
             _quiet(sft)
             sft.train()
@@ -188,7 +188,7 @@ def run_demo(
                 disable_tqdm=True, log_level="error", dataloader_num_workers=0,
             )
             grpo = GRPOTrainer(model=model, args=grpo_args, processing_class=tok,
-                               train_dataset=grpo_dataset(grpo_steps * 8, seed=seed + 1),
+                               train_dataset=grpo_dataset(min(grpo_steps, 256) * 8, seed=seed + 1),
                                reward_funcs=funcs, callbacks=[cb, pace_cb])
             _quiet(grpo)
             grpo.train()

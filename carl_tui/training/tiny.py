@@ -155,5 +155,6 @@ def warm_start_copy(model, tokenizer, *, steps: int = 150, batch_size: int = 64,
         out.loss.backward()
         opt.step()
         loss_value = float(out.loss.detach())
+    opt.zero_grad(set_to_none=True)
     model.eval()
     return loss_value

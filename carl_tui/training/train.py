@@ -133,7 +133,7 @@ def _load_dataset(args):
     if args.dataset == TINY:
         from carl_tui.training.tiny import grpo_dataset, sft_dataset
 
-        n = max(64, args.max_steps * (args.batch_size or 64))
+        n = min(max(64, args.max_steps * (args.batch_size or 64)), 16384)
         return sft_dataset(n, seed=args.seed) if args.method == "sft" else grpo_dataset(n, seed=args.seed)
     from datasets import load_dataset
 
