@@ -33,7 +33,7 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 #: Steps of the copy task before SFT on reversal.
-WARM_START_STEPS = 100
+WARM_START_STEPS = 150
 #: Cascade gate tuned for a short run: smaller windows than the default.
 DEMO_CASCADE = {"window": 10, "warmup": 10, "level": 0.8, "rise_z": 4.0, "flat": 0.5, "patience": 3}
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 #: Scored rows whose logits are materialised at once (rows x V float32 per chunk).
-DEFAULT_CHUNK_ROWS = 256
+DEFAULT_CHUNK_ROWS = 64
 
 COMPONENT_METRICS = (
     ("composite", "carl/composite"),

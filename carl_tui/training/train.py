@@ -234,10 +234,15 @@ def run_train(args: argparse.Namespace) -> int:
     cb = None
     if args.stream:
         gate = PhaseTransitionGate(metric=args.gate_metric, threshold=args.gate_threshold)
+        phase_metric = "mean_token_accuracy"
+        if args.method == "grpo":
+            from trl.trainer.utils import get_callable_name
+
+            phase_metric = f"rewards/{get_callable_name(task_rewards(args)[0])}/mean"
         cb = CarlCallback(
             args.stream, _vocab_size(model), gate=gate,
             stop_on_gate=args.stop_on_gate and args.method == "sft",
-            run_name=args.run_name, meta={"dataset": args.dataset},
+            run_name=args.run_name, meta={"dataset": args.dataset}, phase_metric=phase_metric,
         )
         cb.write_meta(model=args.model, method=args.method,
                       config={k: v for k, v in vars(args).items()
