@@ -188,3 +188,28 @@ def test_train_command_on_the_tiny_model(tmp_path):
     assert [x["step"] for x in lines if "loss" in x] == list(range(1, 13))
     assert lines[-1] == {"event": "log", "text": "training finished at step 12"}
     assert os.path.exists(out / "model.safetensors") and os.path.exists(out / "tokenizer.json")
+
+
+@pytest.mark.slow
+def test_dashboard_source_reads_the_callback_stream(sft_run):
+    import numpy as np
+
+    from carl_tui.events import Marker, RunMeta, ScalarBatch
+    from carl_tui.sources.jsonl import JsonlSource
+
+    cb, lines = sft_run
+    src = JsonlSource(cb.writer.path)
+    events = []
+    for _ in range(5):
+        events.extend(src.poll())
+    assert src.skipped == 0
+    metas = [e for e in events if isinstance(e, RunMeta)]
+    assert metas and metas[0].meta["method"] == "sft" and src.run.run_id == cb.run_id
+    batches = [e for e in events if isinstance(e, ScalarBatch)]
+    steps = np.concatenate([b.steps for b in batches])
+    phi = np.concatenate([b.columns["phi"] for b in batches])
+    want = [x for x in lines if "phi" in x]
+    assert steps[: len(want)].tolist() == [x["step"] for x in want]
+    np.testing.assert_allclose(phi[~np.isnan(phi)], [x["phi"] for x in want])
+    gates = [e for e in events if isinstance(e, Marker) and e.kind == "phase_transition"]
+    assert [g.step for g in gates] == [cb.gate_step]
