@@ -93,13 +93,14 @@ def _status_kb(field: str) -> int:
 
 
 def _peak_child(kind: str, vocab: int | None) -> dict:
-    """Run one scoring call in this process; report peak RSS growth and tracemalloc peak."""
+    """Peaks of one scoring call (after a warm-up call) in this process."""
     import tracemalloc
 
     import torch
 
     args = _setup(vocab)
     fn = (_ours if kind == "ours" else _reference)(*args)
+    fn()  # warm-up: one-time lazy initialisation is not what we measure
     cuda = args[0].device.type == "cuda"
     if cuda:
         torch.cuda.synchronize()
