@@ -254,12 +254,16 @@ def run_demo(args) -> int:
         stream = Path(tempfile.mkdtemp(prefix="carl-demo-")) / "stream.jsonl"
     argv = [sys.executable, "-m", "carl_tui.training.demo", "--stream", str(stream),
             "--seed", str(args.seed)]
+    from carl_tui.events import RunRef
+
     job = LocalJob.start(argv, stream)
     print(f"carl-tui demo: training a tiny model on the CPU; stream {stream}, "
           f"log {job.log_path}", file=sys.stderr)
+    run = RunRef("demo", "carl-demo", f"tiny-reverse-seed{args.seed}", f"tiny-reverse (seed {args.seed})")
+    config = _config(args, [JsonlSource(stream, run=run)], title="carl-tui · demo",
+                     on_exit=lambda: job.stop(grace=10, term_grace=5), local_jobs=[(run, job)])
     try:
-        return _run_app(_config(args, [JsonlSource(stream)], on_exit=lambda: job.stop(grace=10, term_grace=5),
-                                title="carl-tui · demo"))
+        return _run_app(config)
     finally:
         job.stop(grace=10, term_grace=5)
 

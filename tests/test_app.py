@@ -59,6 +59,8 @@ async def test_panels_show_the_latest_numbers(spec_events, run_ref):
         phi = 1 - last["entropy"] / math.log(20)
         assert table_cell(app, "phi", "metric") == "phi (derived)"
         assert table_cell(app, "phi", "last") == f"{phi:.4f}"
+        order = [k.value for k in app.query_one(MetricsTable).rows]
+        assert order == ["phi", "entropy", "mean_token_accuracy", "loss"]  # watched ones first
         phase_text = plain_text(app.query_one(PhasePanel))
         assert "CONVERGED" in phase_text
         status = plain_text(app.query_one(StatusBar), 300)
@@ -124,6 +126,7 @@ async def test_keys_help_runs_metrics_theme_quit(spec_events, run_ref):
         await pilot.press(*pick_keys(app, "run-2"), "enter")
         await wait_for(pilot, lambda: app.snapshot.run.run_id == "run-2")
         assert table_cell(app, "loss", "last") == "9.5000"
+        assert [k.value for k in app.query_one(MetricsTable).rows] == ["loss"]
         await pilot.press("r")
         await pilot.press(*pick_keys(app, "run-1"), "enter")
         await wait_for(pilot, lambda: app.snapshot.run.run_id == "run-1")

@@ -58,8 +58,18 @@ class ActionsMixin:
 
     def on_mount(self) -> None:
         self.mount(JobBar(id="job-bar"), before="#status")
+        for run, local in self.config.local_jobs:
+            self.adopt_local_job(run, local)
         self.set_interval(0.5, self._refresh_job_bar)
         self.set_interval(2.0, self._watch_local_jobs)
+
+    def adopt_local_job(self, run: RunRef, local: LocalJob) -> None:
+        """Show this local process's state as the run's job status; `s` can stop it."""
+        self.local_jobs[run.key] = local
+        self._local_runs[run.key] = run
+        event = local.status_event(run)
+        self._local_stages[run.key] = event.stage
+        self.store.apply([event])
 
     # -- clients (factories from the config; defaults are the real ones) ---------------
 
@@ -128,13 +138,10 @@ class ActionsMixin:
         from carl_tui.sources.jsonl import JsonlSource
 
         run, local = outcome.run, outcome.local
-        self.local_jobs[run.key] = local
-        self._local_runs[run.key] = run
-        event = local.status_event(run)
-        self._local_stages[run.key] = event.stage
         self.store.apply([RunMeta(run, {"model": spec.model, "method": spec.method,
                                         "output_dir": str(Path(spec.output_dir).resolve()),
-                                        "push_repo": spec.output_repo}), event])
+                                        "push_repo": spec.output_repo})])
+        self.adopt_local_job(run, local)
         self.add_source(JsonlSource(outcome.stream_path, run=run), follow=run.key)
         self.notify(f"Started {run.label} on this machine (pid {local.pid}). It keeps running "
                     f"if you quit; watch it again with --watch {outcome.stream_path}. "

@@ -22,6 +22,7 @@ from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
 from carl_tui import metric_names as mn
+from carl_tui.events import RunRef
 from carl_tui.sources.base import Source, SourceRunner
 from carl_tui.store import RunSnapshot, RunStore
 from carl_tui.ui.actions import ActionsMixin
@@ -53,6 +54,7 @@ class DashboardConfig:
     list_projects: Callable[[], list[str]] | None = None
     open_project: Callable[[str], Source] | None = None
     # Actions (l, s, p, d, j). The factories make the clients; tests point them at fakes.
+    local_jobs: Sequence[tuple[RunRef, Any]] = ()  # (run, LocalJob) started before the app
     output_dir: str | None = None  # where the run's checkpoints are (p), unless its meta says
     push_repo: str | None = None  # default target repo of p
     hub_endpoint: str | None = None  # None: HF_ENDPOINT or the Hub
@@ -254,21 +256,17 @@ class CarlApp(ActionsMixin, App[None]):
                 key=(snap.run.key, snap.version, self.theme, overlay_key),
                 **phi_plot_decorations(gate_step),
             )
-            points = []
+            points, ent_title = [], "entropy (nats)"
             if snap.gate.peak_entropy is not None and snap.gate.peak_entropy_step is not None:
-                points.append(
-                    (
-                        float(snap.gate.peak_entropy_step),
-                        float(snap.gate.peak_entropy),
-                        f" peak {snap.gate.peak_entropy:.3g} @ {snap.gate.peak_entropy_step}",
-                        "plot-peak",
-                    )
-                )
+                peak, at = float(snap.gate.peak_entropy), snap.gate.peak_entropy_step
+                points.append((float(at), peak, "", "plot-peak"))
+                ent_title = f"entropy (nats) · peak {peak:.3g} at step {at} (●)"
             self.query_one("#entropy-plot", MetricPlot).show(
                 self._overlay_lines(snap, mn.ENTROPY)
                 + ([Line(snap.run.label, ent.steps, ent.values, "plot-entropy")] if ent else []),
                 vlines=phi_plot_decorations(gate_step)["vlines"],
                 points=points,
+                title=ent_title,
                 key=(snap.run.key, snap.version, self.theme, overlay_key),
             )
             focus_plot = self.query_one("#focus-plot", MetricPlot)

@@ -10,6 +10,14 @@ from textual.widgets import DataTable
 from carl_tui.store.snapshot import RunSnapshot, SeriesView
 
 COLUMNS = ("metric", "last", "trend", "min", "max", "step")
+METRIC_WIDTH = 22
+# The metrics people watch first; the rest follow alphabetically.
+PINNED = ("phi", "entropy", "mean_token_accuracy", "reward", "loss", "kl", "learning_rate",
+          "grad_norm")
+
+
+def display_order(name: str) -> tuple[int, str]:
+    return (PINNED.index(name) if name in PINNED else len(PINNED), name)
 
 
 def fmt_value(v: float | None) -> str:
@@ -42,30 +50,43 @@ class MetricsTable(DataTable):
         self.cursor_type = "row"
         self.zebra_stripes = True
         for col in COLUMNS:
-            self.add_column(col, key=col)
+            # Long names (rewards/<f>/mean, train_samples_per_second) are cut, not
+            # allowed to push the numbers out of view.
+            self.add_column(col, key=col, width=METRIC_WIDTH if col == "metric" else None)
 
     def show(self, snap: RunSnapshot | None, hidden: Collection[str] = ()) -> None:
         wanted = {} if snap is None else {
-            name: s for name, s in sorted(snap.series.items()) if name not in hidden
+            name: snap.series[name]
+            for name in sorted(snap.series, key=display_order)
+            if name not in hidden
         }
-        for key in [k.value for k in self.rows]:
-            if key not in wanted:
-                self.remove_row(key)
+        if list(wanted) != [k.value for k in self.rows]:
+            # A metric appeared (or was shown again): rebuild in display order,
+            # keeping the cursor on the metric it was on.
+            selected = self.selected_metric
+            self.clear()
+            for name, s in wanted.items():
+                self.add_row(*self._cells(name, s), key=name)
+            if selected in wanted:
+                self.move_cursor(row=list(wanted).index(selected))
+            return
         for name, s in wanted.items():
-            label = f"{name} (derived)" if s.derived else name
-            cells = (
-                label,
-                fmt_value(s.last),
-                trend_text(s),
-                fmt_value(s.min),
-                fmt_value(s.max),
-                "–" if s.last_step is None else str(int(s.last_step)),
-            )
-            if name in self.rows:
-                for col, value in zip(COLUMNS, cells):
-                    self.update_cell(name, col, value)
-            else:
-                self.add_row(*cells, key=name)
+            for col, value in zip(COLUMNS, self._cells(name, s)):
+                self.update_cell(name, col, value)
+
+    @staticmethod
+    def _cells(name: str, s: SeriesView) -> tuple:
+        label = f"{name} (derived)" if s.derived else name
+        if len(label) > METRIC_WIDTH:
+            label = label[: METRIC_WIDTH - 1] + "…"
+        return (
+            label,
+            fmt_value(s.last),
+            trend_text(s),
+            fmt_value(s.min),
+            fmt_value(s.max),
+            "–" if s.last_step is None else str(int(s.last_step)),
+        )
 
     @property
     def selected_metric(self) -> str | None:

@@ -64,9 +64,14 @@ class PhasePanel(Static):
         )
         if gate.peak_entropy is not None:
             t.add_row("peak entropy", f"{_fmt(gate.peak_entropy)} at step {gate.peak_entropy_step}")
+        reported = {m.kind: m.step for m in snap.markers}
+        if "phase_transition" in reported and reported["phase_transition"] != gate.trigger_step:
+            t.add_row("run's gate", f"fired at step {reported['phase_transition']}")
         cascade = snap.cascade
-        if cascade.fired:
-            t.add_row("cascade", f"stage B (task + CARL) from step {cascade.trigger_step}")
+        if "cascade" in reported:  # the run's own cascade gate decides when CARL is on
+            t.add_row("cascade", f"stage B (task + CARL) from step {reported['cascade']}")
+        elif cascade.fired:
+            t.add_row("cascade", f"stage B (task + CARL) from step {cascade.trigger_step} (estimated)")
         elif "reward" in snap.series:
             t.add_row("cascade", "stage A (task rewards only)")
         t.add_row("driven by", phase.inputs)
