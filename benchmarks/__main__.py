@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
             module = importlib.import_module(f"benchmarks.{name}")
             for row in module.run():
                 print(row.format(), flush=True)
-        except Exception:
+        except Exception:  # noqa: BLE001  (one broken benchmark must not hide the others)
             failed += 1
             print(f"{name}: FAILED", flush=True)
             traceback.print_exc()

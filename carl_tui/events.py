@@ -11,7 +11,7 @@ import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 import numpy as np
 
@@ -169,4 +169,4 @@ class SourceStatus:
     at: float = field(default_factory=time.time)
 
 
-Event = Union[ScalarBatch, RunMeta, LogLines, Marker, Progress, JobStatus, JobUsage, SourceStatus]
+Event = ScalarBatch | RunMeta | LogLines | Marker | Progress | JobStatus | JobUsage | SourceStatus

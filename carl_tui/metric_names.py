@@ -37,8 +37,7 @@ _ALIASES = {
 def canonical(key: str) -> str:
     """`train/entropy` -> `entropy`; `eval/loss` stays `eval/loss`."""
     k = key.strip()
-    if k.startswith("train/"):
-        k = k[len("train/") :]
+    k = k.removeprefix("train/")
     return _ALIASES.get(k, k)
 
 

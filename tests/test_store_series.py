@@ -64,7 +64,7 @@ def test_million_points_fixed_memory():
         s.extend(np.arange(i * 10_000, (i + 1) * 10_000), rng.normal(size=10_000))
     assert s.memory_bytes == before  # preallocated, never grows
     assert s.count == 1_000_000
-    steps, values = s.display(2000)
+    steps, _ = s.display(2000)
     assert len(steps) <= 2100
     assert steps[0] == pytest.approx(0, abs=1024) and steps[-1] == 999_999
 

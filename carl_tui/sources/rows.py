@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import chain
 from operator import itemgetter
 from typing import Any
@@ -36,6 +37,16 @@ import numpy as np
 from carl_tui.metric_names import STEP_KEYS, canonical, is_metric_key, valid_number
 
 TIME_KEY = "time"
+
+
+def iso_to_epoch(ts: Any) -> float | None:
+    """An ISO-8601 timestamp (as Trackio stores them) in epoch seconds, else None."""
+    if not isinstance(ts, str):
+        return None
+    try:
+        return datetime.fromisoformat(ts).timestamp()
+    except ValueError:
+        return None
 _NUMBER_TYPES = frozenset({float, int})
 _MAX_STEP = float(2**62)
 

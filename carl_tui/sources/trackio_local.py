@@ -32,7 +32,6 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote
 
@@ -41,7 +40,7 @@ import orjson
 
 from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
 from carl_tui.sources.base import SourceError
-from carl_tui.sources.rows import build_columns
+from carl_tui.sources.rows import build_columns, iso_to_epoch
 
 SOURCE = "trackio"
 X_KEY = "train/global_step"
@@ -140,14 +139,6 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
 
 
-def _epoch(ts) -> float | None:
-    if not isinstance(ts, str):
-        return None
-    try:
-        return datetime.fromisoformat(ts).timestamp()
-    except ValueError:
-        return None
-
 
 def _loads(blob):
     try:
@@ -181,7 +172,7 @@ def list_runs(project: str, root: Path | None = None) -> list[RunInfo]:
     finally:
         conn.close()
     return [
-        RunInfo(str(rid), str(name), int(n), _last_step(step, blob), _epoch(ts))
+        RunInfo(str(rid), str(name), int(n), _last_step(step, blob), iso_to_epoch(ts))
         for rid, name, n, step, ts, blob in rows
     ]
 
@@ -338,7 +329,7 @@ class TrackioLocalSource:
             )
             self.skipped += cols.skipped
             batch = ScalarBatch(
-                self._ref(key), cols.steps, cols.columns, wall_time=_epoch(run_rows[-1][4])
+                self._ref(key), cols.steps, cols.columns, wall_time=iso_to_epoch(run_rows[-1][4])
             )
             events.append(batch)
         return events

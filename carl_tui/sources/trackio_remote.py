@@ -28,7 +28,6 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -39,6 +38,7 @@ from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
 from carl_tui.metric_names import canonical, is_metric_key, valid_number
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.hub_auth import HubToken, find_token, redact
+from carl_tui.sources.rows import iso_to_epoch
 
 SOURCE = "trackio-remote"
 PAGE_ROWS = 10_000  # query_project's own cap
@@ -100,14 +100,6 @@ def _is_hf_host(url: str) -> bool:
 def _sql_str(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
-
-def _epoch(ts: Any) -> float | None:
-    if not isinstance(ts, str):
-        return None
-    try:
-        return datetime.fromisoformat(ts).timestamp()
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,7 +361,7 @@ class TrackioRemoteSource:
                 continue
             step = row.get("step")
             by_run.setdefault(rid, []).append(self._point(step, metrics))
-            newest[rid] = _epoch(row.get("timestamp"))
+            newest[rid] = iso_to_epoch(row.get("timestamp"))
         return self._batches(by_run, names, newest)
 
     def _point(self, step: Any, metrics: dict[str, Any]) -> tuple[int, dict[str, float]]:
@@ -466,7 +458,7 @@ class TrackioRemoteSource:
                 point = self._point(row.get("step"), metrics)
                 if point[0] > last:
                     points.append(point)
-                    newest[run.id] = _epoch(row.get("timestamp"))
+                    newest[run.id] = iso_to_epoch(row.get("timestamp"))
             points.sort(key=lambda p: p[0])
             if points:
                 self._fallback_last[run.id] = points[-1][0]

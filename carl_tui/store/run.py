@@ -17,7 +17,6 @@ from carl_tui.store.series import Series
 from carl_tui.store.snapshot import (
     CascadeView,
     GateView,
-    Notice,
     PhaseView,
     RunSnapshot,
     SeriesView,

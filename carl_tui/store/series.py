@@ -21,22 +21,22 @@ _NFIELDS = 8
 
 class Series:
     __slots__ = (
-        "recent_cap",
-        "max_buckets",
-        "_steps",
-        "_values",
-        "_n",
         "_hist",
+        "_n",
         "_nb",
-        "_width",
         "_pend_steps",
         "_pend_values",
+        "_steps",
+        "_values",
+        "_width",
         "count",
-        "total",
-        "vmin",
-        "vmax",
-        "last_step",
         "last",
+        "last_step",
+        "max_buckets",
+        "recent_cap",
+        "total",
+        "vmax",
+        "vmin",
     )
 
     def __init__(self, recent: int = 4096, max_buckets: int = 1024):

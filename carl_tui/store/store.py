@@ -43,9 +43,10 @@ class RunStore:
         self._notices: list[Notice] = []
         self._seq = 0
         self.version = 0
-        self._kw = dict(
-            vocab_size=vocab_size, gate_metric=gate_metric, recent=recent, max_buckets=max_buckets
-        )
+        self._kw = {
+            "vocab_size": vocab_size, "gate_metric": gate_metric,
+            "recent": recent, "max_buckets": max_buckets,
+        }
 
     # -- writing -------------------------------------------------------------
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-import tomllib
 from pathlib import Path
 
+import tomllib
 from textual.theme import Theme
 
 _THEME_KEYS = (

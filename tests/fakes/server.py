@@ -103,7 +103,7 @@ class FakeServer:
                         req.match = m
                         try:
                             resp = handler(req)
-                        except Exception as exc:  # a bug in a fake shows as a 500
+                        except Exception as exc:  # noqa: BLE001  (a bug in a fake shows as a 500)
                             resp = Response(500, {"error": repr(exc)})
                         break
                 self._send(resp)
@@ -154,7 +154,7 @@ class FakeServer:
             self._httpd.shutdown()
             self._httpd.server_close()
 
-    def __enter__(self) -> FakeServer:
+    def __enter__(self) -> FakeServer:  # noqa: PYI034
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

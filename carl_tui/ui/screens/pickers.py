@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList, SelectionList
@@ -22,7 +24,7 @@ _CSS = """
 class ListPicker(ModalScreen[str | None]):
     """Choose one item from a list; dismisses with its key, or None."""
 
-    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="picker.cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss(None)", "Cancel", id="picker.cancel")]
     DEFAULT_CSS = _CSS.format(name="ListPicker")
     TITLE = "Choose (enter to choose, esc to cancel)"
 
@@ -63,7 +65,7 @@ class ProjectPicker(ListPicker):
 class MetricPicker(ModalScreen[set[str] | None]):
     """Dismisses with the set of metrics to hide, or None when cancelled."""
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss(None)", "Cancel", id="metrics.cancel"),
         Binding("enter", "apply", "Apply", id="metrics.apply", priority=True),
     ]

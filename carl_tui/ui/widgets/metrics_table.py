@@ -6,6 +6,7 @@ from collections.abc import Collection
 
 from rich.text import Text
 from textual.widgets import DataTable
+from textual.widgets.data_table import CellDoesNotExist
 
 from carl_tui.store.snapshot import RunSnapshot, SeriesView
 
@@ -94,5 +95,5 @@ class MetricsTable(DataTable):
             return None
         try:
             return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
-        except Exception:
+        except CellDoesNotExist:
             return None

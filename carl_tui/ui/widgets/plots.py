@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from textual.color import Color
+from textual.color import Color, ColorParseError
 from textual_plotext import PlotextPlot
 
 from carl_tui.coherence.constants import SIGMA
@@ -29,7 +29,7 @@ def _rgb(app, var: str, fallback: str = "white") -> tuple[int, int, int] | str:
         return fallback
     try:
         return Color.parse(value).rgb
-    except Exception:
+    except ColorParseError:
         return fallback
 
 
