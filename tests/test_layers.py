@@ -54,3 +54,44 @@ def test_no_textual_outside_ui(part):
 def test_no_heavy_imports_at_module_level(part):
     offenders = [str(f) for f in files(part) if HEAVY & module_level_imports(f)]
     assert offenders == []
+
+
+def test_dashboard_runs_without_the_extras(tmp_path):
+    """The base install (no trackio, hub, claude, train) opens a stream and explains the
+    actions it cannot do instead of crashing."""
+    import subprocess
+    import sys
+
+    stream = tmp_path / "s.jsonl"
+    stream.write_text('{"step": 1, "loss": 0.5, "entropy": 1.0}\n')
+    code = f"""
+import asyncio, builtins, sys
+blocked = {{"anthropic", "huggingface_hub", "trackio", "torch", "transformers", "trl", "datasets"}}
+real = builtins.__import__
+def guard(name, *a, **k):
+    if name.split(".")[0] in blocked:
+        raise ImportError("No module named " + name)
+    return real(name, *a, **k)
+builtins.__import__ = guard
+from carl_tui.actions.errors import ActionError
+from carl_tui.actions.jobs import JobsClient
+from carl_tui.sources.jsonl import JsonlSource
+from carl_tui.ui.app import DashboardConfig, build_app
+try:
+    JobsClient()
+except ActionError as exc:
+    print("JOBS:", exc)
+async def main():
+    app = build_app(DashboardConfig(sources=[JsonlSource({str(stream)!r})], refresh_interval=0.05))
+    async with app.run_test() as pilot:
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if app.snapshot is not None:
+                break
+        print("LOSS:", app.snapshot.series["loss"].last)
+asyncio.run(main())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "LOSS: 0.5" in out.stdout
+    assert "JOBS: Hugging Face Jobs: this needs huggingface_hub: pip install 'carl-tui[hub]'" in out.stdout

@@ -113,14 +113,17 @@ class JobsClient:
 
     def __init__(self, *, token: str | None = None, endpoint: str | None = None,
                  namespace: str | None = None, api=None):
-        from huggingface_hub import HfApi
+        from carl_tui.sources.hub_auth import find_token, hub_module
 
-        from carl_tui.sources.hub_auth import find_token
-
+        if api is None:
+            try:
+                hub = hub_module()
+            except ImportError as exc:
+                raise ActionError(f"Hugging Face Jobs: {exc}.", kind="missing") from None
         found = find_token(token)
         self._token = found.value if found else None
         self._namespace = namespace or None
-        self.api = api or HfApi(endpoint=endpoint, token=self._token)
+        self.api = api or hub.HfApi(endpoint=endpoint, token=self._token)
 
     # -- identity ------------------------------------------------------------
 

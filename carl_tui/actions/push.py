@@ -146,6 +146,12 @@ def push_folder(
     total_bytes = sum(size for _, _, size in files)
     n = len(files)
 
+    from carl_tui.sources.hub_auth import hub_module
+
+    try:
+        hub_module()
+    except ImportError as exc:
+        raise ActionError(f"Push failed: {exc}.", kind="missing") from None
     from huggingface_hub import CommitOperationAdd, HfApi
     from huggingface_hub.utils import disable_progress_bars
 

@@ -38,7 +38,7 @@ from carl_tui.events import (
 )
 from carl_tui.metric_names import canonical, is_metric_key, valid_number
 from carl_tui.sources.base import Backoff, SourceError
-from carl_tui.sources.hub_auth import HubToken, find_token, redact
+from carl_tui.sources.hub_auth import HubToken, find_token, hub_module, redact
 from carl_tui.sources.trainer_log import BarUpdate, MetricsLine, TrainerLogParser
 
 log = logging.getLogger(__name__)
@@ -54,10 +54,8 @@ def _epoch(dt: Any) -> float | None:
 
 def make_api(token: str | HubToken | None = None, endpoint: str | None = None) -> Any:
     """An `HfApi` with the user's token (imported lazily: keeps start-up light)."""
-    from huggingface_hub import HfApi
-
     found = find_token(token)
-    return HfApi(endpoint=endpoint, token=found.value if found else None)
+    return hub_module().HfApi(endpoint=endpoint, token=found.value if found else None)
 
 
 def describe_hub_error(exc: BaseException, token: Any = None) -> tuple[str, bool]:

@@ -32,6 +32,18 @@ class HubToken:
         return {"Authorization": f"Bearer {self.value}"}
 
 
+HUB_MISSING = "this needs huggingface_hub: pip install 'carl-tui[hub]'"
+
+
+def hub_module():
+    """`huggingface_hub`, imported on first use; a clear ImportError when it is missing."""
+    try:
+        import huggingface_hub
+    except ImportError:
+        raise ImportError(HUB_MISSING) from None
+    return huggingface_hub
+
+
 def find_token(explicit: str | HubToken | None = None) -> HubToken | None:
     """The token to use, or None when the user has none."""
     if isinstance(explicit, HubToken):
