@@ -57,10 +57,8 @@ class ActionsMixin:
         self._local_stages: dict[str, str] = {}
 
     def on_mount(self) -> None:
-        self.mount(JobBar(id="job-bar"), before="#status")
         for run, local in self.config.local_jobs:
             self.adopt_local_job(run, local)
-        self.set_interval(0.5, self._refresh_job_bar)
         self.set_interval(2.0, self._watch_local_jobs)
 
     def adopt_local_job(self, run: RunRef, local: LocalJob) -> None:

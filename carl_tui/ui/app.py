@@ -26,9 +26,11 @@ from carl_tui.events import RunRef
 from carl_tui.sources.base import Source, SourceRunner
 from carl_tui.store import RunSnapshot, RunStore
 from carl_tui.ui.actions import ActionsMixin
+from carl_tui.ui.messages import StoreChanged
 from carl_tui.ui.screens.help import HelpScreen
 from carl_tui.ui.screens.pickers import MetricPicker, ProjectPicker, RunPicker
 from carl_tui.ui.themes import load_themes
+from carl_tui.ui.widgets.job_bar import JobBar
 from carl_tui.ui.widgets.log_panel import LogPanel
 from carl_tui.ui.widgets.metrics_table import MetricsTable
 from carl_tui.ui.widgets.phase_panel import PhasePanel
@@ -92,7 +94,7 @@ class CarlApp(ActionsMixin, App[None]):
         super().__init__()
         self.config = config
         self.store = config.store or RunStore(vocab_size=config.vocab_size)
-        self.runners = [SourceRunner(s, self.store.apply) for s in config.sources]
+        self.runners = [SourceRunner(s, self._emit) for s in config.sources]
         self.current_run: str | None = None
         self.hidden_metrics: set[str] = set()
         self.focus_metric: str | None = None
@@ -105,6 +107,7 @@ class CarlApp(ActionsMixin, App[None]):
         self._follow_project: str | None = None
         self.overlay = False
         self._next_pull = 0.0
+        self._pull_posted = False
         self.notices_shown: list[str] = []  # texts of notifications raised, for tests/help
         self.title = config.title
 
@@ -121,6 +124,7 @@ class CarlApp(ActionsMixin, App[None]):
                 yield PhasePanel(id="phase", classes="panel")
                 yield MetricsTable(id="metrics", classes="panel")
         yield LogPanel(id="log", classes="panel -hidden")
+        yield JobBar(id="job-bar")
         yield StatusBar(id="status")
         yield Footer()
 
@@ -151,6 +155,17 @@ class CarlApp(ActionsMixin, App[None]):
             self.config.on_exit()
 
     # -- moving data to the screen -------------------------------------------
+
+    def _emit(self, events) -> None:
+        """Called from source threads: store the events, wake the UI once."""
+        self.store.apply(events)
+        if not self._pull_posted:
+            self._pull_posted = True
+            self.post_message(StoreChanged())
+
+    def on_store_changed(self, _message: StoreChanged) -> None:
+        self._pull_posted = False
+        self.pull()
 
     def pull(self) -> None:
         """Take a snapshot of the current run if the store changed, and show it."""
@@ -279,12 +294,14 @@ class CarlApp(ActionsMixin, App[None]):
                 )
 
     def _refresh_status(self) -> None:
+        """The status bar and the job line (ages tick every second)."""
         self.query_one(StatusBar).show(self.store.summary(), self.snapshot, self.config.clock())
+        self._refresh_job_bar()
 
     def add_source(self, source: Source, *, follow: str | None = None) -> SourceRunner:
         """Start polling another source (a launched job, a chosen project); with
         `follow`, switch to that run key as soon as it has data."""
-        runner = SourceRunner(source, self.store.apply)
+        runner = SourceRunner(source, self._emit)
         self.runners.append(runner)
         self._start_runner(runner)
         if follow:

@@ -1,4 +1,4 @@
-"""Messages that worker threads post to the screens of the actions.
+"""Messages that worker threads post to the app and to the screens of the actions.
 
 Each is a small dataclass. Errors travel as the plain, user-facing text of an
 `ActionError` (never a traceback, never a token).
@@ -10,6 +10,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from textual.message import Message
+
+
+@dataclass
+class StoreChanged(Message):
+    """A source thread added events to the store; at most one is queued at a time."""
 
 
 @dataclass
