@@ -49,8 +49,9 @@ async def paint(source, n: int) -> float:
     async with app.run_test(size=SIZE) as pilot:
         while not (app.snapshot and app.snapshot.steps_logged >= n):
             await pilot.pause(0.01)
+        await pilot.pause()  # let the compositor draw the plots with the full data
         plot = app.query_one("#entropy-plot", MetricPlot)
-        plot.render()  # make sure the plot is drawn with the full data
+        assert plot._lines and plot._lines[-1].steps[-1] == n - 1, "plot not showing the data"
         elapsed = time.perf_counter() - T0
         await pilot.press("q")
     return elapsed

@@ -108,6 +108,7 @@ class CarlApp(ActionsMixin, App[None]):
         self.overlay = False
         self._next_pull = 0.0
         self._pull_posted = False
+        self._screen_built = False
         self.notices_shown: list[str] = []  # texts of notifications raised, for tests/help
         self.title = config.title
 
@@ -128,6 +129,11 @@ class CarlApp(ActionsMixin, App[None]):
         yield StatusBar(id="status")
         yield Footer()
 
+    def on_load(self) -> None:
+        # Start reading before the screen is built: a long history loads meanwhile.
+        for runner in self.runners:
+            self._start_runner(runner)
+
     def on_mount(self) -> None:
         for theme in load_themes():
             self.register_theme(theme)
@@ -142,10 +148,11 @@ class CarlApp(ActionsMixin, App[None]):
         self.query_one("#phase").border_title = "phase"
         self.query_one("#metrics").border_title = "metrics"
         self.query_one("#log").border_title = "log"
-        for runner in self.runners:
-            self._start_runner(runner)
         self.set_interval(self.config.refresh_interval, self.pull)
         self.set_interval(1.0, self._refresh_status)
+        # Colours of the phase panel come from the theme: redraw on a change.
+        self.theme_changed_signal.subscribe(self, lambda _theme: self._show(self.snapshot))
+        self._screen_built = True  # data may have arrived before the screen was built
         self.pull()
 
     def on_unmount(self) -> None:
@@ -170,7 +177,7 @@ class CarlApp(ActionsMixin, App[None]):
     def pull(self) -> None:
         """Take a snapshot of the current run if the store changed, and show it."""
         store = self.store
-        if self._seen_store_version == store.version:
+        if not self._screen_built or self._seen_store_version == store.version:
             return
         if time.perf_counter() < self._next_pull and any(r.catching_up for r in self.runners):
             # Loading a backlog of history: show progress about once a second and
