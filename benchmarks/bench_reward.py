@@ -15,6 +15,8 @@ Runs on CUDA when a GPU is present (CARL_BENCH_DEVICE=cpu forces the CPU).
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
@@ -196,7 +198,8 @@ def _grpo_step_time(with_carl: bool, steps: int = 12) -> float:
         trainer = GRPOTrainer(model=model, args=cfg, processing_class=tok,
                               train_dataset=grpo_dataset(steps * 8), reward_funcs=funcs,
                               callbacks=[Timer()])
-        trainer.train()
+        with contextlib.redirect_stdout(io.StringIO()):  # the Trainer prints every log
+            trainer.train()
     body = sorted(times[2:])  # skip warm-up steps
     return body[len(body) // 2]
 

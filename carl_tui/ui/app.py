@@ -195,7 +195,9 @@ class CarlApp(ActionsMixin, App[None]):
         if self.current_run is None:
             self._choose_initial_run()
         for notice in store.take_notices():
-            if self.current_run is None or notice.run.key == self.current_run or notice.kind == "job":
+            # Other runs only interrupt for what matters: crystallisation, a job's state.
+            mine = self.current_run is None or notice.run.key == self.current_run
+            if mine or notice.kind in ("phase_transition", "job"):
                 self.notices_shown.append(notice.text)
                 self.notify(
                     notice.text,
