@@ -70,6 +70,16 @@ def spec_trajectory(n: int = 46, seed: int = 0) -> list[tuple[int, dict[str, flo
     return rows
 
 
+@pytest.fixture(scope="module")
+def server():
+    """A loopback fake server, one per test module (stopping one takes half a second);
+    each test installs the routes it needs."""
+    from tests.fakes.server import FakeServer
+
+    with FakeServer() as srv:
+        yield srv
+
+
 @pytest.fixture
 def run_ref() -> RunRef:
     return RunRef(source="test", project="proj", run_id="run-1", name="spec-run")

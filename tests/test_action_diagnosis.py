@@ -23,7 +23,6 @@ from carl_tui.events import JobStatus, LogLines, Marker, RunMeta, RunRef, Scalar
 from carl_tui.store import RunStore
 from tests.conftest import spec_trajectory
 from tests.fakes.anthropic_api import TEST_KEY, AnthropicState, Reply, install_messages_routes
-from tests.fakes.server import FakeServer
 
 HF_SECRET = "hf_PlantedHubTokenShouldNeverLeave42"
 OTHER_SECRET = "pw-Planted-Database-Password-77"
@@ -108,12 +107,6 @@ def test_summary_keeps_only_the_last_log_lines_and_removes_secrets(monkeypatch):
 
 
 # -- Claude through the real SDK -------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def server():
-    with FakeServer() as srv:
-        yield srv
 
 
 @pytest.fixture

@@ -30,15 +30,8 @@ from tests.fakes.hub_repos import (
     install_job_launch_routes,
     install_repo_routes,
 )
-from tests.fakes.server import FakeServer
 
 JOBS_POST = r"^/api/jobs/[^/]+$"
-
-
-@pytest.fixture(scope="module")
-def server():
-    with FakeServer() as srv:  # one server per module: stopping one takes half a second
-        yield srv
 
 
 @pytest.fixture

@@ -11,13 +11,6 @@ from huggingface_hub import HfApi
 from carl_tui.actions.errors import ActionError
 from carl_tui.actions.push import PHASES, find_checkpoints, push_choices, push_folder
 from tests.fakes.hub_repos import TEST_TOKEN, Fault, HubState, install_repo_routes
-from tests.fakes.server import FakeServer
-
-
-@pytest.fixture(scope="module")
-def server():
-    with FakeServer() as srv:
-        yield srv
 
 
 @pytest.fixture

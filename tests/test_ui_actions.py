@@ -34,17 +34,10 @@ from tests.fakes.hub_repos import (
     install_job_launch_routes,
     install_repo_routes,
 )
-from tests.fakes.server import FakeServer
 
 SIZE = (160, 45)
 JOBS_POST = r"^/api/jobs/[^/]+$"
 HF_SECRET = "hf_PlantedHubTokenShouldNeverLeave42"
-
-
-@pytest.fixture(scope="module")
-def server():
-    with FakeServer() as srv:
-        yield srv
 
 
 @pytest.fixture
