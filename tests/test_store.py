@@ -21,6 +21,14 @@ def test_phi_is_derived_from_entropy_when_vocab_known():
     assert snap.series["phi"].last == 0.5 and snap.vocab_size == 100
 
 
+def test_derived_phi_follows_every_batch():
+    store = RunStore(vocab_size=100)
+    for step in range(3):  # arriving one batch at a time, as from a live run
+        store.apply([ScalarBatch.from_rows(RUN, [(step, {"entropy": math.log(100) * step / 4})])])
+    phi = store.snapshot(RUN.key).series["phi"]
+    assert phi.count == 3 and phi.last_step == 2 and phi.last == pytest.approx(0.5)
+
+
 def test_logged_phi_is_never_replaced():
     store = RunStore(vocab_size=100)
     store.apply([ScalarBatch.from_rows(RUN, [(0, {"entropy": 1.0, "phi": 0.42})])])

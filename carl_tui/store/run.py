@@ -121,7 +121,8 @@ class RunState:
         steps = batch.steps.astype(np.float64)
         cols = dict(batch.columns)
         # phi for any run: derived from entropy when the run logs none.
-        if mn.PHI not in cols and mn.PHI not in self.series and mn.ENTROPY in cols:
+        logs_own_phi = mn.PHI in self.series and not self.phi_derived
+        if mn.PHI not in cols and not logs_own_phi and mn.ENTROPY in cols:
             v = self.vocab_size
             if v:
                 cols[mn.PHI] = 1.0 - cols[mn.ENTROPY] / math.log(v)
