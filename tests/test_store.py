@@ -29,6 +29,19 @@ def test_derived_phi_follows_every_batch():
     assert phi.count == 3 and phi.last_step == 2 and phi.last == pytest.approx(0.5)
 
 
+def test_vocab_known_late_derives_phi_for_the_whole_history():
+    store = RunStore()
+    ent = [(s, {"entropy": 4.0 - s / 100}) for s in range(300)]
+    store.apply([ScalarBatch.from_rows(RUN, ent)])  # history first, config (vocab) after
+    assert "phi" not in store.snapshot(RUN.key).series
+    store.apply([RunMeta(RUN, {"config": {"vocab_size": 151936}})])
+    phi = store.snapshot(RUN.key).series["phi"]
+    ln_v = math.log(151936)
+    assert phi.count == 300 and phi.derived
+    assert phi.max == pytest.approx(1 - 1.01 / ln_v) and phi.min == pytest.approx(1 - 4.0 / ln_v)
+    assert phi.steps[0] == 0 and phi.last == pytest.approx(1 - 1.01 / ln_v)
+
+
 def test_logged_phi_is_never_replaced():
     store = RunStore(vocab_size=100)
     store.apply([ScalarBatch.from_rows(RUN, [(0, {"entropy": 1.0, "phi": 0.42})])])

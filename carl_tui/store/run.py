@@ -56,7 +56,6 @@ class RunState:
         self.updated_at: float | None = None
         self.steps_logged = 0
         self.last_step: int | None = None
-        self.phi_derived = False
         self._warned_vocab = False
         self._notify = notify or (lambda *a: None)
         # Carried across batches so the classifier sees aligned (accuracy, entropy) pairs.
@@ -85,6 +84,7 @@ class RunState:
 
     def add_meta(self, meta: dict) -> None:
         self.meta.update(meta)
+        self._check_vocab()
         self._touch()
 
     def add_marker(self, marker: Marker) -> None:
@@ -120,21 +120,6 @@ class RunState:
             return
         steps = batch.steps.astype(np.float64)
         cols = dict(batch.columns)
-        # phi for any run: derived from entropy when the run logs none.
-        logs_own_phi = mn.PHI in self.series and not self.phi_derived
-        if mn.PHI not in cols and not logs_own_phi and mn.ENTROPY in cols:
-            v = self.vocab_size
-            if v:
-                cols[mn.PHI] = 1.0 - cols[mn.ENTROPY] / math.log(v)
-                self.phi_derived = True
-                if not self._warned_vocab and np.nanmin(cols[mn.PHI], initial=0.0) < -1e-9:
-                    # Entropy above ln V is impossible: the vocabulary size is wrong.
-                    self._warned_vocab = True
-                    self._notify(
-                        self.run, "vocab", None,
-                        f"entropy exceeds ln {v}: the vocabulary size {v} looks too small "
-                        "(set --vocab-size)", "warning",
-                    )
         for name, values in cols.items():
             self._series(name).extend(steps, values)
         self.steps_logged += n
@@ -142,7 +127,26 @@ class RunState:
             self.last_step, int(batch.steps.max())
         )
         self._feed_gates(batch.steps, cols)
+        self._check_vocab()
         self._touch(batch.wall_time)
+
+    @property
+    def phi_derived(self) -> bool:
+        """phi is shown as `1 - entropy / ln V`: the run logs entropy, no phi, and V is known."""
+        return mn.PHI not in self.series and mn.ENTROPY in self.series and bool(self.vocab_size)
+
+    def _check_vocab(self) -> None:
+        """Entropy above ln V is impossible: then the vocabulary size is wrong. Said once."""
+        v, ent = self.vocab_size, self.series.get(mn.ENTROPY)
+        if self._warned_vocab or not v or ent is None or not ent.count:
+            return
+        if ent.vmax > math.log(v) + 1e-9:
+            self._warned_vocab = True
+            self._notify(
+                self.run, "vocab", None,
+                f"entropy exceeds ln {v}: the vocabulary size {v} looks too small "
+                "(set --vocab-size)", "warning",
+            )
 
     def _feed_gates(self, steps: np.ndarray, cols: dict[str, np.ndarray]) -> None:
         nan = np.full(steps.shape[0], np.nan)
@@ -211,8 +215,11 @@ class RunState:
                 trend=s.trend(),
                 recent_mean=float(tail.mean()) if tail.size else None,
                 whole_mean=s.mean(),
-                derived=(name == mn.PHI and self.phi_derived),
             )
+        if self.phi_derived and mn.ENTROPY in views:
+            # phi is linear in entropy, so the entropy series (extremes included)
+            # maps exactly onto phi, whenever the vocabulary size became known.
+            views[mn.PHI] = _phi_from_entropy(views[mn.ENTROPY], math.log(self.vocab_size))
         g = self.gate
         acc_name = mn.ACCURACY if mn.ACCURACY in self.series else (
             mn.REWARD if mn.REWARD in self.series else mn.ACCURACY
@@ -259,3 +266,23 @@ class RunState:
             phi_derived=self.phi_derived,
             steps_logged=self.steps_logged,
         )
+
+
+def _phi_from_entropy(ent: SeriesView, ln_v: float) -> SeriesView:
+    def f(x: float | None) -> float | None:
+        return None if x is None else 1.0 - x / ln_v
+
+    return SeriesView(
+        name=mn.PHI,
+        steps=ent.steps,
+        values=1.0 - ent.values / ln_v,
+        count=ent.count,
+        last_step=ent.last_step,
+        last=f(ent.last),
+        min=f(ent.max),
+        max=f(ent.min),
+        trend=-ent.trend / ln_v,
+        recent_mean=f(ent.recent_mean),
+        whole_mean=f(ent.whole_mean),
+        derived=True,
+    )
