@@ -56,6 +56,9 @@ class PhasePanel(Static):
         t.add_column(no_wrap=True)
         if gate.fired:
             t.add_row("gate", Text(f"CRYSTALLISED at step {gate.trigger_step}", style="bold"))
+        elif gate.metric not in snap.series:
+            t.add_row("gate", Text(f"{gate.metric} not logged (--gate-metric picks another)",
+                                   style="dim"))
         else:
             t.add_row("gate", Text(f"{gate.progress_text} ({gate.metric})"))
         t.add_row(
