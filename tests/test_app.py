@@ -145,6 +145,20 @@ async def test_keys_help_runs_metrics_theme_quit(spec_events, run_ref):
     assert app.return_code == 0
 
 
+async def test_columns_widen_for_later_values(run_ref):
+    src = ScriptedSource()
+    src.push([ScalarBatch.from_rows(run_ref, [(0, {"loss": 1.0}), (1, {"loss": 1.0})])])
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        src.push([ScalarBatch.from_rows(run_ref, [(s, {"loss": 1.0 + 0.0137 * s}) for s in range(2, 40)])])
+        await wait_for(pilot, lambda: app.snapshot.last_step == 39)
+        table = app.query_one(MetricsTable)
+        trend = str(table.get_cell("loss", "trend"))
+        assert trend.startswith("↑ +") and len(trend) > 4
+        assert table.columns["trend"].get_render_width(table) >= len(trend)
+
+
 async def test_keymap_remaps_a_binding(spec_events):
     src = ScriptedSource()
     src.push(spec_events)

@@ -73,7 +73,7 @@ class MetricsTable(DataTable):
             return
         for name, s in wanted.items():
             for col, value in zip(COLUMNS, self._cells(name, s)):
-                self.update_cell(name, col, value)
+                self.update_cell(name, col, value, update_width=True)
 
     @staticmethod
     def _cells(name: str, s: SeriesView) -> tuple:
