@@ -112,9 +112,6 @@ class Progress:
     eta_s: float | None = None
 
 
-JobStage = Literal["SCHEDULING", "RUNNING", "COMPLETED", "CANCELED", "ERROR", "DELETED", "UNKNOWN"]
-
-
 @dataclass(frozen=True, slots=True)
 class JobStatus:
     """State of a remote (or local) job that a run belongs to."""
@@ -166,7 +163,6 @@ class SourceStatus:
     skipped: int = 0
     retry_in: float | None = None
     limitation: str = ""
-    at: float = field(default_factory=time.time)
 
 
 Event = ScalarBatch | RunMeta | LogLines | Marker | Progress | JobStatus | JobUsage | SourceStatus

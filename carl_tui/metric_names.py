@@ -17,11 +17,9 @@ NON_METRIC_KEYS = frozenset(
 
 # Canonical names the dashboard gives special meaning to.
 PHI = "phi"
-PHI_DERIVED = "phi (derived)"
 ENTROPY = "entropy"
 ACCURACY = "mean_token_accuracy"
 REWARD = "reward"
-LOSS = "loss"
 
 # Alternative spellings seen in the wild -> canonical name.
 _ALIASES = {

@@ -11,7 +11,7 @@ import numpy as np
 
 from carl_tui import metric_names as mn
 from carl_tui.coherence.gates import CascadeGate, PhaseTransitionGate
-from carl_tui.coherence.phases import Phase, PhaseClassifier
+from carl_tui.coherence.phases import PhaseClassifier
 from carl_tui.events import JobStatus, JobUsage, Marker, Progress, RunRef, ScalarBatch
 from carl_tui.store.series import Series
 from carl_tui.store.snapshot import (
@@ -22,7 +22,6 @@ from carl_tui.store.snapshot import (
     SeriesView,
 )
 
-PHASES = [p.value for p in Phase]
 LOG_TAIL = 2000
 MAX_MARKERS = 1000
 
@@ -123,9 +122,8 @@ class RunState:
         for name, values in cols.items():
             self._series(name).extend(steps, values)
         self.steps_logged += n
-        self.last_step = int(batch.steps.max()) if self.last_step is None else max(
-            self.last_step, int(batch.steps.max())
-        )
+        newest = int(batch.steps.max())
+        self.last_step = newest if self.last_step is None else max(self.last_step, newest)
         self._feed_gates(batch.steps, cols)
         self._check_vocab()
         self._touch(batch.wall_time)

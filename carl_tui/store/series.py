@@ -142,10 +142,6 @@ class Series:
     def memory_bytes(self) -> int:
         return self._steps.nbytes + self._values.nbytes + self._hist.nbytes
 
-    def recent(self) -> tuple[np.ndarray, np.ndarray]:
-        """The full-resolution recent window (copies)."""
-        return self._steps[: self._n].copy(), self._values[: self._n].copy()
-
     def history(self) -> np.ndarray:
         """History buckets as rows of (step_min, min, step_max, max, sum, count, first, last)."""
         return self._hist[: self._nb].copy()

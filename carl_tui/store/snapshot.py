@@ -100,8 +100,7 @@ class RunSnapshot:
 
 @dataclass(frozen=True)
 class StoreSummary:
-    """What the status bar and the run picker need, for every run."""
+    """What the status bar needs: every source's health and the skipped input."""
 
-    runs: tuple[RunRef, ...]  # most recently updated first
     sources: Mapping[str, SourceStatus] = field(default_factory=dict)
     skipped: int = 0

@@ -100,10 +100,6 @@ class RunStore:
         with self._lock:
             return [self._runs[k].run for k in reversed(self._order)]
 
-    def latest_run(self) -> RunRef | None:
-        with self._lock:
-            return self._runs[self._order[-1]].run if self._order else None
-
     def snapshot(self, run_key: str, max_points: int = 2000) -> RunSnapshot | None:
         with self._lock:
             st = self._runs.get(run_key)
@@ -118,7 +114,6 @@ class RunStore:
         with self._lock:
             sources = dict(self._sources)
             return StoreSummary(
-                runs=tuple(self._runs[k].run for k in reversed(self._order)),
                 sources=sources,
                 skipped=sum(s.skipped for s in sources.values()),
             )

@@ -432,8 +432,8 @@ class CarlApp(ActionsMixin, App[None]):
         def chosen(name: str | None) -> None:
             if not name:
                 return
-            if name == current or any(r.project == name for r in self.store.runs()):
-                runs = [r for r in self.store.runs() if r.project == name]
+            runs = [r for r in self.store.runs() if r.project == name]
+            if runs:  # already open: just show it
                 self.switch_run(runs[0].key)
                 return
             self.add_source(self.config.open_project(name))  # type: ignore[misc]
