@@ -98,6 +98,17 @@ def ours_jsonl(path: Path) -> int:
             return total
 
 
+def _naive_values(d: dict) -> dict[str, float]:
+    """The reference's per-row, per-value conversion (what the sources vectorise)."""
+    vals = {}
+    for k, v in d.items():
+        if is_metric_key(k):
+            num = valid_number(v)
+            if num is not None:
+                vals[canonical(k)] = num
+    return vals
+
+
 def naive_jsonl(path: Path) -> int:
     rows = []
     prev = -1
@@ -105,13 +116,7 @@ def naive_jsonl(path: Path) -> int:
         for line in f:
             d = json.loads(line)
             step = d.get("step", prev + 1)
-            vals = {}
-            for k, v in d.items():
-                if is_metric_key(k):
-                    num = valid_number(v)
-                    if num is not None:
-                        vals[canonical(k)] = num
-            rows.append((step, vals))
+            rows.append((step, _naive_values(d)))
             prev = step
     return len(ScalarBatch.from_rows(REF, rows))
 
@@ -132,13 +137,7 @@ def naive_trackio(root: Path, project: str) -> int:
     for step, blob in conn.execute("SELECT step, metrics FROM metrics ORDER BY id"):
         d = json.loads(blob)
         step = d.get("train/global_step", step)
-        vals = {}
-        for k, v in d.items():
-            if is_metric_key(k):
-                num = valid_number(v)
-                if num is not None:
-                    vals[canonical(k)] = num
-        rows.append((step, vals))
+        rows.append((step, _naive_values(d)))
     conn.close()
     return len(ScalarBatch.from_rows(REF, rows))
 
