@@ -153,8 +153,10 @@ class SourceStatus:
     """Health of a source, for the status bar.
 
     `last_good` is the wall time of the last successful read; `skipped` counts
-    malformed input skipped so far; `limitation` names a reduced mode (e.g. an
-    old server without incremental queries)."""
+    malformed input skipped so far, `skip_reasons` says why (reason, count,
+    first example), `not_plotted` counts valid data the dashboard does not
+    plot (kind, count); `limitation` names a reduced mode (e.g. an old server
+    without incremental queries)."""
 
     source: str
     state: SourceState
@@ -163,6 +165,8 @@ class SourceStatus:
     skipped: int = 0
     retry_in: float | None = None
     limitation: str = ""
+    skip_reasons: tuple[tuple[str, int, str], ...] = ()
+    not_plotted: tuple[tuple[str, int], ...] = ()
 
 
 Event = ScalarBatch | RunMeta | LogLines | Marker | Progress | JobStatus | JobUsage | SourceStatus

@@ -7,23 +7,16 @@ credentials).
 
 from __future__ import annotations
 
+from carl_tui.errors import CarlError
 
-class ActionError(Exception):
+
+class ActionError(CarlError):
     """An action failed. `str(err)` is the user-facing message.
 
     `kind` is a short machine-readable tag ("auth", "forbidden", "not_found",
     "network", "rate_limit", "server", "overloaded", "no_key", "invalid",
     "missing", "conflict", "unknown"); `status` the HTTP status when there was one.
     """
-
-    def __init__(self, message: str, *, kind: str = "unknown", status: int | None = None):
-        super().__init__(message)
-        self.message = message
-        self.kind = kind
-        self.status = status
-
-    def __str__(self) -> str:
-        return self.message
 
 
 _NETWORK_CLASS_NAMES = (

@@ -22,18 +22,15 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
+from carl_tui.errors import CarlError
 from carl_tui.events import Event, SourceStatus
 
 log = logging.getLogger(__name__)
 
 
-class SourceError(Exception):
+class SourceError(CarlError):
     """A failure a user should read in the status bar. `retry` says whether
     trying again can help (401/403/404 with a wrong name usually cannot)."""
-
-    def __init__(self, message: str, *, retry: bool = True):
-        super().__init__(message)
-        self.retry = retry
 
 
 @runtime_checkable
