@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from carl_tui.actions.redact import MASK, env_secrets, is_secret_name, redact, redact_lines
+from carl_tui.redact import MASK, env_secrets, is_secret_name, redact, redact_lines
 
 HF = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz012345"
 ANT = "sk-ant-api03-Zyx_wvu-TSRqpo0987654321abcdEFGH"

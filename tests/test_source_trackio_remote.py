@@ -17,7 +17,8 @@ import pytest
 from carl_tui.events import RunMeta, ScalarBatch
 from carl_tui.sources import trackio_remote
 from carl_tui.sources.base import SourceError, SourceRunner
-from carl_tui.sources.hub_auth import HubToken, find_token, redact
+from carl_tui.redact import redact
+from carl_tui.sources.hub_auth import HubToken, find_token
 from carl_tui.sources.trackio_remote import (
     NOT_AUTHORISED,
     TrackioRemoteSource,
@@ -115,8 +116,8 @@ def test_token_lookup_and_redaction(monkeypatch):
     assert tok is not None and tok.value == SECRET and tok.origin == "HF_TOKEN"
     assert SECRET not in repr(tok) and SECRET not in str(tok)
     assert find_token("hf_explicitTOKEN1").origin == "argument"
-    assert redact(f"failed with {SECRET} in it") == "failed with hf_*** in it"
-    assert redact("key=abcd1234", "abcd1234") == "key=hf_***"
+    assert redact(f"failed with {SECRET} in it") == "failed with [REDACTED] in it"
+    assert redact("the word abcd1234", [HubToken("abcd1234")]) == "the word [REDACTED]"
     src = TrackioRemoteSource("user/space")
     assert src._headers() == {"Authorization": f"Bearer {SECRET}"}
     assert SECRET not in repr(src)

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from carl_tui.actions.errors import ActionError, is_network_error
-from carl_tui.actions.redact import redact
+from carl_tui.redact import redact
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 MODEL_ENV = "CARL_TUI_CLAUDE_MODEL"

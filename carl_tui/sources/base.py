@@ -24,6 +24,7 @@ from typing import Protocol, runtime_checkable
 
 from carl_tui.errors import CarlError
 from carl_tui.events import Event, SourceStatus
+from carl_tui.sources.tally import InputTally
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,14 @@ def describe_error(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     name = type(exc).__name__
     return f"{name}: {text}" if text and not isinstance(exc, SourceError) else (text or name)
+
+
+def _skipped(source: object) -> int:
+    """Skipped input so far: the source's tally, else its `skipped` count."""
+    tally = getattr(source, "tally", None)
+    if isinstance(tally, InputTally):
+        return tally.total
+    return int(getattr(source, "skipped", 0) or 0)
 
 
 class SourceRunner:
@@ -114,8 +123,13 @@ class SourceRunner:
 
     def _status(self, state: str, message: str = "", **kw) -> None:
         self.last_state = state
-        skipped = getattr(self.source, "skipped", 0)
         limitation = getattr(self.source, "limitation", "")
+        tally = getattr(self.source, "tally", None)
+        reasons: tuple[tuple[str, int, str], ...] = ()
+        notes: tuple[tuple[str, int], ...] = ()
+        if isinstance(tally, InputTally):
+            reasons = tuple((r.reason, r.count, r.example) for r in tally.reasons())
+            notes = tally.notes()
         self.emit(
             [
                 SourceStatus(
@@ -123,8 +137,10 @@ class SourceRunner:
                     state=state,  # type: ignore[arg-type]
                     message=message,
                     last_good=self.last_good,
-                    skipped=skipped,
+                    skipped=_skipped(self.source),
                     limitation=limitation,
+                    skip_reasons=reasons,
+                    not_plotted=notes,
                     **kw,
                 )
             ]
@@ -146,7 +162,7 @@ class SourceRunner:
             self.emit(events)
         finished = bool(getattr(self.source, "finished", False))
         state = "finished" if finished else "live"
-        skipped = getattr(self.source, "skipped", 0)
+        skipped = _skipped(self.source)
         # Report health on every change, and whenever new data arrived (fresh
         # last-update time) or more input was skipped.
         if state != self.last_state or events or skipped != self._last_skipped:

@@ -76,7 +76,7 @@ def describe_hub_error(exc: BaseException, token: Any = None) -> tuple[str, bool
     if "Timeout" in name:
         return "the Hub did not answer in time", True
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return redact(f"{name}: {text}" if text else name, token)[:300], True
+    return redact(f"{name}: {text}" if text else name, [token])[:300], True
 
 
 @dataclass(frozen=True, slots=True)

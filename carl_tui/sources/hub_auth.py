@@ -2,18 +2,16 @@
 
 Lookup order: an explicit token, then the `HF_TOKEN` environment variable,
 then the token saved by `hf auth login` (`huggingface_hub.get_token()`).
-`HubToken` never prints its value (repr/str show `hf_***`); `redact()` masks
+`HubToken` never prints its value (repr/str show `[REDACTED]`); `redact()` masks
 tokens in any text before it reaches a status bar, log or exception.
 """
 
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 
-MASK = "hf_***"
-_TOKEN_PATTERN = re.compile(r"\bhf_[A-Za-z0-9]{6,}\b")
+from carl_tui.redact import MASK, redact  # noqa: F401  (re-exported for the Hub callers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +61,3 @@ def find_token(explicit: str | HubToken | None = None) -> HubToken | None:
         return None
     return HubToken(saved, "saved login") if saved else None
 
-
-def redact(text: str, *secrets: str | HubToken | None) -> str:
-    """`text` with the given secrets and anything shaped like an HF token masked."""
-    for secret in secrets:
-        value = secret.value if isinstance(secret, HubToken) else secret
-        if value and len(value) >= 4:
-            text = text.replace(value, MASK)
-    return _TOKEN_PATTERN.sub(MASK, text)

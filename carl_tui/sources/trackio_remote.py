@@ -172,7 +172,7 @@ class TrackioRemoteSource:
             self._client.close()
 
     def __repr__(self) -> str:
-        token = "hf_***" if self._token else None
+        token = "[REDACTED]" if self._token else None
         return f"TrackioRemoteSource(url={self.url!r}, project={self.project!r}, token={token!r})"
 
     # -- pickers ---------------------------------------------------------
@@ -238,7 +238,7 @@ class TrackioRemoteSource:
                 f"malformed reply from {self.url} (HTTP {status}, not JSON)"
             ) from None
         error = payload.get("error") if isinstance(payload, dict) else None
-        error_text = redact(str(error), self._token)[:300] if error is not None else ""
+        error_text = redact(str(error), [self._token])[:300] if error is not None else ""
         if status == 404:
             if error_text.startswith("Unknown API"):
                 raise _UnknownApi(path)

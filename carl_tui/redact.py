@@ -52,9 +52,17 @@ def env_secrets(env: Mapping[str, str] | None = None) -> list[str]:
     return sorted(values, key=len, reverse=True)
 
 
+def _literals(extra: Iterable[object], env: Mapping[str, str] | None) -> list[str]:
+    """Literal secrets to mask, longest first: `extra` (strings, or objects with a
+    `.value` such as a token held in memory) and the environment's secrets."""
+    values = {getattr(s, "value", s) for s in extra}
+    literals = [s for s in values if isinstance(s, str) and len(s) >= MIN_SECRET_LEN]
+    return sorted(literals, key=len, reverse=True) + env_secrets(env)
+
+
 def redact(
     text: str,
-    extra: Iterable[str | None] = (),
+    extra: Iterable[object] = (),
     *,
     env: Mapping[str, str] | None = None,
 ) -> str:
@@ -65,8 +73,11 @@ def redact(
     """
     if not text:
         return text
-    literals = [s for s in extra if s and len(s) >= MIN_SECRET_LEN]
-    for value in sorted(set(literals), key=len, reverse=True) + env_secrets(env):
+    return _redact(text, _literals(extra, env))
+
+
+def _redact(text: str, literals: list[str]) -> str:
+    for value in literals:
         if value in text:
             text = text.replace(value, MASK)
     for rx in _PATTERNS:
@@ -87,6 +98,9 @@ def _keep_name(m: re.Match) -> str:
     return m.group(1) + MASK
 
 
-def redact_lines(lines: Iterable[str], extra: Iterable[str | None] = (), **kw) -> list[str]:
-    extra = list(extra)
-    return [redact(line, extra, **kw) for line in lines]
+def redact_lines(
+    lines: Iterable[str], extra: Iterable[object] = (), *, env: Mapping[str, str] | None = None
+) -> list[str]:
+    """`redact` of each line; the environment is read once for all of them."""
+    literals = _literals(extra, env)
+    return [_redact(line, literals) if line else line for line in lines]
