@@ -10,20 +10,24 @@ from collections.abc import Callable
 import numpy as np
 
 from carl_tui import metric_names as mn
-from carl_tui.coherence.gates import CascadeGate, PhaseTransitionGate
-from carl_tui.coherence.phases import PhaseClassifier
+from carl_tui.coherence.gates import PhaseTransitionGate
 from carl_tui.events import JobStatus, JobUsage, Marker, Progress, RunRef, ScalarBatch
+from carl_tui.store import roles
+from carl_tui.store.cascade import CascadeTracker
+from carl_tui.store.phases import PhaseTrack
 from carl_tui.store.series import Series
 from carl_tui.store.snapshot import (
     CascadeView,
     GateView,
     PhaseView,
+    RunEvent,
     RunSnapshot,
     SeriesView,
 )
 
 LOG_TAIL = 2000
 MAX_MARKERS = 1000
+MAX_EVENTS = 1000
 
 
 class RunState:
@@ -43,8 +47,11 @@ class RunState:
         self._recent, self._max_buckets = recent, max_buckets
         self.cli_vocab_size = vocab_size
         self.gate = PhaseTransitionGate(metric=gate_metric)
-        self.cascade = CascadeGate()
-        self.classifier = PhaseClassifier()
+        self.cascade = CascadeTracker()
+        self.phases = PhaseTrack()
+        self.events: deque[RunEvent] = deque(maxlen=MAX_EVENTS)
+        self._phases_announced = 0
+        self._cascade_announced = False
         self.markers: deque[Marker] = deque(maxlen=MAX_MARKERS)
         self.log_tail: deque[str] = deque(maxlen=LOG_TAIL)
         self.log_total = 0
@@ -55,10 +62,9 @@ class RunState:
         self.updated_at: float | None = None
         self.steps_logged = 0
         self.last_step: int | None = None
+        self.first_step: int | None = None
         self._warned_vocab = False
         self._notify = notify or (lambda *a: None)
-        # Carried across batches so the classifier sees aligned (accuracy, entropy) pairs.
-        self._last_phase: str = ""
 
     # -- identity ------------------------------------------------------------
 
@@ -83,14 +89,22 @@ class RunState:
 
     def add_meta(self, meta: dict) -> None:
         self.meta.update(meta)
+        self.cascade.add_meta(meta)
         self._check_vocab()
         self._touch()
 
     def add_marker(self, marker: Marker) -> None:
         self.markers.append(marker)
         self._touch()
+        if marker.kind == "cascade":
+            self.cascade.add_marker(marker.step)
+            self._announce_cascade()
+            return
+        if marker.kind in ("phase", "stage"):  # the run's own labels: shown, not announced
+            return
         label = marker.kind.replace("_", " ")
-        self._notify(self.run, f"marker:{marker.kind}", marker.step, f"run reports {label} at step {marker.step}", "information")
+        self._notify(self.run, f"marker:{marker.kind}", marker.step,
+                     f"run reports {label} at step {marker.step}", "information")
 
     def add_lines(self, lines: tuple[str, ...]) -> None:
         self.log_tail.extend(lines)
@@ -103,7 +117,7 @@ class RunState:
         self._touch()
         if changed:
             sev = "error" if job.stage in ("ERROR",) else "information"
-            self._notify(self.run, "job", None, f"job {job.job_id}: {job.stage}", sev)
+            self._event("job", self.last_step, f"job {job.job_id}: {job.stage}", sev)
 
     def set_usage(self, usage: JobUsage) -> None:
         self.usage = usage
@@ -122,8 +136,9 @@ class RunState:
         for name, values in cols.items():
             self._series(name).extend(steps, values)
         self.steps_logged += n
-        newest = int(batch.steps.max())
+        newest, oldest = int(batch.steps.max()), int(batch.steps.min())
         self.last_step = newest if self.last_step is None else max(self.last_step, newest)
+        self.first_step = oldest if self.first_step is None else min(self.first_step, oldest)
         self._feed_gates(batch.steps, cols)
         self._check_vocab()
         self._touch(batch.wall_time)
@@ -153,44 +168,38 @@ class RunState:
         was_fired = self.gate.fired
         self.gate.update_many(steps, gate_values, entropy)
         if self.gate.fired and not was_fired:
-            self._notify(
-                self.run,
+            self._event(
                 "phase_transition",
                 self.gate.trigger_step,
                 f"Crystallised: {self.gate.metric} held >= {self.gate.threshold:g} "
                 f"({self.gate.progress_text}) at step {self.gate.trigger_step}",
                 "warning",
             )
-        task = cols.get(mn.REWARD, nan)
-        was_cascade = self.cascade.fired
-        self.cascade.update_many(steps, task)
-        if self.cascade.fired and not was_cascade:
-            self._notify(
-                self.run,
-                "cascade",
-                self.cascade.trigger_step,
-                f"Cascade gate: CARL reward switches on at step {self.cascade.trigger_step}",
-                "information",
-            )
-        # The classifier reads accuracy, or the task reward for runs without one.
-        acc = cols.get(mn.ACCURACY)
-        if acc is None and mn.ACCURACY not in self.series:
-            acc = cols.get(mn.REWARD)
-        acc = nan if acc is None else acc
-        if np.isnan(acc).all() and np.isnan(entropy).all():
+        self.cascade.add_batch(steps, cols)
+        self._announce_cascade()
+        task = roles.task_reward(cols, steps.shape[0], carl_known=self.cascade.has_carl)
+        self.phases.add_batch(steps, cols, task)
+        timeline = self.phases.timeline()
+        for phase, step, _kind in timeline[self._phases_announced :]:
+            if self._phases_announced:
+                self._event("phase", step, f"Phase: {phase} since step {step}", "information")
+            self._phases_announced += 1
+
+    def _announce_cascade(self) -> None:
+        state = self.cascade.state()
+        if state.switched_at is None or self._cascade_announced:
             return
-        self.classifier.update_many(steps, acc, entropy)
-        phase = self.classifier.phase.value if self.classifier.phase is not None else ""
-        if phase and phase != self._last_phase:
-            if self._last_phase:
-                self._notify(
-                    self.run,
-                    "phase",
-                    self.classifier.since_step,
-                    f"Phase: {phase} since step {self.classifier.since_step}",
-                    "information",
-                )
-            self._last_phase = phase
+        self._cascade_announced = True
+        how = " (derived from the task reward)" if state.source == "derived" else ""
+        self._event(
+            "cascade", state.switched_at,
+            f"Cascade: CARL reward on from step {state.switched_at}{how}", "information",
+        )
+
+    def _event(self, kind: str, step: int | None, text: str, severity: str) -> None:
+        """Something the run's story records (summary --json) and the user is told."""
+        self.events.append(RunEvent(kind, step, text, severity))
+        self._notify(self.run, kind, step, text, severity)
 
     # -- reading -------------------------------------------------------------
 
@@ -206,6 +215,7 @@ class RunState:
                 steps=steps,
                 values=values,
                 count=s.count,
+                first_step=s.first_step,
                 last_step=s.last_step,
                 last=s.last,
                 min=s.vmin,
@@ -219,10 +229,14 @@ class RunState:
             # maps exactly onto phi, whenever the vocabulary size became known.
             views[mn.PHI] = _phi_from_entropy(views[mn.ENTROPY], math.log(self.vocab_size))
         g = self.gate
-        acc_name = mn.ACCURACY if mn.ACCURACY in self.series else (
-            mn.REWARD if mn.REWARD in self.series else mn.ACCURACY
-        )
-        phase = self.classifier.phase.value if self.classifier.phase is not None else ""
+        stage = self.phases.current
+        phase = stage.classifier.phase.value if stage is not None else ""
+        cascade = self.cascade.state()
+        if cascade.switched_at is not None:
+            stage_letter = "B"
+        else:
+            stage_letter = "A" if cascade.has_carl else ""
+        inputs = " + ".join(x for x in ((stage.metric if stage else ""), mn.ENTROPY) if x)
         return RunSnapshot(
             run=self.run,
             version=self.version,
@@ -239,19 +253,29 @@ class RunState:
                 peak_entropy=g.peak_entropy,
                 peak_entropy_step=g.peak_entropy_step,
                 progress_text=g.progress_text,
+                window_values=tuple(g.window_values),
             ),
             cascade=CascadeView(
-                metric=mn.REWARD,
-                stage=self.cascade.stage,
-                fired=self.cascade.fired,
-                trigger_step=self.cascade.trigger_step,
+                metric=cascade.task_metric,
+                stage=stage_letter,
+                fired=cascade.switched_at is not None,
+                trigger_step=cascade.switched_at,
+                source=cascade.source,
+                basis=cascade.basis,
+                has_carl=cascade.has_carl,
+                waiting_for=cascade.waiting_for,
             ),
             phase=PhaseView(
                 phase=phase,
-                since_step=self.classifier.since_step if phase else None,
-                timeline=tuple((p.value, int(s)) for p, s in self.classifier.timeline),
-                inputs=f"{acc_name} + {mn.ENTROPY}",
+                since_step=stage.classifier.since_step if stage is not None else None,
+                timeline=tuple((p.value, int(s)) for p, s in stage.classifier.timeline)
+                if stage is not None else (),
+                inputs=inputs,
+                stage=stage.kind if stage is not None else "",
+                stage_start=stage.start_step if stage is not None else None,
+                history=tuple(self.phases.timeline()),
             ),
+            events=tuple(self.events),
             markers=tuple(self.markers),
             log_tail=tuple(self.log_tail),
             log_total=self.log_total,
@@ -263,6 +287,7 @@ class RunState:
             vocab_size=self.vocab_size,
             phi_derived=self.phi_derived,
             steps_logged=self.steps_logged,
+            first_step=self.first_step,
         )
 
 
@@ -275,6 +300,7 @@ def _phi_from_entropy(ent: SeriesView, ln_v: float) -> SeriesView:
         steps=ent.steps,
         values=1.0 - ent.values / ln_v,
         count=ent.count,
+        first_step=ent.first_step,
         last_step=ent.last_step,
         last=f(ent.last),
         min=f(ent.max),

@@ -30,6 +30,7 @@ class Series:
         "_values",
         "_width",
         "count",
+        "first_step",
         "last",
         "last_step",
         "max_buckets",
@@ -54,6 +55,7 @@ class Series:
         self.total = 0.0
         self.vmin = math.inf
         self.vmax = -math.inf
+        self.first_step: float | None = None
         self.last_step: float | None = None
         self.last: float | None = None
 
@@ -73,6 +75,8 @@ class Series:
         self.total += float(values.sum())
         self.vmin = min(self.vmin, float(values.min()))
         self.vmax = max(self.vmax, float(values.max()))
+        if self.first_step is None:
+            self.first_step = float(steps[0])
         self.last_step = float(steps[-1])
         self.last = float(values[-1])
         cap = self.recent_cap

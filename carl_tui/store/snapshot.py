@@ -21,6 +21,7 @@ class SeriesView:
     steps: np.ndarray  # display points (extremes kept), oldest first
     values: np.ndarray
     count: int  # points logged in the whole run
+    first_step: float | None
     last_step: float | None
     last: float | None
     min: float | None
@@ -43,22 +44,42 @@ class GateView:
     peak_entropy: float | None
     peak_entropy_step: int | None
     progress_text: str
+    window_values: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
 class CascadeView:
-    metric: str
-    stage: str  # "A" (task rewards only) or "B" (task + CARL)
+    """When the CARL reward switched on (see `store/cascade.py`)."""
+
+    metric: str  # what the task reward is made of, e.g. "rewards/reverse_reward/mean"
+    stage: str  # "A" (task rewards only), "B" (task + CARL), "" (no CARL reward in the run)
     fired: bool
     trigger_step: int | None
+    source: str | None = None  # "run" (the run said so), "derived", None
+    basis: str = ""  # how the step is known, or why there is none
+    has_carl: bool = False
+    waiting_for: str = ""  # what the derived gate waits for
 
 
 @dataclass(frozen=True)
 class PhaseView:
     phase: str  # baseline / melting / transition / crystallisation / converged ("" before data)
     since_step: int | None
-    timeline: tuple[tuple[str, int], ...]  # (phase, first step)
+    timeline: tuple[tuple[str, int], ...]  # (phase, first step) of the current stage
     inputs: str  # which metrics drive the classifier, e.g. "mean_token_accuracy + entropy"
+    stage: str = ""  # "accuracy" (SFT-like) or "reward" (GRPO-like), see store/phases.py
+    stage_start: int | None = None
+    history: tuple[tuple[str, int, str], ...] = ()  # (phase, first step, stage) of every stage
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """A moment in the run's story: crystallisation, the cascade switch, a phase, a job state."""
+
+    kind: str
+    step: int | None
+    text: str
+    severity: str = "information"
 
 
 @dataclass(frozen=True)
@@ -93,9 +114,8 @@ class RunSnapshot:
     vocab_size: int | None
     phi_derived: bool
     steps_logged: int = 0
-
-    def values(self, name: str) -> SeriesView | None:
-        return self.series.get(name)
+    first_step: int | None = None
+    events: tuple[RunEvent, ...] = ()
 
 
 @dataclass(frozen=True)

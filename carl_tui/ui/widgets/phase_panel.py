@@ -37,6 +37,8 @@ class PhasePanel(Static):
         if phase.phase:
             title.append(f" {phase.phase.upper()} ", style=f"bold reverse {self._color(phase.phase)}")
             title.append(f"  since step {phase.since_step}", style="dim")
+            if phase.stage == "reward" and any(k == "accuracy" for _, _, k in phase.history):
+                title.append(f"  (reward stage from step {phase.stage_start})", style="dim")
         else:
             title.append("phase: waiting for accuracy/entropy", style="dim")
 
@@ -54,28 +56,42 @@ class PhasePanel(Static):
         t = Table.grid(padding=(0, 1))
         t.add_column(style="dim", no_wrap=True)
         t.add_column(no_wrap=True)
-        if gate.fired:
-            t.add_row("gate", Text(f"CRYSTALLISED at step {gate.trigger_step}", style="bold"))
-        elif gate.metric not in snap.series:
-            t.add_row("gate", Text(f"{gate.metric} not logged (--gate-metric picks another)",
-                                   style="dim"))
-        else:
-            t.add_row("gate", Text(f"{gate.progress_text} ({gate.metric})"))
-        t.add_row(
-            "window",
-            f"{gate.above}/{gate.window} ≥ {gate.threshold:g}, needs {gate.min_above}",
-        )
+        for label, text, style in _gate_rows(snap):
+            t.add_row(label, Text(text, style=style))
         if gate.peak_entropy is not None:
             t.add_row("peak entropy", f"{_fmt(gate.peak_entropy)} at step {gate.peak_entropy_step}")
         reported = {m.kind: m.step for m in snap.markers}
         if "phase_transition" in reported and reported["phase_transition"] != gate.trigger_step:
             t.add_row("run's gate", f"fired at step {reported['phase_transition']}")
-        cascade = snap.cascade
-        if "cascade" in reported:  # the run's own cascade gate decides when CARL is on
-            t.add_row("cascade", f"stage B (task + CARL) from step {reported['cascade']}")
-        elif cascade.fired:
-            t.add_row("cascade", f"stage B (task + CARL) from step {cascade.trigger_step} (estimated)")
-        elif "reward" in snap.series:
-            t.add_row("cascade", "stage A (task rewards only)")
-        t.add_row("driven by", phase.inputs)
+        cascade = _cascade_text(snap)
+        if cascade:
+            t.add_row("cascade", cascade)
+        t.add_row("driven by", phase.inputs or "–")
         return Group(title, strip, t)
+
+
+def _gate_rows(snap: RunSnapshot) -> list[tuple[str, str, str]]:
+    """The gate's state, and why it may disagree with the phase."""
+    gate, phase = snap.gate, snap.phase.phase
+    if gate.fired:
+        return [("gate", f"CRYSTALLISED at step {gate.trigger_step}", "bold")]
+    if gate.metric not in snap.series:
+        return [("gate", f"{gate.metric} not logged (--gate-metric picks another)", "dim")]
+    last = gate.window_values[-1] if gate.window_values else None
+    rows = [("gate", f"not fired: {gate.above}/{gate.window} of {gate.metric} ≥ "
+             f"{gate.threshold:g}, needs {gate.min_above}"
+             + (f" (last {_fmt(last, 4)})" if last is not None else ""), "")]
+    if phase in ("crystallisation", "converged"):
+        rows.append(("why", (f"the phase reads trends against this run's own scale; the gate "
+                     f"waits for {gate.metric} ≥ {gate.threshold:g}"), "dim"))
+    return rows
+
+
+def _cascade_text(snap: RunSnapshot) -> str:
+    c = snap.cascade
+    if c.trigger_step is not None:
+        how = "" if c.source == "run" else f" (derived: {c.basis})"
+        return f"stage B (task + CARL) from step {c.trigger_step}{how}"
+    if c.has_carl:
+        return f"stage A (task rewards only){': ' + c.waiting_for if c.waiting_for else ''}"
+    return c.basis
