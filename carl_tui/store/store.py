@@ -1,7 +1,8 @@
 """The store: every run's state, fed by events, read as snapshots.
 
 Thread-safe: sources apply events from worker threads, the UI reads
-snapshots from its own thread. Notices (gate fired, phase changed, job state)
+snapshots from its own thread. Every event is made secret-free on the way in
+(`sanitize.py`). Notices (gate fired, phase changed, job state)
 queue up until the UI takes them.
 """
 
@@ -24,6 +25,7 @@ from carl_tui.events import (
     SourceStatus,
 )
 from carl_tui.store.run import RunState
+from carl_tui.store.sanitize import clean_event
 from carl_tui.store.snapshot import Notice, RunSnapshot, StoreSummary
 
 
@@ -64,7 +66,7 @@ class RunStore:
 
     def apply(self, events: Iterable[Event]) -> None:
         with self._lock:
-            for ev in events:
+            for ev in map(clean_event, events):
                 if isinstance(ev, SourceStatus):
                     self._sources[ev.source] = ev
                     self.version += 1
