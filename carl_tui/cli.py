@@ -1,12 +1,15 @@
-"""Command line: argument parsing and wiring only.
+"""Command line: argument parsing, checking and wiring only.
 
-`carl-tui --help` imports nothing heavy: sources, the UI, the Hub and Claude
-clients and the training stack are imported by the command that needs them.
+Every flag is checked before a screen opens: a bad one gets one line naming
+the flag and what it accepts, and exit status 2. `carl-tui --help` imports
+nothing heavy: sources, the UI, the Hub and Claude clients and the training
+stack are imported by the command that needs them.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,40 +27,132 @@ local Trackio store ($TRACKIO_DIR, else $HF_HOME/trackio, else
 EPILOG = """\
 commands:
   carl-tui demo                 train a tiny model on the CPU and watch it live
+  carl-tui summary SOURCE       print a run's story (phases, gate, metrics) and exit
+  carl-tui export SOURCE        print every step of a run as JSONL or CSV
   carl-tui replay FILE          play a recorded stream back
   carl-tui train ...            train a real model with the CARL callback (needs [train])
   carl-tui launch ...           launch a GRPO job on Hugging Face Jobs (needs [hub])
 
 examples:
   carl-tui --watch runs/stream.jsonl --vocab-size 151936
+  carl-tui --watch train.log                      (a Trainer's stdout: nohup.out, SLURM .out)
   carl-tui --trackio user/my-trackio-space --project grpo
-  carl-tui --job 6910f0a2c3 --namespace my-org"""
+  carl-tui --job 6910f0a2c3 --namespace my-org
+  carl-tui --tensorboard runs/ --run grpo-1
+  carl-tui --wandb wandb/
+  carl-tui summary train.log --json"""
+
+EXIT_USAGE = 2
+EXIT_NO_DATA = 1
+
+
+class UsageError(Exception):
+    """A problem with what the user asked for, printed as one line (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line naming the flag."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+# -- option types -------------------------------------------------------------------
 
 
 def _keymap(text: str) -> dict[str, str]:
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in part:
-            raise argparse.ArgumentTypeError(f"keymap entry {part!r} is not binding.id=key")
+            raise argparse.ArgumentTypeError(f"entry {part!r} is not binding.id=key")
         bid, key = part.split("=", 1)
         out[bid.strip()] = key.strip()
     return out
 
 
-def _positive_float(text: str) -> float:
-    v = float(text)
-    if v < 0:
-        raise argparse.ArgumentTypeError("must be >= 0")
+def _vocab_size(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a whole number (the tokenizer's vocabulary size, >= 2)"
+        ) from None
+    if v < 2:
+        raise argparse.ArgumentTypeError(f"{v} is too small: a vocabulary has at least 2 tokens")
     return v
 
 
+def _speed(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give a number >= 0 (2 = twice as fast, 0 = as fast as possible)"
+        )
+    return v
+
+
+def _timeout(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds > 0")
+    return v
+
+
+def _nonempty(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text.strip()
+
+
+def _metric_list(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("give metric names separated by commas")
+    return names
+
+
+# -- parser -------------------------------------------------------------------------
+
+
+def _add_source_options(p: argparse.ArgumentParser) -> None:
+    src = p.add_argument_group("sources (pick one; default: the local Trackio store)")
+    src.add_argument("--watch", metavar="FILE",
+                     help="follow a file another process writes: a JSONL stream or a Trainer's "
+                          "stdout log (told apart by content)")
+    src.add_argument("--file-format", choices=("auto", "jsonl", "trainer-log"), default="auto",
+                     help="what the watched file holds (default: decided by its content)")
+    src.add_argument("--trackio", metavar="URL",
+                     help="a Trackio server: user/space, https://user-space.hf.space, or "
+                          "http://host:port (the URL `trackio show` prints works too)")
+    src.add_argument("--job", metavar="JOB_ID", help="follow a Hugging Face Job")
+    src.add_argument("--namespace", help="namespace of the job (user or org)")
+    src.add_argument("--tensorboard", metavar="LOGDIR",
+                     help="TensorBoard event files under LOGDIR (each folder of them is a run)")
+    src.add_argument("--wandb", metavar="PATH",
+                     help="a W&B run folder (wandb/run-*, wandb/offline-run-*) or a wandb/ folder")
+    src.add_argument("--project", type=_nonempty, help="Trackio project")
+    src.add_argument("--run", type=_nonempty, help="the run to open (id or name)")
+    src.add_argument("--trackio-dir", metavar="DIR", help="local Trackio store folder")
+
+
+def _add_reading_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("reading")
+    g.add_argument("--vocab-size", type=_vocab_size, default=None,
+                   help="vocabulary size, to derive phi = 1 - entropy / ln V for runs without phi")
+    g.add_argument("--gate-metric", type=_nonempty, default="mean_token_accuracy",
+                   help="metric the phase-transition gate watches (default: mean_token_accuracy)")
+
+
 def _add_view_options(p: argparse.ArgumentParser) -> None:
+    _add_reading_options(p)
     g = p.add_argument_group("display")
     g.add_argument("--theme", default="carl-dark", help="colour theme (carl-dark, carl-light)")
-    g.add_argument("--vocab-size", type=int, default=None,
-                   help="vocabulary size, to derive phi = 1 - entropy / ln V for runs without phi")
-    g.add_argument("--gate-metric", default="mean_token_accuracy",
-                   help="metric the phase-transition gate watches (default: mean_token_accuracy)")
     g.add_argument("--output-dir", metavar="DIR",
                    help="the run's output directory, for pushing checkpoints (p)")
     g.add_argument("--push-repo", metavar="REPO", help="default Hub repo for pushing checkpoints")
@@ -65,29 +160,26 @@ def _add_view_options(p: argparse.ArgumentParser) -> None:
                    help="remap keys: 'app.quit=ctrl+q,app.pick_run=R' (ids are listed by ?)")
 
 
+def _add_headless_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", nargs="?", metavar="FILE",
+                   help="a JSONL stream or a Trainer log (or name a source with the options)")
+    _add_source_options(p)
+    _add_reading_options(p)
+    p.add_argument("--timeout", type=_timeout, default=30.0,
+                   help="seconds to wait for a remote or live source (default 30)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="carl-tui",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = _Parser(prog="carl-tui", description=DESCRIPTION, epilog=EPILOG,
+                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"carl-tui {__version__}")
-    src = p.add_argument_group("sources (pick one; default: local Trackio)")
-    src.add_argument("--watch", metavar="PATH", help="tail a JSONL stream another process writes")
-    src.add_argument("--trackio", metavar="URL",
-                     help="a Trackio server: https://user-space.hf.space, user/space, or http://host:port")
-    src.add_argument("--job", metavar="JOB_ID", help="follow a Hugging Face Job")
-    src.add_argument("--namespace", help="namespace of the job (user or org)")
-    src.add_argument("--project", help="Trackio project")
-    src.add_argument("--run", help="run to open first (run id or name)")
-    src.add_argument("--trackio-dir", metavar="DIR", help="local Trackio store folder")
+    _add_source_options(p)
     _add_view_options(p)
 
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     r = sub.add_parser("replay", help="play a recorded stream back in real time")
     r.add_argument("file", help="a JSONL stream recorded by the CARL callback")
-    r.add_argument("--speed", type=_positive_float, default=1.0,
+    r.add_argument("--speed", type=_speed, default=1.0,
                    help="playback speed (2 = twice as fast, 0 = as fast as possible)")
     _add_view_options(r)
 
@@ -96,6 +188,21 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--stream", metavar="PATH", help="where the run's stream is written "
                    "(default: a temporary file)")
     _add_view_options(d)
+
+    s = sub.add_parser("summary", help="print a run's story and exit (no screen)",
+                       description="Read what a source holds now and print the run's story: "
+                                   "steps, phases, gate, cascade, every metric's last/min/max.")
+    _add_headless_options(s)
+    s.add_argument("--json", action="store_true", help="one JSON object (for scripts and CI)")
+
+    e = sub.add_parser("export", help="print every step of a run as JSONL or CSV (no screen)",
+                       description="Every step the dashboard holds, one row per step.")
+    _add_headless_options(e)
+    e.add_argument("--format", dest="out_format", choices=("jsonl", "csv"), default="jsonl",
+                   help="output format (default jsonl)")
+    e.add_argument("--metrics", type=_metric_list, default=None,
+                   help="only these metrics, in this order: loss,reward,phi")
+    e.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
 
     # train and launch parse their own arguments (their modules import heavy libraries).
     sub.add_parser("train", help="train a model with the CARL callback and reward (needs [train])",
@@ -115,18 +222,66 @@ def main(argv: Sequence[str] | None = None) -> int:
             break
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "replay":
-            return run_replay(args)
+        if args.command in ("summary", "export"):
+            from carl_tui.report.cli import run_report
+
+            return run_report(args)
+        check_view_args(args)
         if args.command == "demo":
             return run_demo(args)
         return run_dashboard(args)
     except UsageError as exc:
         print(f"carl-tui: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
 
 
-class UsageError(Exception):
-    """A problem with what the user asked for, printed without a traceback."""
+def check_view_args(args) -> None:
+    """Flags of the dashboard that argparse's types cannot check alone."""
+    from carl_tui.ui.keys import check_keymap
+
+    problem = check_keymap(args.keymap)
+    if problem:
+        raise UsageError(f"--keymap: {problem}")
+    from carl_tui.ui.themes import theme_names
+
+    names = theme_names()
+    if args.theme not in names:
+        raise UsageError(f"--theme: unknown theme {args.theme!r} (themes: {', '.join(names)})")
+
+
+def source_request(args, **kw):
+    """What the user named on the command line, as a `SourceRequest`."""
+    from carl_tui.sources.open import SourceRequest
+
+    watch = getattr(args, "watch", None)
+    if getattr(args, "file", None) is not None and args.command in ("summary", "export"):
+        if watch is not None:
+            raise UsageError("give the file once: either FILE or --watch FILE")
+        watch = args.file
+    return SourceRequest(
+        watch=watch,
+        trackio=getattr(args, "trackio", None),
+        project=getattr(args, "project", None),
+        run=getattr(args, "run", None),
+        trackio_dir=getattr(args, "trackio_dir", None),
+        job=getattr(args, "job", None),
+        namespace=getattr(args, "namespace", None),
+        tensorboard=getattr(args, "tensorboard", None),
+        wandb=getattr(args, "wandb", None),
+        file_format=getattr(args, "file_format", "auto") or "auto",
+        **kw,
+    )
+
+
+def open_request(req):
+    from carl_tui.sources.open import RequestError, open_sources
+
+    try:
+        return open_sources(req)
+    except RequestError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _delegate(command: str, rest: list[str]) -> int:
@@ -139,27 +294,30 @@ def _delegate(command: str, rest: list[str]) -> int:
         extra = "train" if command == "train" else "hub"
         print(f"carl-tui {command} needs the [{extra}] extra: pip install 'carl-tui[{extra}]' "
               f"({exc})", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     return int(train_main(rest) or 0)
 
 
-# -- wiring -------------------------------------------------------------------
+# -- the dashboard ----------------------------------------------------------------------
 
 
-def _config(args, sources, **kw):
+def _config(args, opened, **kw):
     from carl_tui.store import RunStore
     from carl_tui.ui.app import DashboardConfig
 
     store = RunStore(vocab_size=args.vocab_size, gate_metric=args.gate_metric)
     return DashboardConfig(
-        sources=sources,
+        sources=opened.sources,
         store=store,
         theme=args.theme,
-        run=getattr(args, "run", None),
+        run=opened.run,
         vocab_size=args.vocab_size,
         keymap=args.keymap,
         output_dir=getattr(args, "output_dir", None),
         push_repo=getattr(args, "push_repo", None),
+        title=opened.title,
+        list_projects=opened.list_projects,
+        open_project=opened.open_project,
         **kw,
     )
 
@@ -167,70 +325,18 @@ def _config(args, sources, **kw):
 def _run_app(config) -> int:
     from carl_tui.ui.app import build_app
 
-    build_app(config).run()
-    return 0
-
-
-def dashboard_sources(args) -> tuple[list, str, dict]:
-    """The sources the options ask for, a title, and extra app settings."""
-    if args.watch:
-        from carl_tui.sources.jsonl import JsonlSource
-
-        return [JsonlSource(Path(args.watch))], f"carl-tui · {args.watch}", {}
-    if args.trackio:
-        from carl_tui.sources.trackio_remote import TrackioRemoteSource, normalize_url
-
-        url = normalize_url(args.trackio)
-        source = TrackioRemoteSource(url, project=args.project)
-        projects = {
-            "list_projects": source.list_projects,
-            "open_project": lambda name: TrackioRemoteSource(url, project=name),
-        }
-        return [source], f"carl-tui · {url}", projects
-    if args.job:
-        try:
-            from carl_tui.sources.hf_jobs import HfJobSource
-        except ImportError as exc:
-            raise UsageError(f"--job needs the [hub] extra: pip install 'carl-tui[hub]' ({exc})")
-        return [HfJobSource(args.job, namespace=args.namespace)], f"carl-tui · job {args.job}", {}
-    from carl_tui.sources import trackio_local as tl
-
-    root = Path(args.trackio_dir) if args.trackio_dir else tl.trackio_dir()
-    project = args.project
-    if project is None:
-        recent = tl.most_recent(root)
-        if recent is None:
-            raise UsageError(
-                f"no Trackio projects in {root}. Point --trackio-dir or $TRACKIO_DIR at a "
-                "Trackio store, or use --watch PATH, --trackio URL, --job ID, or try "
-                "`carl-tui demo`."
-            )
-        project, run_id = recent
-        if args.run is None:
-            args.run = run_id
-    elif not tl.db_path(project, root).exists():
-        names = ", ".join(p.name for p in tl.list_projects(root)) or "none"
-        raise UsageError(f"no Trackio project {project!r} in {root} (projects: {names})")
-    projects = {
-        "list_projects": lambda: [p.name for p in tl.list_projects(root)],
-        "open_project": lambda name: tl.TrackioLocalSource(name, root=root),
-    }
-    return [tl.TrackioLocalSource(project, root=root)], f"carl-tui · trackio {project}", projects
+    app = build_app(config)
+    app.run()
+    return int(app.return_code or 0)
 
 
 def run_dashboard(args) -> int:
-    sources, title, extra = dashboard_sources(args)
-    return _run_app(_config(args, sources, title=title, **extra))
-
-
-def run_replay(args) -> int:
-    from carl_tui.sources.replay import ReplaySource
-
-    path = Path(args.file)
-    if not path.exists():
-        raise UsageError(f"no such file: {path}")
-    speed = float("inf") if args.speed == 0 else args.speed
-    return _run_app(_config(args, [ReplaySource(path, speed=speed)], title=f"carl-tui · replay {path.name}"))
+    if args.command == "replay":
+        req = source_request(args, speed=args.speed)
+        req.watch, req.replay = None, args.file
+    else:
+        req = source_request(args)
+    return _run_app(_config(args, open_request(req)))
 
 
 def run_demo(args) -> int:
@@ -238,14 +344,16 @@ def run_demo(args) -> int:
     import importlib.util
     import tempfile
 
-    missing = [m for m in ("torch", "transformers", "trl", "datasets") if importlib.util.find_spec(m) is None]
+    missing = [m for m in ("torch", "transformers", "trl", "datasets")
+               if importlib.util.find_spec(m) is None]
     if missing:
         raise UsageError(
             f"the demo trains a model and needs {', '.join(missing)}: "
             "pip install 'carl-tui[train]' (or run `make demo`)"
         )
     from carl_tui.actions.local_job import LocalJob
-    from carl_tui.sources.jsonl import JsonlSource
+    from carl_tui.identity import demo_run
+    from carl_tui.sources.open import Opened, open_file
 
     if args.stream:
         stream = Path(args.stream)
@@ -254,14 +362,13 @@ def run_demo(args) -> int:
         stream = Path(tempfile.mkdtemp(prefix="carl-demo-")) / "stream.jsonl"
     argv = [sys.executable, "-m", "carl_tui.training.demo", "--stream", str(stream),
             "--seed", str(args.seed)]
-    from carl_tui.events import RunRef
-
     job = LocalJob.start(argv, stream)
     print(f"carl-tui demo: training a tiny model on the CPU; stream {stream}, "
           f"log {job.log_path}", file=sys.stderr)
-    run = RunRef("demo", "carl-demo", f"tiny-reverse-seed{args.seed}", f"tiny-reverse (seed {args.seed})")
-    config = _config(args, [JsonlSource(stream, run=run)], title="carl-tui · demo",
-                     on_exit=lambda: job.stop(grace=10, term_grace=5), local_jobs=[(run, job)])
+    run = demo_run(args.seed)
+    opened = Opened([open_file(stream, "jsonl", run=run)], "carl-tui · demo")
+    config = _config(args, opened, on_exit=lambda: job.stop(grace=10, term_grace=5),
+                     local_jobs=[(run, job)])
     try:
         return _run_app(config)
     finally:

@@ -51,3 +51,12 @@ def valid_number(value: Any) -> float | None:
 
 def is_metric_key(key: str) -> bool:
     return key not in NON_METRIC_KEYS and canonical(key) not in NON_METRIC_KEYS and key not in STEP_KEYS
+
+
+# The metrics people watch first (table rows, export columns); the rest follow by name.
+PINNED = ("phi", "entropy", "mean_token_accuracy", "reward", "loss", "kl", "learning_rate",
+          "grad_norm")
+
+
+def display_order(name: str) -> tuple[int, str]:
+    return (PINNED.index(name) if name in PINNED else len(PINNED), name)

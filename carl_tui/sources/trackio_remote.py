@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import orjson
@@ -70,6 +70,36 @@ def normalize_url(url: str) -> str:
         return _space_url(user, space)
     host = u.split("/")[0].rsplit(":", 1)[0]
     return ("http://" if _is_loopback(host) else "https://") + u
+
+
+def parse_server(text: str) -> tuple[str, str | None]:
+    """What the user typed for `--trackio` -> (base URL, project named in it, if any).
+
+    Accepts `user/space`, `https://user-space.hf.space`, `huggingface.co/spaces/user/space`,
+    `host:port`, and the URL `trackio show` prints (`http://127.0.0.1:7860/?project=X`).
+    Raises ValueError with a sentence naming what is wrong.
+    """
+    text = (text or "").strip()
+    if not text:
+        raise ValueError("needs a Trackio server: user/space, https://user-space.hf.space "
+                         "or http://host:port")
+    if "://" in text and not text.lower().startswith(("http://", "https://")):
+        scheme = text.split("://", 1)[0]
+        raise ValueError(f"{scheme}:// is not supported: use http:// or https://")
+    try:
+        parts = urlsplit(normalize_url(text))
+        port = parts.port  # raises ValueError for a port that is not a number in range
+        host = parts.hostname
+    except ValueError as exc:
+        raise ValueError(f"{text!r} is not a valid URL ({exc})") from None
+    if not host:
+        raise ValueError(f"{text!r} has no host name")
+    if port == 0:
+        raise ValueError(f"{text!r}: port 0 is not a server port")
+    project = parse_qs(parts.query).get("project", [None])[0] or None
+    path = parts.path.rstrip("/")
+    netloc = parts.netloc
+    return f"{parts.scheme}://{netloc}{path}", project
 
 
 def _space_url(user: str, space: str) -> str:

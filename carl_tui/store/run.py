@@ -180,9 +180,11 @@ class RunState:
         task = roles.task_reward(cols, steps.shape[0], carl_known=self.cascade.has_carl)
         self.phases.add_batch(steps, cols, task)
         timeline = self.phases.timeline()
-        for phase, step, _kind in timeline[self._phases_announced :]:
+        for phase, step, kind in timeline[self._phases_announced :]:
             if self._phases_announced:
-                self._event("phase", step, f"Phase: {phase} since step {step}", "information")
+                stage = f" ({kind} stage)" if len(self.phases.stages) > 1 else ""
+                self._event("phase", step, f"Phase{stage}: {phase} since step {step}",
+                            "information")
             self._phases_announced += 1
 
     def _announce_cascade(self) -> None:

@@ -10,10 +10,9 @@ made by `DashboardConfig` factories, so tests point them at loopback servers.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from textual import work
-from textual.binding import Binding
 
 from carl_tui.actions.diagnosis import Diagnoser, build_summary
 from carl_tui.actions.errors import ActionError
@@ -37,18 +36,6 @@ LOCAL_GRACE_S = 30.0  # after the interrupt, before terminate
 class ActionsMixin:
     """Launch, stop, push, diagnose and the jobs panel, for `CarlApp`."""
 
-    ACTION_BINDINGS: ClassVar[list[Binding]] = [
-        Binding("l", "launch", "Launch", id="actions.launch",
-                tooltip="Launch a GRPO training run on HF Jobs or this machine (form)"),
-        Binding("s", "stop_job", "Stop", id="actions.stop",
-                tooltip="Stop the current run's job (asks first)"),
-        Binding("p", "push_checkpoint", "Push", id="actions.push",
-                tooltip="Push a checkpoint of the run to a Hub model repo"),
-        Binding("d", "diagnose", "Diagnose", id="actions.diagnose",
-                tooltip="Ask Claude what is happening in this run"),
-        Binding("j", "jobs", "Jobs", id="actions.jobs",
-                tooltip="List your Hugging Face jobs; enter follows one"),
-    ]
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Header
@@ -26,9 +26,11 @@ from carl_tui.events import RunRef
 from carl_tui.sources.base import Source, SourceRunner
 from carl_tui.store import RunSnapshot, RunStore
 from carl_tui.ui.actions import ActionsMixin
+from carl_tui.ui.keys import ALL_KEYS
 from carl_tui.ui.messages import StoreChanged
 from carl_tui.ui.screens.help import HelpScreen
 from carl_tui.ui.screens.pickers import MetricPicker, ProjectPicker, RunPicker
+from carl_tui.ui.screens.skipped import SkippedScreen
 from carl_tui.ui.themes import load_themes
 from carl_tui.ui.widgets.job_bar import JobBar
 from carl_tui.ui.widgets.log_panel import LogPanel
@@ -72,23 +74,10 @@ class DashboardConfig:
 class CarlApp(ActionsMixin, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "carl-tui"
-    BINDINGS = [
-        Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit carl-tui"),
-        Binding("question_mark", "help", "Help", id="app.help", tooltip="List every key"),
-        Binding("r", "pick_run", "Runs", id="app.pick_run", tooltip="Switch to another run"),
-        Binding("m", "pick_metrics", "Metrics", id="app.pick_metrics",
-                tooltip="Choose which metrics the table shows"),
-        Binding("f", "toggle_focus_plot", "Plot metric", id="app.focus_plot",
-                tooltip="Plot the metric selected in the table", show=False),
-        Binding("P", "pick_project", "Projects", id="app.pick_project",
-                tooltip="Open another Trackio project", show=False),
-        Binding("o", "toggle_overlay", "Overlay", id="app.overlay",
-                tooltip="Overlay every run of the project on the phi and entropy plots", show=False),
-        Binding("t", "cycle_theme", "Theme", id="app.theme", tooltip="Switch dark/light theme"),
-        Binding("v", "toggle_log", "Log", id="app.log", tooltip="Show or hide the run's log lines"),
-        Binding("F", "toggle_follow", "Follow", id="app.follow", show=False,
-                tooltip="Follow the end of the log, or pause scrolling"),
-    ] + ActionsMixin.ACTION_BINDINGS
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(k.key, k.action, k.description, id=k.id, tooltip=k.tooltip, show=k.show)
+        for k in ALL_KEYS
+    ]
 
     def __init__(self, config: DashboardConfig):
         super().__init__()
@@ -361,11 +350,14 @@ class CarlApp(ActionsMixin, App[None]):
         rows = []
         for b in self.BINDINGS:
             if isinstance(b, Binding) and b.id:
-                key = self._keymap.get(b.id, b.key)
+                key = self.config.keymap.get(b.id, b.key)
                 display = ", ".join(self.get_key_display(b.with_key(k)) for k in key.split(","))
                 rows.append((display, b.description, b.tooltip, b.id))
         rows.append(("ctrl+p", "Commands", "Command palette: every action", "app.command_palette"))
         return rows
+
+    def action_skipped(self) -> None:
+        self.push_screen(SkippedScreen(self.store.summary()))
 
     def action_pick_run(self) -> None:
         runs = [(r.key, f"{r.label}  [{r.source}: {r.project}]") for r in self.store.runs()]

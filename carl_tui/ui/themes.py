@@ -28,6 +28,13 @@ def load_theme(path: Path) -> Theme:
     return Theme(name=data.get("name", path.stem), variables=data.get("variables", {}), **kwargs)
 
 
+def theme_names(folder: Path | None = None) -> list[str]:
+    """Names of the themes the app can use: its own, then Textual's built-in ones."""
+    from textual.theme import BUILTIN_THEMES
+
+    return [t.name for t in load_themes(folder)] + sorted(BUILTIN_THEMES)
+
+
 def load_themes(folder: Path | None = None) -> list[Theme]:
     """Every `*.toml` theme in the folder, sorted by name. A broken file is skipped."""
     folder = folder or themes_dir()

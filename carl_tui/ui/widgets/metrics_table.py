@@ -8,18 +8,11 @@ from rich.text import Text
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
+from carl_tui.metric_names import display_order
 from carl_tui.store.snapshot import RunSnapshot, SeriesView
 
 COLUMNS = ("metric", "last", "trend", "min", "max", "step")
 METRIC_WIDTH = 22
-# The metrics people watch first; the rest follow alphabetically.
-PINNED = ("phi", "entropy", "mean_token_accuracy", "reward", "loss", "kl", "learning_rate",
-          "grad_norm")
-
-
-def display_order(name: str) -> tuple[int, str]:
-    return (PINNED.index(name) if name in PINNED else len(PINNED), name)
-
 
 def fmt_value(v: float | None) -> str:
     if v is None:

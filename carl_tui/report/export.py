@@ -1,0 +1,104 @@
+"""`carl-tui export`: every step of a run, one row per step, as JSONL or CSV.
+
+Rows come from the same events the store receives, at full resolution (the
+store keeps a bounded window; an export keeps every step). Several rows at
+one step (a restart, a summary dict at the last step) merge into one; for a
+metric logged twice at one step the later value wins. When the run logs no
+phi and its vocabulary size is known, `phi` is derived from entropy
+(`1 - entropy / ln V`), as on the dashboard.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable, Sequence
+from typing import TextIO
+
+import numpy as np
+import orjson
+
+from carl_tui import metric_names as mn
+from carl_tui.events import Event, ScalarBatch
+from carl_tui.store.sanitize import clean_event
+
+
+class BatchCollector:
+    """Keeps every ScalarBatch of every run (secret-free, as the store sees them)."""
+
+    def __init__(self) -> None:
+        self.batches: dict[str, list[ScalarBatch]] = {}
+
+    def __call__(self, events: Iterable[Event]) -> None:
+        for ev in events:
+            if isinstance(ev, ScalarBatch) and len(ev):
+                ev = clean_event(ev)
+                self.batches.setdefault(ev.run.key, []).append(ev)
+
+
+def merge_steps(batches: Sequence[ScalarBatch]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """One row per step, in step order: (steps, {metric: values with NaN = not logged})."""
+    if not batches:
+        return np.empty(0, dtype=np.int64), {}
+    steps = np.concatenate([b.steps.astype(np.int64) for b in batches])
+    names: dict[str, None] = {}
+    for b in batches:
+        names.update(dict.fromkeys(b.columns))
+    order = np.argsort(steps, kind="stable")
+    sorted_steps = steps[order]
+    starts = np.flatnonzero(np.concatenate([[True], np.diff(sorted_steps) != 0]))
+    out: dict[str, np.ndarray] = {}
+    for name in names:
+        col = np.concatenate([
+            b.columns[name] if name in b.columns else np.full(len(b), np.nan) for b in batches
+        ])[order]
+        pos = np.where(np.isnan(col), -1, np.arange(col.size))
+        last = np.maximum.reduceat(pos, starts)  # the last valid value of each step
+        out[name] = np.where(last >= 0, col[np.maximum(last, 0)], np.nan)
+    return sorted_steps[starts], out
+
+
+def with_derived_phi(columns: dict[str, np.ndarray], vocab_size: int | None) -> dict[str, np.ndarray]:
+    if mn.PHI in columns or mn.ENTROPY not in columns or not vocab_size or vocab_size < 2:
+        return columns
+    return {**columns, mn.PHI: 1.0 - columns[mn.ENTROPY] / math.log(vocab_size)}
+
+
+def select(columns: dict[str, np.ndarray], wanted: Sequence[str] | None) -> list[str]:
+    """Column order: the dashboard's; `wanted` picks and orders (unknown names raise KeyError)."""
+    if wanted:
+        missing = [w for w in wanted if w not in columns]
+        if missing:
+            raise KeyError(", ".join(missing))
+        return list(wanted)
+    return sorted(columns, key=mn.display_order)
+
+
+def write_jsonl(out: TextIO, steps: np.ndarray, columns: dict[str, np.ndarray],
+                names: Sequence[str]) -> int:
+    cols = [columns[n] for n in names]
+    buf = io.StringIO()
+    for i, step in enumerate(steps.tolist()):
+        row: dict[str, float | int] = {"step": step}
+        for name, col in zip(names, cols):
+            v = col[i]
+            if not math.isnan(v):
+                row[name] = float(v)
+        buf.write(orjson.dumps(row).decode())
+        buf.write("\n")
+        if buf.tell() > 1 << 20:
+            out.write(buf.getvalue())
+            buf = io.StringIO()
+    out.write(buf.getvalue())
+    return int(steps.size)
+
+
+def write_csv(out: TextIO, steps: np.ndarray, columns: dict[str, np.ndarray],
+              names: Sequence[str]) -> int:
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["step", *names])
+    cols = [columns[n] for n in names]
+    for i, step in enumerate(steps.tolist()):
+        w.writerow([step, *("" if math.isnan(c[i]) else repr(float(c[i])) for c in cols)])
+    return int(steps.size)

@@ -1,0 +1,100 @@
+"""`carl-tui summary`: the run's story as the dashboard tells it, as text or JSON.
+
+The JSON object (one per call, keys always present):
+
+    {"run": str, "source": str, "steps_logged": int, "first_step": int, "last_step": int,
+     "metrics": {name: {"last": float, "min": float, "max": float, "last_step": int,
+                        "count": int}},
+     "phases": [{"phase": str, "from_step": int, "stage": "accuracy" | "reward"}, ...],
+     "gate": {"metric": str, "fired_at": int | null},
+     "cascade": {"switched_at": int | null, "source": "run" | "derived" | null},
+     "events": [{"kind": str, "step": int | null, "text": str}, ...],
+     "steps_estimated": bool, "skipped": int}
+
+`run` is the run's name as its tracker shows it. Values are the store's: the
+same numbers the metrics table shows (phi derived from entropy when the run
+logs no phi and the vocabulary size is known).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from carl_tui.metric_names import display_order
+from carl_tui.store import RunSnapshot, StoreSummary
+
+
+def summary_dict(snap: RunSnapshot, source: str, status: StoreSummary) -> dict[str, Any]:
+    metrics = {}
+    for name in sorted(snap.series, key=display_order):
+        s = snap.series[name]
+        metrics[name] = {
+            "last": s.last,
+            "min": s.min,
+            "max": s.max,
+            "last_step": None if s.last_step is None else int(s.last_step),
+            "count": s.count,
+        }
+        if s.derived:
+            metrics[name]["derived"] = True
+    return {
+        "run": snap.run.label,
+        "source": source,
+        "steps_logged": snap.steps_logged,
+        "first_step": snap.first_step,
+        "last_step": snap.last_step,
+        "metrics": metrics,
+        "phases": [{"phase": p, "from_step": s, "stage": k} for p, s, k in snap.phase.history],
+        "gate": {"metric": snap.gate.metric,
+                 "fired_at": snap.gate.trigger_step if snap.gate.fired else None},
+        "cascade": {"switched_at": snap.cascade.trigger_step, "source": snap.cascade.source},
+        "events": [{"kind": e.kind, "step": e.step, "text": e.text}
+                   for e in sorted(snap.events, key=lambda e: -1 if e.step is None else e.step)],
+        "steps_estimated": bool(snap.meta.get("steps_estimated", False)),
+        "skipped": status.skipped,
+    }
+
+
+def _num(v: float | None) -> str:
+    if v is None:
+        return "-"
+    a = abs(v)
+    if a != 0 and (a < 1e-3 or a >= 1e5):
+        return f"{v:.4e}"
+    return f"{v:.6g}"
+
+
+def summary_text(d: dict[str, Any]) -> str:
+    """The same story for a person: a few lines and a table."""
+    lines = [f"run {d['run']}  ({d['source']})"]
+    steps = f"steps {d['first_step']}..{d['last_step']}, {d['steps_logged']} logged"
+    if d["steps_estimated"]:
+        steps += " (some steps estimated: the log did not say)"
+    lines.append(f"{steps}; skipped input {d['skipped']}")
+    stages: list[str] = []
+    for p in d["phases"]:
+        if not stages or not stages[-1].startswith(p["stage"]):
+            stages.append(f"{p['stage']}: ")
+        else:
+            stages[-1] += " -> "
+        stages[-1] += f"{p['phase']}@{p['from_step']}"
+    lines.append("phases  " + ("; ".join(stages) if stages else "-"))
+    g = d["gate"]
+    fired = f"fired at step {g['fired_at']}" if g["fired_at"] is not None else "not fired"
+    lines.append(f"gate    {g['metric']}: {fired}")
+    c = d["cascade"]
+    if c["switched_at"] is not None:
+        lines.append(f"cascade CARL on from step {c['switched_at']} ({c['source']})")
+    labels = {n: n + (" (derived)" if m.get("derived") else "") for n, m in d["metrics"].items()}
+    width = max([len(x) for x in labels.values()] + [6])
+    lines.append("")
+    lines.append(f"{'metric':<{width}}  {'last':>12} {'min':>12} {'max':>12} {'step':>8}")
+    for name, m in d["metrics"].items():
+        label = labels[name]
+        lines.append(f"{label:<{width}}  {_num(m['last']):>12} {_num(m['min']):>12} "
+                     f"{_num(m['max']):>12} {m['last_step'] if m['last_step'] is not None else '-':>8}")
+    if d["events"]:
+        lines.append("")
+        lines.extend(f"step {e['step'] if e['step'] is not None else '-':>7}  {e['text']}"
+                     for e in d["events"])
+    return "\n".join(lines)

@@ -1,0 +1,351 @@
+"""The one place that turns what the user named into sources.
+
+What the user named is a `SourceRequest`: a file (`--watch`, or `summary
+FILE`: a JSONL stream or a Trainer stdout log, told apart by content), a
+Trackio server (`--trackio`), a local Trackio project (`--project`, or the
+most recently active run of the store), a Hugging Face Job (`--job`), a
+TensorBoard logdir (`--tensorboard`), a W&B run or folder (`--wandb`), or a
+recording (`replay`). The CLI (dashboard, `summary`, `export`), the pickers
+and the launch form all open sources here.
+
+`check_request` validates without touching the network and raises
+`RequestError` naming the flag and what it accepts; `open_sources` builds the
+sources (imports of optional libraries happen here, lazily).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from carl_tui.errors import CarlError
+from carl_tui.events import Event
+
+SNIFF_BYTES = 16384
+
+
+class RequestError(CarlError):
+    """What the user asked for cannot be opened; the message names the flag."""
+
+    def __init__(self, message: str):
+        super().__init__(message, retry=False, kind="usage")
+
+
+@dataclass
+class SourceRequest:
+    watch: str | None = None
+    trackio: str | None = None
+    project: str | None = None
+    run: str | None = None
+    trackio_dir: str | None = None
+    job: str | None = None
+    namespace: str | None = None
+    tensorboard: str | None = None
+    wandb: str | None = None
+    replay: str | None = None
+    speed: float = 1.0
+    file_format: str = "auto"  # auto, jsonl, trainer-log (for --watch)
+    must_exist: bool = False  # summary/export: a missing file is an error, not a wait
+
+    def named(self) -> list[str]:
+        """The source flags given, as the user typed them."""
+        flags = {"--watch": self.watch, "--trackio": self.trackio, "--job": self.job,
+                 "--tensorboard": self.tensorboard, "--wandb": self.wandb, "replay": self.replay}
+        return [k for k, v in flags.items() if v is not None]
+
+
+@dataclass
+class Opened:
+    """Sources to read, with what the dashboard needs to present them."""
+
+    sources: list[Any]
+    title: str
+    run: str | None = None  # the run to show first (id, name or key)
+    list_projects: Callable[[], list[str]] | None = None
+    open_project: Callable[[str], Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# -- checking -----------------------------------------------------------------------
+
+
+def check_request(req: SourceRequest) -> None:
+    """Raise RequestError for anything that cannot work, before a screen opens."""
+    named = req.named()
+    if len(named) > 1:
+        raise RequestError(f"{' and '.join(named)}: choose one source")
+    if req.trackio is not None:
+        from carl_tui.sources.trackio_remote import parse_server
+
+        try:
+            _url, _project = parse_server(req.trackio)
+        except ValueError as exc:
+            raise RequestError(f"--trackio {exc}") from None
+    if req.job is not None and not req.job.strip():
+        raise RequestError("--job needs a job id (see `j` in the dashboard or `hf jobs ps`)")
+    if req.speed is not None and (not math.isfinite(req.speed) or req.speed < 0):
+        raise RequestError("--speed must be a number >= 0 (0 = as fast as possible)")
+    if req.watch is not None:
+        _check_file("--watch", req.watch, req.must_exist)
+    if req.replay is not None:
+        _check_file("replay", req.replay, True)
+    for flag, value in (("--tensorboard", req.tensorboard), ("--wandb", req.wandb)):
+        if value is not None:
+            _check_dir(flag, value, req.must_exist)
+    if req.file_format not in ("auto", "jsonl", "trainer-log"):
+        raise RequestError("--format must be auto, jsonl or trainer-log")
+
+
+def _check_file(flag: str, path: str, must_exist: bool) -> None:
+    if not path.strip():
+        raise RequestError(f"{flag} needs a file")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if must_exist:
+            raise RequestError(f"{flag}: no such file: {path}") from None
+        return  # the dashboard waits for it to appear
+    except OSError as exc:
+        raise RequestError(f"{flag}: cannot read {path}: {exc.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
+        hint = _directory_hint(Path(path))
+        raise RequestError(f"{flag}: {path} is a directory; give a file{hint}")
+    if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
+        raise RequestError(f"{flag}: {path} is not a regular file or a pipe")
+    if not os.access(path, os.R_OK):
+        raise RequestError(f"{flag}: {path} is not readable")
+
+
+def _check_dir(flag: str, path: str, must_exist: bool) -> None:
+    if not path.strip():
+        raise RequestError(f"{flag} needs a directory")
+    p = Path(path)
+    if not p.exists():
+        if must_exist:
+            raise RequestError(f"{flag}: no such directory: {path}")
+        return
+    if not p.is_dir():
+        raise RequestError(f"{flag}: {path} is not a directory")
+
+
+def _directory_hint(p: Path) -> str:
+    """Suggest the flag for a directory a tracker wrote."""
+    try:
+        names = [c.name for c in p.iterdir()][:2000]
+    except OSError:
+        return ""
+    if any(n.startswith("events.out.tfevents") for n in names) or any(
+        n.startswith("events.out.tfevents") for n in _walk_names(p, 3)
+    ):
+        return f" (it holds TensorBoard logs: use --tensorboard {p})"
+    if "wandb" in names or any(n.startswith(("run-", "offline-run-")) for n in names):
+        return f" (it holds W&B runs: use --wandb {p})"
+    return ""
+
+
+def _walk_names(p: Path, depth: int):
+    if depth <= 0:
+        return
+    try:
+        children = list(p.iterdir())[:500]
+    except OSError:
+        return
+    for c in children:
+        yield c.name
+        if c.is_dir():
+            yield from _walk_names(c, depth - 1)
+
+
+# -- opening ------------------------------------------------------------------------
+
+
+def open_sources(req: SourceRequest) -> Opened:
+    """The sources for `req` (checked first). Raises RequestError."""
+    check_request(req)
+    if req.replay is not None:
+        from carl_tui.sources.replay import ReplaySource
+
+        speed = math.inf if req.speed == 0 else req.speed
+        path = Path(req.replay)
+        return Opened([ReplaySource(path, speed=speed)], f"carl-tui · replay {path.name}", req.run)
+    if req.watch is not None:
+        return Opened([open_file(req.watch, req.file_format)], f"carl-tui · {req.watch}", req.run)
+    if req.trackio is not None:
+        return _open_trackio_remote(req)
+    if req.job is not None:
+        return _open_job(req)
+    if req.tensorboard is not None:
+        return _open_tensorboard(req)
+    if req.wandb is not None:
+        return _open_wandb(req)
+    return _open_trackio_local(req)
+
+
+def open_file(path: str | os.PathLike, file_format: str = "auto", run=None):
+    """A source for a file another process writes: a JSONL stream or a Trainer log."""
+    path = Path(path)
+    if file_format == "auto":
+        return AutoFileSource(path, run=run)
+    return _file_source(path, file_format, run)
+
+
+def _file_source(path: Path, file_format: str, run=None):
+    if file_format == "trainer-log":
+        from carl_tui.sources.trainer_file import TrainerLogSource
+
+        return TrainerLogSource(path, run=run)
+    from carl_tui.sources.jsonl import JsonlSource
+
+    return JsonlSource(path, run=run)
+
+
+def sniff_format(head: bytes) -> str | None:
+    """"jsonl" or "trainer-log" from the first bytes of a file; None: not enough to tell."""
+    from carl_tui.sources.trainer_log import looks_like_trainer_log
+
+    text = head.lstrip(b"\xef\xbb\xbf").lstrip()
+    if not text:
+        return None
+    if looks_like_trainer_log(head):
+        return "trainer-log"
+    if text.startswith(b"{") and b"\n" in text:
+        return "jsonl"
+    if b"\n" not in text and len(head) < SNIFF_BYTES:
+        return None  # wait for a whole first line
+    return "trainer-log" if not text.startswith(b"{") else "jsonl"
+
+
+class AutoFileSource:
+    """Reads a file as a JSONL stream or a Trainer log, decided by its first bytes.
+
+    Until the file exists and has a first line, it waits (and says so). A FIFO
+    cannot be looked into without consuming it: it is read as a JSONL stream.
+    """
+
+    def __init__(self, path: Path, *, run=None):
+        self.path = Path(path)
+        self.name = f"file: {self.path.name}"
+        self._run = run
+        self.inner: Any = None
+
+    def _decide(self) -> str | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        if stat.S_ISFIFO(st.st_mode):
+            return "jsonl"
+        try:
+            with open(self.path, "rb") as fh:
+                head = fh.read(SNIFF_BYTES)
+        except OSError:
+            return None
+        return sniff_format(head)
+
+    def poll(self) -> list[Event]:
+        if self.inner is None:
+            fmt = self._decide()
+            if fmt is None:
+                from carl_tui.sources.base import SourceError
+
+                raise SourceError(f"waiting for {self.path}")
+            self.inner = _file_source(self.path, fmt, self._run)
+            self.name = self.inner.name
+        return self.inner.poll()
+
+    def __getattr__(self, attr: str) -> Any:
+        # finished, tally, skipped, interval of the chosen source
+        inner = self.__dict__.get("inner")
+        if inner is None:
+            raise AttributeError(attr)
+        return getattr(inner, attr)
+
+    @property
+    def finished(self) -> bool:
+        return bool(getattr(self.inner, "finished", False))
+
+    @property
+    def interval(self) -> float:
+        return 0.5 if self.inner is None else self.inner.interval
+
+    @property
+    def limitation(self) -> str:
+        return "" if self.inner is None else getattr(self.inner, "limitation", "")
+
+    def close(self) -> None:
+        if self.inner is not None:
+            self.inner.close()
+
+
+def _open_trackio_remote(req: SourceRequest) -> Opened:
+    from carl_tui.sources.trackio_remote import TrackioRemoteSource, parse_server
+
+    url, project_in_url = parse_server(req.trackio or "")
+    project = req.project or project_in_url
+    runs = [req.run] if req.run else None
+    source = TrackioRemoteSource(url, project=project, runs=runs)
+    return Opened(
+        [source], f"carl-tui · {url}", req.run,
+        list_projects=source.list_projects,
+        open_project=lambda name: TrackioRemoteSource(url, project=name),
+    )
+
+
+def _open_job(req: SourceRequest) -> Opened:
+    try:
+        from carl_tui.sources.hf_jobs import HfJobSource
+    except ImportError as exc:
+        raise RequestError(f"--job needs the [hub] extra: pip install 'carl-tui[hub]' ({exc})")
+    try:
+        source = HfJobSource(req.job.strip(), namespace=req.namespace)  # type: ignore[union-attr]
+    except ImportError as exc:
+        raise RequestError(f"--job needs the [hub] extra: {exc}") from None
+    return Opened([source], f"carl-tui · job {req.job}", req.run)
+
+
+def _open_tensorboard(req: SourceRequest) -> Opened:
+    from carl_tui.sources.tensorboard import TensorBoardSource
+
+    runs = [req.run] if req.run else None
+    logdir = Path(req.tensorboard or ".")
+    return Opened([TensorBoardSource(logdir, runs=runs)], f"carl-tui · tensorboard {logdir}",
+                  req.run)
+
+
+def _open_wandb(req: SourceRequest) -> Opened:
+    from carl_tui.sources.wandb_run import WandbSource
+
+    runs = [req.run] if req.run else None
+    path = Path(req.wandb or ".")
+    return Opened([WandbSource(path, runs=runs)], f"carl-tui · wandb {path}", req.run)
+
+
+def _open_trackio_local(req: SourceRequest) -> Opened:
+    from carl_tui.sources import trackio_local as tl
+
+    root = Path(req.trackio_dir) if req.trackio_dir else tl.trackio_dir()
+    project, run = req.project, req.run
+    if project is None:
+        recent = tl.most_recent(root)
+        if recent is None:
+            raise RequestError(
+                f"no Trackio projects in {root}. Point --trackio-dir or $TRACKIO_DIR at a "
+                "Trackio store, or use --watch PATH, --trackio URL, --job ID, --tensorboard DIR, "
+                "--wandb DIR, or try `carl-tui demo`."
+            )
+        project, recent_run = recent
+        run = run or recent_run
+    elif not tl.db_path(project, root).exists():
+        names = ", ".join(p.name for p in tl.list_projects(root)) or "none"
+        raise RequestError(f"--project: no Trackio project {project!r} in {root} "
+                           f"(projects: {names})")
+    return Opened(
+        [tl.TrackioLocalSource(project, root=root)], f"carl-tui · trackio {project}", run,
+        list_projects=lambda: [p.name for p in tl.list_projects(root)],
+        open_project=lambda name: tl.TrackioLocalSource(name, root=root),
+    )

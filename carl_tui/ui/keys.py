@@ -1,0 +1,94 @@
+"""Every key of the dashboard, as plain data: one list the app, the help, the
+palette and the CLI's `--keymap` check all read.
+
+No Textual import at module level: the CLI checks `--keymap` before anything
+heavy loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MODIFIERS = frozenset({"ctrl", "shift", "alt", "meta", "super", "hyper"})
+
+
+@dataclass(frozen=True)
+class Key:
+    key: str
+    action: str
+    description: str
+    id: str
+    tooltip: str
+    show: bool = True  # in the footer
+
+
+DASHBOARD_KEYS: tuple[Key, ...] = (
+    Key("q", "quit", "Quit", "app.quit", "Quit carl-tui"),
+    Key("question_mark", "help", "Help", "app.help", "List every key"),
+    Key("r", "pick_run", "Runs", "app.pick_run", "Switch to another run"),
+    Key("m", "pick_metrics", "Metrics", "app.pick_metrics", "Choose which metrics the table shows"),
+    Key("f", "toggle_focus_plot", "Plot metric", "app.focus_plot",
+        "Plot the metric selected in the table", show=False),
+    Key("P", "pick_project", "Projects", "app.pick_project", "Open another Trackio project",
+        show=False),
+    Key("o", "toggle_overlay", "Overlay", "app.overlay",
+        "Overlay every run of the project on the phi and entropy plots", show=False),
+    Key("t", "cycle_theme", "Theme", "app.theme", "Switch dark/light theme"),
+    Key("v", "toggle_log", "Log", "app.log", "Show or hide the run's log lines"),
+    Key("F", "toggle_follow", "Follow", "app.follow",
+        "Follow the end of the log, or pause scrolling", show=False),
+    Key("k", "skipped", "Skipped", "app.skipped",
+        "Why input was skipped: each reason with its count and first example", show=False),
+)
+
+ACTION_KEYS: tuple[Key, ...] = (
+    Key("l", "launch", "Launch", "actions.launch",
+        "Launch a GRPO training run on HF Jobs or this machine (form)"),
+    Key("s", "stop_job", "Stop", "actions.stop", "Stop the current run's job (asks first)"),
+    Key("p", "push_checkpoint", "Push", "actions.push",
+        "Push a checkpoint of the run to a Hub model repo"),
+    Key("d", "diagnose", "Diagnose", "actions.diagnose", "Ask Claude what is happening in this run"),
+    Key("j", "jobs", "Jobs", "actions.jobs", "List your Hugging Face jobs; enter follows one"),
+)
+
+ALL_KEYS: tuple[Key, ...] = DASHBOARD_KEYS + ACTION_KEYS
+
+
+def binding_ids() -> list[str]:
+    return [k.id for k in ALL_KEYS]
+
+
+def check_key(key: str) -> str | None:
+    """None when `key` is a key Textual can bind (`q`, `R`, `ctrl+q`, `f5`, `question_mark`,
+    several joined by commas); else why not."""
+    from textual.keys import Keys, _character_to_key
+
+    names = {k.value for k in Keys} | {f"f{i}" for i in range(1, 25)}
+    names |= {_character_to_key(chr(c)) for c in range(33, 127)}
+    names |= {"space", "enter", "tab", "backspace", "delete", "escape", "up", "down", "left",
+              "right", "home", "end", "pageup", "pagedown", "insert"}
+    for part in key.split(","):
+        part = part.strip()
+        if not part:
+            return "an empty key"
+        *mods, base = part.split("+")
+        bad = [m for m in mods if m not in MODIFIERS]
+        if bad:
+            return f"{'+'.join(bad)!r} is not a modifier (ctrl, shift, alt, meta)"
+        if len(base) == 1 and base.isprintable() and not base.isspace():
+            continue
+        if base not in names:
+            return f"{base!r} is not a key name (examples: q, R, ctrl+q, f5, question_mark)"
+    return None
+
+
+def check_keymap(keymap: dict[str, str]) -> str | None:
+    """None when every `binding id -> key` is valid; else one sentence naming the problem."""
+    known = binding_ids()
+    for bid, key in keymap.items():
+        if bid not in known:
+            return f"unknown binding id {bid!r} (known: {', '.join(known)})"
+        why = check_key(key)
+        if why:
+            return f"{bid}={key}: {why}"
+    return None
