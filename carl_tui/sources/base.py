@@ -159,7 +159,12 @@ class SourceRunner:
         self.last_good = time.time()
         self.catching_up = bool(events) and self.source.interval == 0
         if events:
-            self.emit(events)
+            try:
+                self.emit(events)
+            except Exception as exc:  # noqa: BLE001 - a bug in applying data must not stop reading
+                log.exception("applying events of %s", self.source.name)
+                self._status("error", f"could not apply data: {describe_error(exc)}")
+                return self.source.interval
         finished = bool(getattr(self.source, "finished", False))
         state = "finished" if finished else "live"
         skipped = _skipped(self.source)

@@ -1,0 +1,100 @@
+"""Every flag is checked before a screen opens: one line naming the flag, exit status 2."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from carl_tui.cli import main
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str]:
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # argparse's own errors
+        rc = exc.code
+    return rc, capsys.readouterr().err
+
+
+BAD = [
+    (["--trackio", "http://[::1"], "--trackio", "not a valid URL"),
+    (["--trackio", ""], "--trackio", "needs a Trackio server"),
+    (["--trackio", "ftp://example.org/x"], "--trackio", "ftp:// is not supported"),
+    (["--trackio", "http://127.0.0.1:99999"], "--trackio", "out of range"),
+    (["--trackio", "http://127.0.0.1:abc"], "--trackio", "not a valid URL"),
+    (["--vocab-size", "1"], "--vocab-size", "at least 2 tokens"),
+    (["--vocab-size", "-5"], "--vocab-size", "at least 2 tokens"),
+    (["--vocab-size", "many"], "--vocab-size", "not a whole number"),
+    (["replay", "x.jsonl", "--speed", "nan"], "--speed", "number >= 0"),
+    (["replay", "x.jsonl", "--speed", "-1"], "--speed", "number >= 0"),
+    (["--keymap", "app.quit=notakey!!"], "--keymap", "not a key name"),
+    (["--keymap", "app.nothing=x"], "--keymap", "unknown binding id 'app.nothing'"),
+    (["--keymap", "app.quit"], "--keymap", "is not binding.id=key"),
+    (["--keymap", "app.quit=hyperx+q"], "--keymap", "not a modifier"),
+    (["--theme", "no-such-theme"], "--theme", "unknown theme 'no-such-theme'"),
+    (["--watch", "a.jsonl", "--job", "abc"], "--watch and --job", "choose one source"),
+    (["--gate-metric", " "], "--gate-metric", "must not be empty"),
+    (["summary", "--timeout", "0", "x.jsonl"], "--timeout", "seconds > 0"),
+]
+
+
+@pytest.mark.parametrize("argv,flag,words", BAD, ids=[" ".join(a) for a, _, _ in BAD])
+def test_bad_flag_is_one_line_and_exit_2(argv, flag, words, capsys):
+    rc, err = run_cli(argv, capsys)
+    assert rc == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert flag in lines[0] and words in lines[0]
+    assert "Traceback" not in err
+
+
+def test_a_directory_is_refused_with_a_hint(tmp_path, capsys):
+    logdir = tmp_path / "runs" / "a"
+    logdir.mkdir(parents=True)
+    (logdir / "events.out.tfevents.1.host").write_bytes(b"")
+    rc, err = run_cli(["--watch", str(tmp_path / "runs")], capsys)
+    assert rc == 2 and "is a directory" in err and "--tensorboard" in err
+    rc, err = run_cli(["replay", str(tmp_path)], capsys)
+    assert rc == 2 and "replay" in err and "is a directory" in err
+
+
+def test_a_missing_file_waits_on_the_dashboard_but_not_in_summary(tmp_path, capsys):
+    from carl_tui.sources.open import SourceRequest, check_request
+
+    check_request(SourceRequest(watch=str(tmp_path / "later.jsonl")))  # the run may start later
+    rc, err = run_cli(["summary", str(tmp_path / "later.jsonl")], capsys)
+    assert rc == 2 and "no such file" in err
+
+
+def test_the_url_trackio_show_prints_is_accepted():
+    from carl_tui.sources.open import SourceRequest, open_sources
+
+    opened = open_sources(SourceRequest(trackio="http://127.0.0.1:7860/?project=grpo-runs"))
+    source = opened.sources[0]
+    assert source.url == "http://127.0.0.1:7860" and source.project == "grpo-runs"
+
+
+def test_keymap_and_theme_are_accepted_when_valid():
+    from carl_tui.ui.keys import check_keymap
+    from carl_tui.ui.themes import theme_names
+
+    assert check_keymap({"app.quit": "ctrl+q", "app.pick_run": "R", "app.help": "f1,question_mark"}) is None
+    assert {"carl-dark", "carl-light"} <= set(theme_names())
+
+
+def test_ctrl_c_before_the_screen_exits_quietly(tmp_path):
+    """A crash or an interrupt never exits 0; an interrupt prints no traceback."""
+    code = (
+        "import signal, os, sys\n"
+        "from carl_tui import cli\n"
+        "def boom(*a, **k):\n"
+        "    raise KeyboardInterrupt\n"
+        "cli.run_dashboard = boom\n"
+        "sys.exit(cli.main(['--watch', 'x.jsonl']))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, env={**os.environ}, timeout=60)
+    assert out.returncode == 130 and "Traceback" not in out.stderr
