@@ -34,3 +34,35 @@ class CarlError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+_NETWORK_CLASS_NAMES = frozenset({
+    "ConnectError", "ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout",
+    "TimeoutException", "NetworkError", "ReadError", "WriteError", "RemoteProtocolError",
+    "ProtocolError", "TransportError", "ConnectionError", "ConnectionResetError",
+    "ConnectionRefusedError", "IncompleteRead",
+})
+
+
+def is_network_error(exc: BaseException) -> bool:
+    """True for connection failures and dropped connections of any HTTP stack."""
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:  # walk the cause chain
+        seen.add(id(e))
+        if any(cls.__name__ in _NETWORK_CLASS_NAMES for cls in type(e).__mro__):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def describe(exc: BaseException) -> str:
+    """One secret-free line for any failure: a CarlError's own message, else
+    `TypeName: first line`."""
+    from carl_tui.redact import redact
+
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if isinstance(exc, CarlError):
+        return redact(text or type(exc).__name__)
+    name = type(exc).__name__
+    return redact(f"{name}: {text}" if text else name)

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from carl_tui.actions.errors import ActionError
 from carl_tui.actions.jobs import JobsClient, status_event
 from carl_tui.actions.launch_spec import (
     JOB_IMAGE,
@@ -23,6 +22,7 @@ from carl_tui.actions.launch_spec import (
     timeout_seconds,
 )
 from carl_tui.actions.local_job import LocalJob
+from carl_tui.errors import CarlError
 from tests.fakes.hub_jobs import JobsState, install_jobs_routes
 from tests.fakes.hub_repos import (
     TEST_TOKEN,
@@ -76,7 +76,7 @@ def test_hardware_lists_flavors_with_price_per_hour(hub):
 
 def test_hardware_with_rejected_token_is_a_plain_error(hub):
     srv, _ = hub
-    with pytest.raises(ActionError) as ei:
+    with pytest.raises(CarlError) as ei:
         client(srv, token="hf_WrongWrongWrongWrong").hardware()
     assert ei.value.kind == "auth" and ei.value.status == 401
     assert "hf auth login" in str(ei.value) and "hf_Wrong" not in str(ei.value)
@@ -151,7 +151,7 @@ def test_invalid_spec_sends_nothing(hub):
     srv, _ = hub
     bad = spec(output_repo="", flavor="cpu-basic", timeout="soon", learning_rate=0.0,
                num_generations=1)
-    with pytest.raises(ActionError) as ei:
+    with pytest.raises(CarlError) as ei:
         client(srv).launch(bad)
     msg = str(ei.value)
     assert ei.value.kind == "invalid"
@@ -165,14 +165,14 @@ def test_flavor_not_offered_by_the_hub_is_refused(hub):
     srv, _ = hub
     c = client(srv)
     names = [o.name for o in c.hardware()]
-    with pytest.raises(ActionError, match="not offered"):
+    with pytest.raises(CarlError, match="not offered"):
         c.launch(spec(flavor="b200x9"), flavors=names)
     assert srv.requests_to("POST", JOBS_POST) == []
 
 
 def test_launch_in_a_foreign_namespace_is_forbidden(hub):
     srv, _ = hub
-    with pytest.raises(ActionError) as ei:
+    with pytest.raises(CarlError) as ei:
         client(srv).launch(spec(namespace="someone-else"))
     assert ei.value.kind == "forbidden" and ei.value.status == 403
     assert "someone-else" in str(ei.value)
@@ -184,7 +184,7 @@ def test_launch_without_any_token(hub, monkeypatch):
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
-    with pytest.raises(ActionError) as ei:
+    with pytest.raises(CarlError) as ei:
         JobsClient(endpoint=srv.url, namespace="alice").launch(spec())
     assert ei.value.kind == "auth" and "HF_TOKEN" in str(ei.value)
     assert srv.requests_to("POST", JOBS_POST) == []
@@ -200,7 +200,7 @@ def test_namespace_comes_from_whoami_when_not_given(hub):
 def test_server_error_on_create_is_plain(hub):
     srv, jobs = hub
     jobs.fail_next("create", 503)
-    with pytest.raises(ActionError) as ei:
+    with pytest.raises(CarlError) as ei:
         client(srv).launch(spec())
     assert ei.value.kind == "server" and "503" in str(ei.value)
 
@@ -227,14 +227,14 @@ def test_wait_for_gives_up_with_a_clear_message(hub):
     c = client(srv)
     launched = c.launch(spec())
     jobs.set_stage(launched.job_id, "RUNNING")
-    with pytest.raises(ActionError) as ei:
+    with pytest.raises(CarlError) as ei:
         c.wait_for(launched.job_id, {"CANCELED"}, timeout=0.2, interval=0.05)
     assert ei.value.kind == "timeout" and "still RUNNING" in str(ei.value)
 
 
 def test_cancel_unknown_job(hub):
     srv, _ = hub
-    with pytest.raises(ActionError) as ei:
+    with pytest.raises(CarlError) as ei:
         client(srv).cancel("does-not-exist")
     assert ei.value.kind == "not_found"
 
@@ -478,11 +478,11 @@ def test_local_job_completed_and_failed(tmp_path):
 
 
 def test_local_job_refuses_bad_input(tmp_path):
-    with pytest.raises(ActionError, match="Max steps"):
+    with pytest.raises(CarlError, match="Max steps"):
         LocalJob.start(LaunchSpec(target="local", max_steps=0), tmp_path / "s.jsonl")
-    with pytest.raises(ActionError, match="empty"):
+    with pytest.raises(CarlError, match="empty"):
         LocalJob.start([], tmp_path / "s.jsonl")
-    with pytest.raises(ActionError, match="Cannot start"):
+    with pytest.raises(CarlError, match="Cannot start"):
         LocalJob.start([str(tmp_path / "no-such-program")], tmp_path / "s.jsonl")
 
 

@@ -8,8 +8,8 @@ import socket
 import pytest
 from huggingface_hub import HfApi
 
-from carl_tui.actions.errors import ActionError
 from carl_tui.actions.push import PHASES, find_checkpoints, push_choices, push_folder
+from carl_tui.errors import CarlError
 from tests.fakes.hub_repos import TEST_TOKEN, Fault, HubState, install_repo_routes
 
 
@@ -143,7 +143,7 @@ def test_push_to_an_existing_repo_adds_a_commit(hub, tmp_path):
 def test_rejected_token(hub, tmp_path):
     srv, state = hub
     rec = Recorder()
-    with pytest.raises(ActionError) as ei:
+    with pytest.raises(CarlError) as ei:
         push_folder(make_checkpoint(tmp_path), "alice/x", api=api(srv, "hf_NotAValidTokenAtAll"),
                     progress=rec)
     assert ei.value.kind == "auth" and ei.value.status == 401
@@ -154,7 +154,7 @@ def test_rejected_token(hub, tmp_path):
 def test_no_write_access(hub, tmp_path):
     srv, state = hub
     rec = Recorder()
-    with pytest.raises(ActionError) as ei:
+    with pytest.raises(CarlError) as ei:
         push_folder(make_checkpoint(tmp_path), "big-org/model", api=api(srv), progress=rec)
     assert ei.value.kind == "forbidden" and ei.value.status == 403
     assert "big-org/model" in str(ei.value)
@@ -166,7 +166,7 @@ def test_existing_repo_without_write_access(hub, tmp_path):
     from tests.fakes.hub_repos import FakeRepo
 
     state.repos["big-org/model"] = FakeRepo("big-org/model", private=False)
-    with pytest.raises(ActionError) as ei:
+    with pytest.raises(CarlError) as ei:
         push_folder(make_checkpoint(tmp_path), "big-org/model", api=api(srv))
     assert ei.value.kind == "forbidden"
     assert state.repos["big-org/model"].commits == []
@@ -174,13 +174,13 @@ def test_existing_repo_without_write_access(hub, tmp_path):
 
 def test_missing_and_empty_folders_send_nothing(hub, tmp_path):
     srv, _ = hub
-    with pytest.raises(ActionError) as ei:
+    with pytest.raises(CarlError) as ei:
         push_folder(tmp_path / "nope", "alice/x", api=api(srv))
     assert ei.value.kind == "missing" and "does not exist" in str(ei.value)
     (tmp_path / "empty").mkdir()
-    with pytest.raises(ActionError, match="has no files"):
+    with pytest.raises(CarlError, match="has no files"):
         push_folder(tmp_path / "empty", "alice/x", api=api(srv))
-    with pytest.raises(ActionError, match="user/name"):
+    with pytest.raises(CarlError, match="user/name"):
         push_folder(make_checkpoint(tmp_path), "no-namespace", api=api(srv))
     assert srv.requests == []
 
@@ -189,7 +189,7 @@ def test_connection_dropped_during_commit(hub, tmp_path):
     srv, state = hub
     state.faults["commit"] = Fault(drop=True)
     rec = Recorder()
-    with pytest.raises(ActionError) as ei:
+    with pytest.raises(CarlError) as ei:
         push_folder(make_checkpoint(tmp_path), "alice/dropped", api=api(srv), progress=rec)
     assert ei.value.kind == "network"
     assert rec.phases[-1] == "committing" and "done" not in rec.phases
@@ -201,7 +201,7 @@ def test_hub_unreachable(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     rec = Recorder()
-    with pytest.raises(ActionError) as ei:
+    with pytest.raises(CarlError) as ei:
         push_folder(make_checkpoint(tmp_path), "alice/x", api=HfApi(endpoint=f"http://127.0.0.1:{port}",
                                                                      token=TEST_TOKEN), progress=rec)
     assert ei.value.kind == "network" and "connection" in str(ei.value)
@@ -223,7 +223,7 @@ def test_no_token_at_all(hub, tmp_path, monkeypatch):
 
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
-    with pytest.raises(ActionError) as ei:
+    with pytest.raises(CarlError) as ei:
         push_folder(make_checkpoint(tmp_path), "alice/x", endpoint=srv.url)
     assert ei.value.kind == "auth" and "hf auth login" in str(ei.value)
     assert srv.requests == []

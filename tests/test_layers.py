@@ -7,7 +7,8 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1] / "carl_tui"
-NO_TEXTUAL = ["coherence", "sources", "store", "actions", "events.py", "metric_names.py"]
+NO_TEXTUAL = ["coherence", "sources", "store", "actions", "report", "events.py", "metric_names.py",
+              "hub.py", "redact.py", "errors.py", "identity.py"]
 HEAVY = {"torch", "transformers", "trl", "datasets"}
 
 
@@ -48,6 +49,34 @@ def files(part: str):
 def test_no_textual_outside_ui(part):
     offenders = [str(f) for f in files(part) if {"textual", "textual_plotext"} & all_imports(f)]
     assert offenders == []
+
+
+def carl_imports(path: pathlib.Path) -> set[str]:
+    """carl_tui subpackages a file imports anywhere (`carl_tui.sources.x` -> `sources`)."""
+    names = set()
+    for n in ast.walk(ast.parse(path.read_text())):
+        mods = [a.name for a in n.names] if isinstance(n, ast.Import) else (
+            [n.module] if isinstance(n, ast.ImportFrom) and n.module and n.level == 0 else [])
+        for m in mods:
+            parts = m.split(".")
+            if parts[0] == "carl_tui" and len(parts) > 1:
+                names.add(parts[1])
+    return names
+
+
+@pytest.mark.parametrize("part,forbidden", [
+    ("actions", {"sources", "ui"}),
+    ("sources", {"actions", "ui"}),
+    ("coherence", {"sources", "actions", "store", "ui"}),
+    ("store", {"sources", "actions", "ui"}),
+    ("hub.py", {"sources", "actions", "ui"}),
+    ("report", {"ui", "actions"}),
+])
+def test_layers_do_not_reach_sideways(part, forbidden):
+    """actions and sources stand apart (the Hub module serves both); nothing below the UI
+    imports it."""
+    offenders = {str(f): sorted(carl_imports(f) & forbidden) for f in files(part)}
+    assert {f: v for f, v in offenders.items() if v} == {}
 
 
 @pytest.mark.parametrize("part", ["coherence", "sources", "store", "actions", "ui", "cli.py"])

@@ -13,10 +13,10 @@ from huggingface_hub import HfApi
 from textual.widgets import DataTable, Input, Markdown, ProgressBar, Select
 
 from carl_tui.actions.diagnosis import Diagnoser
-from carl_tui.actions.jobs import job_run_ref
 from carl_tui.actions.launch_spec import LaunchSpec
 from carl_tui.actions.local_job import LocalJob
 from carl_tui.events import LogLines, RunMeta, RunRef, ScalarBatch
+from carl_tui.identity import job_run
 from carl_tui.sources.hf_jobs import HfJobSource
 from carl_tui.ui.app import DashboardConfig, build_app
 from carl_tui.ui.screens.confirm import ConfirmScreen
@@ -131,7 +131,7 @@ async def test_launch_checks_the_form_then_follows_the_new_job(hub):
         assert command[command.index("--push-to") + 1] == repo.value
 
         (job_id,) = jobs.jobs
-        key = job_run_ref("alice", job_id).key
+        key = job_run("alice", job_id).key
         await wait_for(pilot, lambda: app.current_run == key, what="following the job")
         await wait_for(pilot, lambda: "SCHEDULING" in job_bar(app))
         assert job_id in job_bar(app) and "a10g-largex4" in job_bar(app)
@@ -454,7 +454,7 @@ async def test_jobs_panel_lists_jobs_and_enter_follows_one(hub):
         assert "2 jobs in alice" in plain_text(screen.query_one("#jobs-status"))
         await pilot.press("down", "enter")
         assert not isinstance(app.screen, JobsScreen)
-        key = job_run_ref("alice", "job-old").key
+        key = job_run("alice", "job-old").key
         await wait_for(pilot, lambda: app.current_run == key, what="following job-old")
         await wait_for(pilot, lambda: "COMPLETED" in job_bar(app) and "t4-small" in job_bar(app))
 
@@ -468,7 +468,7 @@ async def test_jobs_panel_shows_a_rejected_token_plainly(hub, monkeypatch):
         screen = app.screen
         await wait_for(pilot, lambda: "-error" in screen.query_one("#jobs-status").classes)
         text = plain_text(screen.query_one("#jobs-status"), 200)
-        assert "Could not list your jobs: not authorised" in text
+        assert "Listing your jobs failed: the Hugging Face Hub rejected the token (401)" in text
         assert "hf_Wrong" not in text and screen.rows == {}
 
 

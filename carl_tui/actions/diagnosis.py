@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from carl_tui.actions.errors import ActionError, is_network_error
+from carl_tui.actions.errors import ActionError
+from carl_tui.errors import is_network_error
 from carl_tui.redact import redact
 
 DEFAULT_MODEL = "claude-sonnet-5-5"

@@ -11,12 +11,11 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from carl_tui.actions.errors import ActionError, hub_error
+from carl_tui.actions.errors import ActionError
 from carl_tui.actions.launch_spec import JOB_IMAGE, LaunchSpec
 from carl_tui.events import JobStatus, RunRef
-
-TERMINAL_STAGES = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
-JOB_SOURCE = "hf-job"
+from carl_tui.hub import TERMINAL_STAGES, find_token, hub_error, hub_module, stage_text
+from carl_tui.identity import job_run
 
 
 @dataclass(frozen=True)
@@ -48,7 +47,7 @@ class LaunchedJob:
     @property
     def run(self) -> RunRef:
         """The run the dashboard follows for this job (the same key the HF Jobs source uses)."""
-        return job_run_ref(self.namespace, self.job_id)
+        return job_run(self.namespace, self.job_id)
 
     def status_event(self) -> JobStatus:
         return JobStatus(self.run, self.job_id, self.stage, flavor=self.flavor, url=self.url,
@@ -68,16 +67,6 @@ class JobState:
     @property
     def finished(self) -> bool:
         return self.stage in TERMINAL_STAGES
-
-
-def job_run_ref(namespace: str, job_id: str) -> RunRef:
-    """Matches `carl_tui.sources.hf_jobs`: source "hf-job", project = namespace, named by job id."""
-    return RunRef(source=JOB_SOURCE, project=namespace, run_id=job_id, name=job_id)
-
-
-def _text(v) -> str:
-    """Enum members (JobStage, JobHardware) and plain strings alike, as their value."""
-    return str(getattr(v, "value", v))
 
 
 _PER_HOUR = {"second": 3600.0, "minute": 60.0, "hour": 1.0, "day": 1.0 / 24}
@@ -113,8 +102,6 @@ class JobsClient:
 
     def __init__(self, *, token: str | None = None, endpoint: str | None = None,
                  namespace: str | None = None, api=None):
-        from carl_tui.sources.hub_auth import find_token, hub_module
-
         if api is None:
             try:
                 hub = hub_module()
@@ -190,8 +177,8 @@ class JobsClient:
             job_id=info.id,
             namespace=ns,
             url=info.url,
-            stage=_text(info.status.stage) if info.status else "SCHEDULING",
-            flavor=_text(info.flavor or spec.flavor),
+            stage=stage_text(info.status.stage) if info.status else "SCHEDULING",
+            flavor=stage_text(info.flavor or spec.flavor),
             name=spec.job_name(),
         )
 
@@ -212,9 +199,9 @@ class JobsClient:
         return JobState(
             job_id=info.id,
             namespace=ns,
-            stage=_text(info.status.stage),
+            stage=stage_text(info.status.stage),
             message=info.status.message or "",
-            flavor=_text(info.flavor or ""),
+            flavor=stage_text(info.flavor or ""),
             url=info.url,
             created_at=info.created_at.timestamp() if info.created_at else None,
         )
@@ -251,7 +238,7 @@ class JobsClient:
 def status_event(state: JobState, run: RunRef | None = None) -> JobStatus:
     """A store event for a job's state."""
     return JobStatus(
-        run or job_run_ref(state.namespace, state.job_id),
+        run or job_run(state.namespace, state.job_id),
         state.job_id,
         state.stage,
         flavor=state.flavor,

@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from carl_tui.actions.errors import ActionError, hub_error
+from carl_tui.actions.errors import ActionError
+from carl_tui.hub import find_token, hub_error, hub_module
 
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 _ALWAYS_SKIPPED = (".git/*", "*/.git/*", ".cache/huggingface/*", "*/.cache/huggingface/*")
@@ -146,7 +147,6 @@ def push_folder(
     total_bytes = sum(size for _, _, size in files)
     n = len(files)
 
-    from carl_tui.sources.hub_auth import hub_module
 
     try:
         hub_module()
@@ -159,7 +159,6 @@ def push_folder(
         disable_progress_bars()
 
     if api is None:
-        from carl_tui.sources.hub_auth import find_token
 
         found = find_token(token)
         if found is None:

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from carl_tui.errors import CarlError
+from carl_tui.errors import CarlError, describe
 from carl_tui.events import Event, SourceStatus
-from carl_tui.sources.base import Backoff, describe_error
+from carl_tui.sources.base import Backoff
 from carl_tui.store import RunStore
 
 
@@ -73,7 +73,7 @@ def _poll(p: _Progress, store: RunStore, on_events, clock, deadline: float, sett
     try:
         events = src.poll()
     except Exception as exc:  # noqa: BLE001 - every failure becomes a message
-        message = describe_error(exc)
+        message = describe(exc)
         if not getattr(exc, "retry", True):
             raise CarlError(f"{src.name}: {message}", retry=False) from None
         p.last_error = message

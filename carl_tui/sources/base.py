@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
-from carl_tui.errors import CarlError
+from carl_tui.errors import CarlError, describe
 from carl_tui.events import Event, SourceStatus
 from carl_tui.sources.tally import InputTally
 
@@ -60,11 +60,6 @@ class Backoff:
         self.failures = 0
 
 
-def describe_error(exc: BaseException) -> str:
-    """A one-line, secret-free description of a failure."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    name = type(exc).__name__
-    return f"{name}: {text}" if text and not isinstance(exc, SourceError) else (text or name)
 
 
 def _skipped(source: object) -> int:
@@ -153,7 +148,7 @@ class SourceRunner:
         except Exception as exc:  # noqa: BLE001  (any failure becomes a visible status)
             retry = getattr(exc, "retry", True)
             delay = self.backoff.next_delay() if retry else max(self.backoff.cap, 5.0)
-            self._status("retrying", describe_error(exc), retry_in=delay)
+            self._status("retrying", describe(exc), retry_in=delay)
             return delay
         self.backoff.reset()
         self.last_good = time.time()
@@ -161,9 +156,9 @@ class SourceRunner:
         if events:
             try:
                 self.emit(events)
-            except Exception as exc:  # noqa: BLE001 - a bug in applying data must not stop reading
+            except Exception as exc:
                 log.exception("applying events of %s", self.source.name)
-                self._status("error", f"could not apply data: {describe_error(exc)}")
+                self._status("error", f"could not apply data: {describe(exc)}")
                 return self.source.interval
         finished = bool(getattr(self.source, "finished", False))
         state = "finished" if finished else "live"

@@ -23,7 +23,6 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from carl_tui.events import (
@@ -36,104 +35,23 @@ from carl_tui.events import (
     RunRef,
     ScalarBatch,
 )
+from carl_tui.hub import (
+    TERMINAL_STAGES,
+    HubToken,
+    epoch,
+    find_token,
+    hub_error,
+    make_api,
+    whoami,
+)
+from carl_tui.identity import HF_JOB, job_run
 from carl_tui.metric_names import canonical, is_metric_key, valid_number
 from carl_tui.sources.base import Backoff, SourceError
-from carl_tui.sources.hub_auth import HubToken, find_token, hub_module, redact
 from carl_tui.sources.trainer_log import BarUpdate, MetricsLine, TrainerLogParser
 
 log = logging.getLogger(__name__)
 
-SOURCE = "hf-job"
-TERMINAL_STAGES = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
-NOT_AUTHORISED = "not authorised: set HF_TOKEN or run `hf auth login`"
-
-
-def _epoch(dt: Any) -> float | None:
-    return dt.timestamp() if dt is not None and hasattr(dt, "timestamp") else None
-
-
-def make_api(token: str | HubToken | None = None, endpoint: str | None = None) -> Any:
-    """An `HfApi` with the user's token (imported lazily: keeps start-up light)."""
-    found = find_token(token)
-    return hub_module().HfApi(endpoint=endpoint, token=found.value if found else None)
-
-
-def describe_hub_error(exc: BaseException, token: Any = None) -> tuple[str, bool]:
-    """(secret-free message, whether retrying can help) for a huggingface_hub failure."""
-    response = getattr(exc, "response", None)
-    status = getattr(response, "status_code", None)
-    if isinstance(status, int):
-        if status in (401, 403):
-            return NOT_AUTHORISED, False
-        if status == 404:
-            return "no such job (or namespace) on the Hub", False
-        if status >= 500:
-            return f"Hub server error {status}", True
-        return f"Hub refused the request (HTTP {status})", True
-    name = type(exc).__name__
-    if "Connect" in name:
-        return "cannot connect to the Hub: connection refused or unreachable", True
-    if "Timeout" in name:
-        return "the Hub did not answer in time", True
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return redact(f"{name}: {text}" if text else name, [token])[:300], True
-
-
-@dataclass(frozen=True, slots=True)
-class JobRow:
-    """One line of the jobs panel."""
-
-    id: str
-    namespace: str
-    stage: str
-    flavor: str
-    created_at: float | None
-    age_s: float | None
-    label: str
-
-
-def _job_label(info: Any) -> str:
-    labels = getattr(info, "labels", None) or {}
-    if labels:
-        return ", ".join(f"{k}={v}" for k, v in labels.items())
-    command = getattr(info, "command", None) or []
-    text = " ".join(str(c) for c in command) or (getattr(info, "docker_image", None) or "")
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def list_user_jobs(
-    namespace: str | None = None, api: Any = None, *, token: str | HubToken | None = None
-) -> list[JobRow]:
-    """The user's (or `namespace`'s) jobs, newest first. Raises SourceError on failure."""
-    api = api or make_api(token)
-    now = time.time()
-    try:
-        ns = namespace or _whoami(api)
-        infos = list(api.list_jobs(namespace=ns))
-    except Exception as exc:  # noqa: BLE001 - any Hub failure becomes a readable message
-        message, retry = describe_hub_error(exc, getattr(api, "token", None))
-        raise SourceError(message, retry=retry) from None
-    rows = []
-    for info in infos:
-        created = _epoch(info.created_at)
-        rows.append(
-            JobRow(
-                id=info.id,
-                namespace=ns,
-                stage=str(getattr(info.status, "stage", "UNKNOWN")),
-                flavor=str(info.flavor or ""),
-                created_at=created,
-                age_s=(now - created) if created is not None else None,
-                label=_job_label(info),
-            )
-        )
-    rows.sort(key=lambda r: r.created_at or 0.0, reverse=True)
-    return rows
-
-
-def _whoami(api: Any) -> str:
-    token = getattr(api, "token", None)
-    return api.whoami(token=token)["name"] if token else api.whoami()["name"]
+SOURCE = HF_JOB
 
 
 class HfJobSource:
@@ -163,7 +81,7 @@ class HfJobSource:
         self.finished = False
         self.skipped = 0  # non-finite metric values dropped
         self.limitation = ""
-        self.run = RunRef(SOURCE, namespace or "", job_id, job_id)
+        self.run = job_run(namespace or "", job_id)
         self.parser = TrainerLogParser(logging_steps=logging_steps)
         self.lines_seen = 0  # lines delivered by the log thread (resume position)
         self.reconnects = 0
@@ -238,10 +156,10 @@ class HfJobSource:
             stage=stage,
             flavor=str(info.flavor or ""),
             message=str(info.status.message or ""),
-            created_at=_epoch(info.created_at),
+            created_at=epoch(info.created_at),
             url=str(getattr(info, "url", "") or ""),
-            started_at=_epoch(getattr(info, "started_at", None)),
-            finished_at=_epoch(getattr(info, "finished_at", None)),
+            started_at=epoch(getattr(info, "started_at", None)),
+            finished_at=epoch(getattr(info, "finished_at", None)),
         )
         out: list[Event] = []
         if not self._meta_sent:
@@ -306,7 +224,9 @@ class HfJobSource:
 
     def _fail(self, channel: str, exc: BaseException) -> bool:
         """Record a failure; returns whether retrying can help."""
-        message, retry = describe_hub_error(exc, self._token)
+        err = hub_error(exc, f"Reading job {self.job_id}", namespace=self.namespace or "",
+                        token=self._token)
+        message, retry = str(err), err.retry
         with self._lock:
             self._errors[channel] = (message, retry)
         log.debug("hf job %s: %s failed: %s", self.job_id, channel, message)
@@ -325,8 +245,8 @@ class HfJobSource:
         while not self._stop.is_set():
             try:
                 if self.namespace is None:
-                    self.namespace = _whoami(self.api)
-                    self.run = RunRef(SOURCE, self.namespace, self.job_id, self.job_id)
+                    self.namespace = whoami(self.api)
+                    self.run = job_run(self.namespace, self.job_id)
                 self._ns_ready.set()
                 info = self._call(self.api.inspect_job)
             except Exception as exc:  # noqa: BLE001 - reported in the status bar
@@ -404,7 +324,7 @@ class HfJobSource:
                 backoff.reset()
                 delay = 1.0
             except Exception as exc:  # noqa: BLE001 - usage is optional: log, retry quietly
-                log.debug("hf job %s: metrics failed: %s", self.job_id, describe_hub_error(exc)[0])
+                log.debug("hf job %s: metrics failed: %s", self.job_id, hub_error(exc))
                 delay = backoff.next_delay()
             self._stop.wait(delay)
 

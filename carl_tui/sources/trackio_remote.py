@@ -35,9 +35,10 @@ import httpx
 import orjson
 
 from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
+from carl_tui.hub import HubToken, find_token
 from carl_tui.metric_names import canonical, is_metric_key, valid_number
+from carl_tui.redact import redact
 from carl_tui.sources.base import SourceError
-from carl_tui.sources.hub_auth import HubToken, find_token, redact
 from carl_tui.sources.rows import iso_to_epoch
 
 SOURCE = "trackio-remote"

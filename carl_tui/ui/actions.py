@@ -15,12 +15,14 @@ from typing import Any
 from textual import work
 
 from carl_tui.actions.diagnosis import Diagnoser, build_summary
-from carl_tui.actions.errors import ActionError
-from carl_tui.actions.jobs import JOB_SOURCE, TERMINAL_STAGES, JobsClient, job_run_ref, status_event
+from carl_tui.actions.jobs import JobsClient, status_event
 from carl_tui.actions.launch_spec import LaunchSpec
 from carl_tui.actions.local_job import RUNNING, STOPPING, LocalJob
 from carl_tui.actions.push import PushResult, push_choices, push_folder
+from carl_tui.errors import CarlError
 from carl_tui.events import RunMeta, RunRef
+from carl_tui.hub import TERMINAL_STAGES, list_jobs, make_api
+from carl_tui.identity import HF_JOB, job_run
 from carl_tui.ui.messages import StopFinished
 from carl_tui.ui.screens.confirm import ConfirmScreen
 from carl_tui.ui.screens.diagnosis import DiagnosisScreen
@@ -68,8 +70,6 @@ class ActionsMixin:
 
     def hub_api(self):
         """An `HfApi` with the user's token (never shown) for the configured endpoint."""
-        from carl_tui.sources.hf_jobs import make_api
-
         return make_api(None, endpoint=self.config.hub_endpoint)
 
     def job_source(self, job_id: str, namespace: str):
@@ -154,7 +154,7 @@ class ActionsMixin:
             self.push_screen(ConfirmScreen(f"Stop {label}?", body, "Stop"), stop)
             return
         job = snap.job if snap is not None else None
-        if snap is None or job is None or snap.run.source != JOB_SOURCE:
+        if snap is None or job is None or snap.run.source != HF_JOB:
             self.notify("The current run has no job to stop.", severity="warning")
             return
         if job.stage in TERMINAL_STAGES:
@@ -183,7 +183,7 @@ class ActionsMixin:
                 job_id, TERMINAL_STAGES, namespace=namespace, timeout=STOP_WAIT_S, interval=1.0,
                 on_state=lambda st: self.store.apply([status_event(st, run)]),
             )
-        except ActionError as exc:
+        except CarlError as exc:
             self.post_message(StopFinished(label, error=str(exc)))
             return
         self.post_message(StopFinished(label, stage=state.stage))
@@ -251,17 +251,15 @@ class ActionsMixin:
     # -- j: jobs panel ---------------------------------------------------------------------
 
     def action_jobs(self) -> None:
-        from carl_tui.sources.hf_jobs import list_user_jobs
-
         snap = self.snapshot
         current = snap.job.job_id if snap is not None and snap.job is not None else None
-        self.push_screen(JobsScreen(lambda: list_user_jobs(None, api=self.hub_api()), current),
+        self.push_screen(JobsScreen(lambda: list_jobs(None, api=self.hub_api()), current),
                          self._job_chosen)
 
     def _job_chosen(self, row) -> None:
         if row is None:
             return
-        key = job_run_ref(row.namespace, row.id).key
+        key = job_run(row.namespace, row.id).key
         followed = any(getattr(r.source, "job_id", None) == row.id for r in self.runners)
         if followed:
             self.follow(key)

@@ -65,7 +65,7 @@ class DiagnosisFinished(Message):
 
 @dataclass
 class JobsListed(Message):
-    rows: list[Any] = field(default_factory=list)  # sources.hf_jobs.JobRow
+    rows: list[Any] = field(default_factory=list)  # hub.JobRow
     error: str = ""
 
 

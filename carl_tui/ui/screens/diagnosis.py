@@ -23,7 +23,7 @@ from textual.widgets import Input, Label, Markdown, Static
 from textual.worker import get_current_worker
 
 from carl_tui.actions.diagnosis import DEFAULT_QUESTION, Diagnoser, Exchange, save_markdown
-from carl_tui.actions.errors import ActionError
+from carl_tui.errors import CarlError
 from carl_tui.ui.messages import DiagnosisDelta, DiagnosisFinished
 
 BATCH_SECONDS = 0.05  # deltas are posted to the screen at most this often
@@ -106,7 +106,7 @@ class DiagnosisScreen(ModalScreen[None]):
                 if time.monotonic() - last >= BATCH_SECONDS:
                     self.post_message(DiagnosisDelta("".join(pending)))
                     pending, last = [], time.monotonic()
-        except ActionError as exc:
+        except CarlError as exc:
             error = str(exc)
         except Exception as exc:  # noqa: BLE001  (shown plainly, never a traceback)
             error = f"The diagnosis failed: {type(exc).__name__}."
@@ -166,7 +166,7 @@ class DiagnosisScreen(ModalScreen[None]):
         text = f"# Diagnosis of {self._run_label}\n\n{self.transcript}"
         try:
             path = save_markdown(folder / name, text)
-        except ActionError as exc:
+        except CarlError as exc:
             self._status(str(exc), error=True)
             return
         self.saved_to = path

@@ -13,8 +13,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
-from carl_tui.sources.base import SourceError
-from carl_tui.sources.hf_jobs import JobRow
+from carl_tui.errors import CarlError, describe
+from carl_tui.hub import JobRow
 from carl_tui.ui.messages import JobsListed
 from carl_tui.ui.widgets.job_bar import STAGE_STYLE
 
@@ -79,10 +79,10 @@ class JobsScreen(ModalScreen[JobRow | None]):
     def _load(self) -> None:
         try:
             rows = self._list_jobs()
-        except SourceError as exc:
-            self.post_message(JobsListed(error=f"Could not list your jobs: {exc}"))
+        except CarlError as exc:
+            self.post_message(JobsListed(error=str(exc)))
         except Exception as exc:  # noqa: BLE001  (shown plainly, never a traceback)
-            self.post_message(JobsListed(error=f"Could not list your jobs: {type(exc).__name__}."))
+            self.post_message(JobsListed(error=f"Listing your jobs failed: {describe(exc)}"))
         else:
             self.post_message(JobsListed(rows=rows))
 

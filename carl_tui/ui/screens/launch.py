@@ -21,10 +21,10 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
-from carl_tui.actions.errors import ActionError
 from carl_tui.actions.jobs import JobsClient, LaunchedJob
 from carl_tui.actions.launch_spec import LaunchSpec, timeout_seconds
 from carl_tui.actions.local_job import LocalJob
+from carl_tui.errors import CarlError
 from carl_tui.events import RunRef
 from carl_tui.ui.messages import HardwareLoaded, LaunchFinished
 
@@ -151,12 +151,12 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
         try:
             client = self._jobs_client()
             options = client.hardware(gpu_only=True)
-        except ActionError as exc:
+        except CarlError as exc:
             self.post_message(HardwareLoaded(error=str(exc)))
             return
         try:
             namespace = client.namespace()
-        except ActionError:
+        except CarlError:
             namespace = ""
         self.post_message(HardwareLoaded(options=options, namespace=namespace))
 
@@ -284,7 +284,7 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
     def _launch(self, spec: LaunchSpec) -> None:
         try:
             outcome = self._start(spec)
-        except ActionError as exc:
+        except CarlError as exc:
             self.post_message(LaunchFinished(error=str(exc)))
         except Exception as exc:  # noqa: BLE001  (shown plainly, never a traceback)
             self.post_message(LaunchFinished(error=f"Launch failed: {type(exc).__name__}."))

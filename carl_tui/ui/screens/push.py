@@ -20,12 +20,12 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 
-from carl_tui.actions.errors import ActionError
 from carl_tui.actions.push import PushProgress, PushResult, human_bytes, list_files
+from carl_tui.errors import CarlError
 from carl_tui.ui.messages import PushFinished, PushProgressed
 from carl_tui.ui.screens.confirm import ConfirmScreen
 
-# push(folder, repo_id, progress) -> PushResult; raises ActionError
+# push(folder, repo_id, progress) -> PushResult; raises CarlError
 Pusher = Callable[[Path, str, Callable[[PushProgress], None]], PushResult]
 
 
@@ -157,7 +157,7 @@ class PushScreen(ModalScreen[PushResult | None]):
     def _upload(self, folder: Path, repo: str) -> None:
         try:
             result = self._pusher(folder, repo, lambda p: self.post_message(PushProgressed(p)))
-        except ActionError as exc:
+        except CarlError as exc:
             self.post_message(PushFinished(error=str(exc)))
         except Exception as exc:  # noqa: BLE001  (shown plainly, never a traceback)
             self.post_message(PushFinished(error=f"Push failed: {type(exc).__name__}."))
