@@ -105,7 +105,7 @@ def test_launch_sends_token_only_as_a_secret(hub):
     cmd = body["command"]
     sep = cmd.index("--")
     assert cmd[:sep] == ["uv", "run", "--python", "3.12", "--with", "carl-tui[train,hub,trackio]",
-                         "--with", "accelerate", "python", "-m", "carl_tui.actions.job_entry",
+                         "--with", "accelerate", "python", "-m", "carl_tui.training.job_entry",
                          "--output-dir", JOB_OUTPUT_DIR, "--num-processes", "4",
                          "--push-to", "alice/carl-out"]
     assert cmd[sep + 1:] == s.train_options(output_dir=JOB_OUTPUT_DIR,
@@ -325,7 +325,7 @@ def repos(server, monkeypatch):
 
 
 def test_job_entry_trains_then_pushes_the_final_model(tmp_path, repos):
-    from carl_tui.actions import job_entry
+    from carl_tui.training import job_entry
 
     out = tmp_path / "out"
     rc = job_entry.main(["--output-dir", str(out), "--push-to", "alice/final", "--num-processes",
@@ -339,7 +339,7 @@ def test_job_entry_trains_then_pushes_the_final_model(tmp_path, repos):
 
 
 def test_job_entry_pushes_nothing_when_training_fails(tmp_path, repos, server):
-    from carl_tui.actions import job_entry
+    from carl_tui.training import job_entry
 
     rc = job_entry.main(["--output-dir", str(tmp_path / "o"), "--push-to", "alice/final", "--",
                          "--output", str(tmp_path / "o")], python=_fake_trainer(tmp_path, rc=4))
@@ -348,7 +348,7 @@ def test_job_entry_pushes_nothing_when_training_fails(tmp_path, repos, server):
 
 
 def test_job_entry_command_for_several_gpus():
-    from carl_tui.actions.job_entry import train_command
+    from carl_tui.training.job_entry import train_command
 
     assert train_command(["--model", "m"], 4, python="py") == [
         "py", "-m", "accelerate.commands.launch", "--num_processes", "4", "-m", "carl_tui", "train",

@@ -202,13 +202,13 @@ class LaunchSpec:
         """The command a Hugging Face Job runs in `JOB_IMAGE`.
 
         `uv run` installs carl-tui with its training extra (plus accelerate on
-        multi-GPU flavors), then `carl_tui.actions.job_entry` trains and pushes
+        multi-GPU flavors), then `carl_tui.training.job_entry` trains and pushes
         the output folder to `output_repo` with the job's HF_TOKEN secret.
         """
         cmd = ["uv", "run", "--python", "3.12", "--with", self.package_spec.strip()]
         if self.processes > 1:
             cmd += ["--with", "accelerate"]
-        cmd += ["python", "-m", "carl_tui.actions.job_entry",
+        cmd += ["python", "-m", "carl_tui.training.job_entry",
                 "--output-dir", JOB_OUTPUT_DIR,
                 "--num-processes", str(self.processes)]
         if self.output_repo:

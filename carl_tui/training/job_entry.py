@@ -1,6 +1,6 @@
 """Entry point of a Hugging Face Job launched by carl-tui: train, then push.
 
-    python -m carl_tui.actions.job_entry --output-dir DIR [--push-to REPO]
+    python -m carl_tui.training.job_entry --output-dir DIR [--push-to REPO]
         [--num-processes N] -- <carl-tui train options>
 
 Runs `carl-tui train` (through `accelerate launch` when N > 1) with the job's
@@ -34,7 +34,7 @@ def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
         own, rest = argv[:i], argv[i + 1 :]
     else:
         own, rest = argv, []
-    p = argparse.ArgumentParser(prog="carl_tui.actions.job_entry")
+    p = argparse.ArgumentParser(prog="carl_tui.training.job_entry")
     p.add_argument("--output-dir", required=True)
     p.add_argument("--push-to", default="")
     p.add_argument("--num-processes", type=int, default=1)
