@@ -1,0 +1,874 @@
+"""Follow W&B runs by reading their `.wandb` transaction logs, online or offline.
+
+What PATH may name (`WandbSource(path)`, `list_runs(path)`):
+
+- a run directory, `wandb/run-<time>-<id>` or `wandb/offline-run-<time>-<id>`
+  (or `wandb/latest-run`, resolved once, when the run is first read), or its
+  `run-<id>.wandb` file: that one run. `finished` turns True once the run's
+  exit record has been read and nothing follows it.
+- a `wandb/` directory, or a project folder that contains one: all of its
+  runs, the most recently written first, and every run that appears there
+  later. Such a source never finishes: a pipeline that trains SFT and then GRPO
+  writes its second run into the same directory after the first has exited.
+  `runs=` keeps only the runs whose id, display name or directory name it lists.
+
+The transaction log (wandb writes it while the run is live, also in offline
+mode; `wandb sync` uploads it later) is LevelDB's log format with W&B's file
+header: 7 bytes `":W&B"`, magic 0xBEE1 (little-endian), version 0; then
+32 KiB blocks of chunks, each `crc32 (u32) | length (u16) | type (u8) | data`,
+type 1 a whole record, 2/3/4 the first/middle/last piece of a longer one; a
+chunk never straddles a block and a block's last < 7 bytes are zero padding.
+The checksum is zlib's CRC-32 of the type byte followed by the data. Each
+record is a protobuf `wandb_internal.Record`.
+
+wandb 0.22 and later have no Python reader for this file (the Go core reads
+it), so the chunk format is read here, and wandb's own generated protobuf
+classes decode the records: `_record_class()` is the one place that imports
+wandb (lazily; without it a `SourceError(retry=False)` says how to install it).
+
+Following a live run: each poll reads what was appended after the resume
+offset, the end of the last complete record. A record still being written
+(a short chunk, a missing last piece, zeros or a bad checksum at the very end
+of the file) is waited for, not skipped. A damaged record followed by more data
+is skipped and counted in `tally` ("corrupt record"); after a damaged header
+the reader resumes at the next 32 KiB block, as LevelDB's reader does. A
+backlog is read in pieces of `max_bytes_per_poll` and `interval` is 0 until it
+is caught up. The wandb SDK writes the file every 15 s by default
+(`x_transaction_log_flush_interval`; `WANDB_X_TRANSACTION_LOG_FLUSH_INTERVAL=1`
+makes a live view follow within a second).
+
+Records used:
+
+- run: identity, `RunRef("wandb", <W&B project or "wandb">, <run id>, <display
+  name>)` (kept from the first run record on), and its config.
+- config: merged into the config; sent as `RunMeta(run, {"config": ...,
+  "vocab_size", "model", "method", ...})` once per poll when it changed.
+  `vocab_size` is taken from the config's top level, else from a nested model
+  config (`{"model_config": {"vocab_size": ...}}`, `text_config`, ...); the model
+  from `model_name_or_path`, `_name_or_path`, `model_name`, `model` or
+  `pretrain`; the method (sft/grpo/ppo) from a `method`/`trainer`/`algorithm`
+  entry, or from fields only one TRL config has (`scale_rewards` with
+  `num_generations`: GRPO; `dataset_text_field`: SFT; `num_ppo_epochs`: PPO),
+  or OpenRLHF's `advantage_estimator` (`group_norm`: GRPO, `gae`: PPO).
+- metric (`define_metric`): the step metric declared for `*` (else for
+  `train/*`) becomes the x axis, as in W&B's own charts. transformers'
+  W&B callback declares `train/global_step`.
+- history: one row per `wandb.log` call, nested keys flattened with "." as W&B
+  shows them. The row's step is its value of the declared step metric (a row
+  without one takes the last value seen, as W&B's `step_sync` does), else its
+  `_step`. `_step`, `_runtime`, `_timestamp` and the step metric are not
+  metrics; `_timestamp` gives the batch's wall time. Keys are passed on raw
+  (`train/loss`); `rows.build_columns` applies the project's key policy.
+  A value that is not a finite number is skipped and counted by reason; media,
+  tables and histograms (dicts with a `_type`) are valid data, not plotted:
+  `tally.note(<_type>)`.
+- summary: merged; `RunMeta(run, {"summary": {...}})` once per poll when it
+  changed (`_wandb` left out).
+- exit: `RunMeta(run, {"exit_code": n})`; the run is complete.
+Other records (files, stats, telemetry, console output, artifacts) are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import struct
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch
+from carl_tui.sources.base import SourceError
+from carl_tui.sources.rows import build_columns
+from carl_tui.sources.tally import InputTally
+
+SOURCE = "wandb"
+DEFAULT_PROJECT = "wandb"
+NEED_WANDB = "reading W&B runs needs wandb: pip install 'carl-tui[wandb]'"
+
+FILE_IDENT = b":W&B"
+FILE_MAGIC = 0xBEE1
+FILE_HEADER = struct.Struct("<4sHB")
+CHUNK_HEADER = struct.Struct("<IHB")
+HEADER_LEN = 7
+BLOCK_LEN = 32768
+FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
+_CRC_SEED = [zlib.crc32(bytes([t])) for t in range(LAST + 1)]
+
+MAX_BYTES_PER_POLL = 4 << 20
+NOT_METRICS = frozenset({"_step", "_runtime", "_timestamp", "_wandb"})
+_RUN_DIR = re.compile(r"^(?:offline-)?run-")
+
+CORRUPT = "corrupt record"
+UNREADABLE = "record not readable"
+NOT_FINITE = "value not a finite number"
+NOT_NUMBER = "value not a number"
+NOT_JSON = "value not JSON"
+BAD_STEP = "invalid step"
+
+
+# -- the one place that imports wandb ------------------------------------------------
+
+
+def _record_class() -> type:
+    """wandb's protobuf `Record` class. wandb keeps the generated classes in
+    `wandb.proto.wandb_internal_pb2` (which picks the build matching the
+    installed protobuf); a wandb upgrade that moves them changes only this."""
+    try:
+        from wandb.proto.wandb_internal_pb2 import Record
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] in ("wandb", "google"):
+            raise SourceError(NEED_WANDB, retry=False, kind="missing") from exc
+        raise SourceError(f"reading W&B runs: wandb did not import: {exc}", retry=False) from exc
+    except ImportError as exc:  # e.g. a protobuf major version this wandb does not support
+        raise SourceError(f"reading W&B runs: wandb did not import: {exc}", retry=False) from exc
+    return Record
+
+
+# -- the chunk format ------------------------------------------------------------------
+
+
+@dataclass
+class Scan:
+    """What one pass over a piece of the log found."""
+
+    records: list[bytes] = field(default_factory=list)
+    end: int = 0  # resume offset: the end of the last complete record (or skipped damage)
+
+
+def check_file_header(head: bytes, where: str) -> int:
+    """The format version from the first 7 bytes; SourceError if it is no W&B log."""
+    ident, magic, version = FILE_HEADER.unpack(head[:HEADER_LEN])
+    if ident != FILE_IDENT or magic != FILE_MAGIC:
+        raise SourceError(f"{where} is not a W&B transaction log (bad file header)", retry=False)
+    return version
+
+
+def scan_chunks(
+    buf: bytes, start: int, *, at_eof: bool, tally: InputTally, where: str = ""
+) -> Scan:
+    """Records in `buf`, the log's bytes from file offset `start` (past the
+    file header). `at_eof`: `buf` reaches the end of the file as it is now, so
+    a damaged-looking last chunk may still be being written and is waited for."""
+    end_abs = start + len(buf)
+    pos = committed = start
+    parts: list[bytes] | None = None
+    damaged = False  # inside a damaged record: its later pieces are not counted again
+    out = Scan(end=start)
+
+    def unwritten(i: int) -> bool:
+        """Only zeros from buffer index `i` to the end of the file: the rest of
+        a record not written yet (or a crash's zero fill), to be waited for."""
+        return at_eof and not buf[i:].strip(b"\0")
+
+    def corrupt(what: str, at: int, *, new_record: bool = True) -> None:
+        if new_record or not damaged:
+            tally.skip(CORRUPT, f"{what} at byte {at}{' of ' + where if where else ''}")
+
+    while True:
+        left = BLOCK_LEN - pos % BLOCK_LEN
+        if left < HEADER_LEN:  # the block's zero padding
+            if end_abs - pos < left:
+                break
+            pos += left
+            if parts is None:
+                committed = pos
+            continue
+        if end_abs - pos < HEADER_LEN:
+            break
+        i = pos - start
+        crc, length, kind = CHUNK_HEADER.unpack_from(buf, i)
+        if not FULL <= kind <= LAST or length > left - HEADER_LEN:
+            if unwritten(i + HEADER_LEN):
+                break
+            what = "a zero-filled region" if kind == crc == length == 0 else "a bad chunk header"
+            corrupt(what, pos, new_record=not damaged)
+            pos += left  # LevelDB's rule: drop the rest of the block
+            parts, committed, damaged = None, pos, True
+            continue
+        chunk_end = pos + HEADER_LEN + length
+        if chunk_end > end_abs:
+            break
+        data = buf[i + HEADER_LEN : i + HEADER_LEN + length]
+        if zlib.crc32(data, _CRC_SEED[kind]) != crc:
+            if unwritten(chunk_end - start):
+                break  # the last chunk may still be settling
+            corrupt("a checksum mismatch", pos, new_record=kind in (FULL, FIRST))
+            pos = chunk_end
+            parts, committed, damaged = None, pos, kind in (FIRST, MIDDLE)
+            continue
+        pos = chunk_end
+        if kind == FULL or kind == FIRST:
+            if parts is not None:
+                corrupt("a record cut short", pos)
+            damaged = False
+            if kind == FULL:
+                out.records.append(data)
+                parts, committed = None, pos
+            else:
+                parts = [data]
+        elif parts is None:  # a middle or last piece without its first
+            corrupt("a record piece without its start", pos, new_record=False)
+            committed, damaged = pos, kind == MIDDLE
+        else:
+            parts.append(data)
+            if kind == LAST:
+                out.records.append(b"".join(parts))
+                parts, committed = None, pos
+    out.end = committed
+    return out
+
+
+# -- values ------------------------------------------------------------------------------
+
+
+def _loads(text: str) -> Any:
+    """JSON as wandb writes it (it spells NaN/Infinity bare). Raises ValueError."""
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
+def _item_value(item: Any, typed: bool) -> Any:
+    """The value of a history/summary/config item: the typed form when set
+    (wandb >= 0.31 can write one), else `value_json`. Raises ValueError."""
+    if typed:
+        which = item.WhichOneof("value")
+        if which is not None:
+            if which == "json":
+                return _loads(item.json)
+            if which == "none":
+                return None
+            return getattr(item, which)
+    return _loads(item.value_json)
+
+
+def _item_path(item: Any) -> list[str]:
+    return [item.key] if item.key else list(item.nested_key)
+
+
+def _set_path(tree: dict, path: Sequence[str], value: Any) -> None:
+    node = tree
+    for part in path[:-1]:
+        nxt = node.get(part)
+        if not isinstance(nxt, dict):
+            nxt = node[part] = {}
+        node = nxt
+    node[path[-1]] = value
+
+
+def _del_path(tree: dict, path: Sequence[str]) -> None:
+    node: Any = tree
+    for part in path[:-1]:
+        node = node.get(part) if isinstance(node, dict) else None
+    if isinstance(node, dict):
+        node.pop(path[-1], None)
+
+
+def _apply_updates(tree: dict, record: Any, tally: InputTally, what: str) -> bool:
+    """Merge a config/summary record's updates and removals into `tree`."""
+    changed = False
+    for item in record.update:
+        path = _item_path(item)
+        if not path or path[0] == "_wandb":
+            continue
+        try:
+            value = _loads(item.value_json)
+        except ValueError:
+            tally.skip(NOT_JSON, f"{what} {'.'.join(path)}={item.value_json!r}")
+            continue
+        _set_path(tree, path, value)
+        changed = True
+    for item in record.remove:
+        path = _item_path(item)
+        if path:
+            _del_path(tree, path)
+            changed = True
+    return changed
+
+
+# -- what a config says ------------------------------------------------------------------
+
+_MODEL_KEYS = ("model_name_or_path", "_name_or_path", "model_name", "model", "pretrain")
+_NESTED_MODEL_KEYS = ("model_name_or_path", "_name_or_path", "name_or_path", "model_name")
+_METHOD_KEYS = ("method", "trainer", "trainer_type", "trainer_class", "algorithm", "algo")
+
+
+def _dicts_breadth_first(cfg: dict, depth: int = 3) -> Iterable[dict]:
+    level = [cfg]
+    for _ in range(depth + 1):
+        nxt = []
+        for d in level:
+            yield d
+            nxt.extend(v for v in d.values() if isinstance(v, dict))
+        level = nxt
+
+
+def _vocab_size(cfg: dict) -> int | None:
+    for d in _dicts_breadth_first(cfg):
+        v = d.get("vocab_size")
+        if type(v) is int and v > 1:
+            return v
+        if type(v) is float and math.isfinite(v) and v > 1 and v == int(v):
+            return int(v)
+    return None
+
+
+def _model(cfg: dict) -> str | None:
+    for key in _MODEL_KEYS:
+        v = cfg.get(key)
+        if isinstance(v, str) and v:
+            return v
+    for d in _dicts_breadth_first(cfg):
+        if d is cfg:
+            continue
+        for key in _NESTED_MODEL_KEYS:
+            v = d.get(key)
+            if isinstance(v, str) and v:
+                return v
+    return None
+
+
+def _method_of(text: str) -> str | None:
+    t = text.lower()
+    for m in ("grpo", "ppo", "sft"):
+        if m in t:
+            return m
+    return None
+
+
+def _method(cfg: dict) -> str | None:
+    for key in _METHOD_KEYS:
+        v = cfg.get(key)
+        if isinstance(v, str) and _method_of(v):
+            return _method_of(v)
+    if "num_generations" in cfg and "scale_rewards" in cfg:
+        return "grpo"
+    if "num_ppo_epochs" in cfg:
+        return "ppo"
+    if "dataset_text_field" in cfg:
+        return "sft"
+    estimator = cfg.get("advantage_estimator")
+    if estimator == "group_norm":
+        return "grpo"
+    if estimator == "gae":
+        return "ppo"
+    return None
+
+
+def describe_config(cfg: dict) -> dict[str, Any]:
+    """`vocab_size`, `model` and `method` where the config says them."""
+    out: dict[str, Any] = {}
+    for key, fn in (("vocab_size", _vocab_size), ("model", _model), ("method", _method)):
+        v = fn(cfg)
+        if v is not None:
+            out[key] = v
+    return out
+
+
+# -- finding runs ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    run_id: str
+    name: str  # display name (the run id when unknown)
+    dir: Path
+    mtime: float  # newest write to the run's log (or its directory)
+    log: Path | None = None  # the run's .wandb file, if it has one yet
+
+
+def _id_from_dir(run_dir: Path) -> str:
+    return run_dir.name.rsplit("-", 1)[-1]
+
+
+def _log_file(run_dir: Path) -> Path | None:
+    """The run's transaction log: `run-<id>.wandb`, else the newest `*.wandb`."""
+    preferred = run_dir / f"run-{_id_from_dir(run_dir)}.wandb"
+    if preferred.is_file():
+        return preferred
+    try:
+        found = [p for p in run_dir.glob("*.wandb") if p.is_file()]
+    except OSError:
+        return None
+    return max(found, key=_mtime, default=None)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _is_run_dir(path: Path) -> bool:
+    if path.suffix == ".wandb":
+        return path.is_file()
+    if not path.is_dir():
+        return False
+    if path.name == "latest-run" or _RUN_DIR.match(path.name):
+        return True
+    try:
+        return any(p.suffix == ".wandb" for p in path.iterdir())
+    except OSError:
+        return False
+
+
+def _run_dirs(root: Path) -> list[Path]:
+    """Run directories under a `wandb/` dir or a folder holding one (symlinks
+    such as `latest-run` left out, so no run is read twice)."""
+    out = []
+    for base in (root, root / "wandb"):
+        try:
+            entries = list(base.iterdir())
+        except OSError:
+            continue
+        out.extend(
+            p for p in entries if _RUN_DIR.match(p.name) and not p.is_symlink() and p.is_dir()
+        )
+    return out
+
+
+def _peek_identity(log: Path, record_cls: type | None) -> tuple[str, str] | None:
+    """(run id, display name) from the run record near the start of a log."""
+    if record_cls is None:
+        return None
+    try:
+        with open(log, "rb") as f:
+            head = f.read(64 << 10)
+    except OSError:
+        return None
+    if len(head) < HEADER_LEN or head[:4] != FILE_IDENT:
+        return None
+    scan = scan_chunks(head[HEADER_LEN:], HEADER_LEN, at_eof=True, tally=InputTally())
+    for raw in scan.records[:20]:
+        rec = record_cls()
+        try:
+            rec.ParseFromString(raw)
+        except Exception:  # noqa: BLE001, S112 - a damaged record: keep looking
+            continue
+        if rec.WhichOneof("record_type") == "run":
+            return rec.run.run_id, rec.run.display_name or rec.run.run_id
+    return None
+
+
+def _info(run_dir: Path, record_cls: type | None) -> RunInfo:
+    log = run_dir if run_dir.suffix == ".wandb" else _log_file(run_dir)
+    base = run_dir.parent if run_dir.suffix == ".wandb" else run_dir
+    run_id = _id_from_dir(base) if base.name != "latest-run" else ""
+    if not run_id and log is not None:
+        run_id = log.stem.removeprefix("run-")
+    ident = _peek_identity(log, record_cls) if log is not None else None
+    rid, name = ident if ident else (run_id, run_id)
+    mtime = max(_mtime(log) if log is not None else 0.0, _mtime(base))
+    return RunInfo(rid or run_id, name, base, mtime, log)
+
+
+def list_runs(path: str | os.PathLike) -> list[RunInfo]:
+    """The runs PATH names (see the module docstring), most recently written
+    first. Display names are read from the logs when wandb is installed, else
+    they are the run ids."""
+    p = Path(path).expanduser()
+    try:
+        record_cls: type | None = _record_class()
+    except SourceError:
+        record_cls = None
+    if _is_run_dir(p):
+        return [_info(p.resolve() if p.is_symlink() else p, record_cls)]
+    infos = [_info(d, record_cls) for d in _run_dirs(p)]
+    return sorted(infos, key=lambda r: (r.mtime, r.dir.name), reverse=True)
+
+
+# -- one run -----------------------------------------------------------------------------
+
+
+class _RunReader:
+    """Follows one run's log: the resume offset and what the run has said so far."""
+
+    def __init__(self, path: Path, tally: InputTally, record_cls: type):
+        self.path = path  # a run dir (maybe `latest-run`) or a .wandb file
+        self.tally = tally
+        self.record_cls = record_cls
+        item_type = record_cls.DESCRIPTOR.fields_by_name["history"].message_type
+        item_type = item_type.fields_by_name["item"].message_type
+        self.typed = "value" in item_type.oneofs_by_name  # typed values: wandb >= 0.31
+        self.log: Path | None = None
+        self.offset = 0  # resume position in the log; 0 until the file header is read
+        self.size = 0
+        self.inode: tuple[int, int] | None = None
+        self.version = 0
+        self.wanted: bool | None = None
+        self.ref: RunRef | None = None
+        self.run_info: dict[str, Any] = {}
+        self.config: dict[str, Any] = {}
+        self.summary: dict[str, Any] = {}
+        self.step_metric: str | None = None
+        self.step_metric_rank = 9
+        self.synced_step: int | None = None
+        self.prev_step = -1
+        self.exit_code: int | None = None
+        self.mtime = 0.0
+
+    # -- files --
+
+    def _locate(self) -> Path | None:
+        if self.log is None:
+            p = self.path
+            if p.suffix == ".wandb":
+                self.log = p if p.is_file() else None
+            else:
+                run_dir = p.resolve() if p.is_symlink() else p
+                self.log = _log_file(run_dir) if run_dir.is_dir() else None
+        return self.log
+
+    @property
+    def fallback_id(self) -> str:
+        log = self.log or self.path
+        return log.stem.removeprefix("run-") if log.suffix == ".wandb" else _id_from_dir(log)
+
+    @property
+    def complete(self) -> bool:
+        """The exit record was read and nothing follows it."""
+        return self.exit_code is not None and self.offset >= self.size
+
+    def read(self, budget: int) -> tuple[list[Event], int, bool]:
+        """Events from what was appended; (events, bytes read, more waiting)."""
+        log = self._locate()
+        if log is None:
+            return [], 0, False
+        with open(log, "rb") as f:
+            st = os.fstat(f.fileno())
+            events: list[Event] = []
+            inode = (st.st_dev, st.st_ino)
+            if self.inode is not None and (inode != self.inode or st.st_size < self.offset):
+                events.extend(self._restart())
+            self.inode, self.size, self.mtime = inode, st.st_size, st.st_mtime
+            if self.offset == 0:
+                if st.st_size < HEADER_LEN:
+                    return events, 0, False
+                self.version = check_file_header(f.read(HEADER_LEN), str(log))
+                self.offset = HEADER_LEN
+            if st.st_size <= self.offset:
+                return events, 0, False
+            want = budget
+            while True:
+                f.seek(self.offset)
+                buf = f.read(want)
+                at_eof = self.offset + len(buf) >= st.st_size
+                scan = scan_chunks(buf, self.offset, at_eof=at_eof, tally=self.tally, where=log.name)
+                if scan.records or at_eof or scan.end > self.offset:
+                    break
+                want *= 2  # one record larger than the budget: read on until it is whole
+        events.extend(self._records(scan.records))
+        used = scan.end - self.offset
+        self.offset = scan.end
+        return events, used, not at_eof
+
+    def _restart(self) -> list[Event]:
+        """The log was replaced or truncated: read it again from the start."""
+        self.offset = 0
+        self.exit_code = None
+        self.prev_step, self.synced_step = -1, None
+        if self.ref is None:
+            return []
+        note = f"{self.log} was rewritten; reading it again from the start"
+        return [LogLines(self.ref, (note,))]
+
+    # -- records --
+
+    def _identity(self, run: Any | None) -> None:
+        if self.ref is not None:
+            return
+        if run is not None and run.run_id:
+            rid = run.run_id
+            self.ref = RunRef(SOURCE, run.project or DEFAULT_PROJECT, rid, run.display_name or rid)
+            self.run_info = {
+                k: v
+                for k, v in (
+                    ("wandb_entity", run.entity),
+                    ("wandb_project", run.project),
+                    ("wandb_group", run.run_group),
+                    ("wandb_job_type", run.job_type),
+                    ("wandb_tags", list(run.tags)),
+                    ("wandb_notes", run.notes),
+                )
+                if v
+            }
+        else:  # no readable run record before the data: name the run after its file
+            rid = self.fallback_id
+            self.ref = RunRef(SOURCE, DEFAULT_PROJECT, rid, rid)
+        self.run_info["wandb_run_dir"] = str((self.log or self.path).parent)
+
+    def _records(self, raws: list[bytes]) -> list[Event]:
+        rec = self.record_cls()
+        rows: list[tuple[int, dict[str, float], float | None]] = []
+        config_changed = summary_changed = False
+        exit_code: int | None = None
+        for raw in raws:
+            try:
+                rec.ParseFromString(raw)
+            except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and kin
+                self.tally.skip(UNREADABLE, f"{type(exc).__name__}: {exc}")
+                continue
+            kind = rec.WhichOneof("record_type")
+            if kind == "history":
+                self._identity(None)
+                row = self._row(rec.history)
+                if row is not None:
+                    rows.append(row)
+            elif kind == "summary":
+                summary_changed |= _apply_updates(self.summary, rec.summary, self.tally, "summary")
+            elif kind == "run":
+                first = self.ref is None
+                self._identity(rec.run)
+                changed = _apply_updates(self.config, rec.run.config, self.tally, "config")
+                config_changed |= changed or first
+            elif kind == "config":
+                config_changed |= _apply_updates(self.config, rec.config, self.tally, "config")
+            elif kind == "metric":
+                self._define_metric(rec.metric)
+            elif kind == "exit":
+                exit_code = rec.exit.exit_code
+        if self.ref is None:
+            if not (config_changed or summary_changed or exit_code is not None):
+                return []
+            self._identity(None)
+        ref = self.ref
+        assert ref is not None
+        events: list[Event] = []
+        if config_changed:
+            meta = {**self.run_info, "config": dict(self.config), **describe_config(self.config)}
+            events.append(RunMeta(ref, meta))
+        rows = [r for r in rows if r[1]]  # a row of media only is no point
+        if rows:
+            events.append(self._batch(ref, rows))
+        if summary_changed:
+            events.append(RunMeta(ref, {"summary": dict(self.summary)}))
+        if exit_code is not None:
+            self.exit_code = exit_code
+            events.append(RunMeta(ref, {"exit_code": exit_code}))
+        return events
+
+    def _define_metric(self, metric: Any) -> None:
+        """The x axis: the step metric declared for every metric (`*`), else for `train/*`."""
+        rank = {"*": 0, "train/*": 1}.get(metric.glob_name, 9)
+        if metric.step_metric and rank < self.step_metric_rank:
+            self.step_metric, self.step_metric_rank = metric.step_metric, rank
+
+    def _row(self, history: Any) -> tuple[int, dict[str, float], float | None] | None:
+        """(step, {raw key: value}, timestamp) of one history record."""
+        tree: dict[str, Any] = {}
+        for item in history.item:
+            path = _item_path(item)
+            if not path:
+                continue
+            try:
+                value = _item_value(item, self.typed)
+            except ValueError:
+                self.tally.skip(NOT_JSON, f"{'.'.join(path)}={item.value_json!r}")
+                continue
+            if len(path) == 1:
+                tree[path[0]] = value
+            else:
+                _set_path(tree, path, value)
+        wstep = tree.pop("_step", None)
+        if wstep is None and history.HasField("step"):
+            wstep = history.step.num
+        stamp = tree.pop("_timestamp", None)
+        stamp = stamp if type(stamp) in (int, float) and math.isfinite(stamp) else None
+        step = self._step(tree, wstep)
+        values: dict[str, float] = {}
+        self._flatten(tree, "", values)
+        return step, values, stamp
+
+    def _step(self, tree: dict[str, Any], wstep: Any) -> int:
+        key = self.step_metric
+        if key is not None and key in tree:
+            v = tree.pop(key)
+            s = _integral(v)
+            if s is None:
+                self.tally.skip(BAD_STEP, f"{key}={v!r}")
+            else:
+                self.synced_step = s
+        if key is not None and self.synced_step is not None:
+            step = self.synced_step
+        else:
+            step = _integral(wstep)
+            if step is None:
+                if wstep is not None:
+                    self.tally.skip(BAD_STEP, f"_step={wstep!r}")
+                step = self.prev_step + 1
+        self.prev_step = step
+        return step
+
+    def _flatten(self, tree: dict[str, Any], prefix: str, out: dict[str, float]) -> None:
+        for k, v in tree.items():
+            if not prefix and k in NOT_METRICS:
+                continue
+            name = prefix + k
+            t = type(v)
+            if t is float:
+                if math.isfinite(v):
+                    out[name] = v
+                else:
+                    self.tally.skip(NOT_FINITE, f"{name}={v!r}")
+            elif t is int:
+                out[name] = float(v)
+            elif t is dict:
+                kind = v.get("_type")
+                if isinstance(kind, str):
+                    self.tally.note(kind)
+                else:
+                    self._flatten(v, name + ".", out)
+            else:
+                self.tally.skip(NOT_NUMBER, f"{name}={v!r}")
+
+    def _batch(self, ref: RunRef, rows: list[tuple[int, dict[str, float], float | None]]):
+        steps = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        cols = build_columns([r[1] for r in rows], default_steps=steps, step_keys=(), time_key=None)
+        if cols.skipped:
+            self.tally.skip(NOT_NUMBER, "a value rejected by the column builder", cols.skipped)
+        stamps = [r[2] for r in rows if r[2] is not None]
+        return ScalarBatch(ref, cols.steps, cols.columns, wall_time=stamps[-1] if stamps else None)
+
+
+def _integral(v: Any) -> int | None:
+    if type(v) is int:
+        return v
+    if type(v) is float and math.isfinite(v) and v == int(v) and abs(v) < 2**62:
+        return int(v)
+    return None
+
+
+# -- the source --------------------------------------------------------------------------
+
+
+class WandbSource:
+    """Follows one W&B run, or every run of a `wandb/` directory (module docstring)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        runs: Sequence[str] | None = None,
+        interval: float = 1.0,
+        max_bytes_per_poll: int = MAX_BYTES_PER_POLL,
+    ):
+        self.path = Path(path).expanduser()
+        self.runs = set(runs) if runs else None
+        self._interval = interval
+        self.max_bytes_per_poll = max(HEADER_LEN + 1, max_bytes_per_poll)
+        self.tally = InputTally()
+        self.limitation = ""
+        self.finished = False
+        self.behind = False
+        self.single: bool | None = None  # decided when PATH first exists
+        self._readers: dict[Path, _RunReader] = {}
+        self._record_cls: type | None = None
+        self.name = f"wandb: {self._short(self.path)}"
+
+    @staticmethod
+    def _short(p: Path) -> str:
+        parts = p.parts[-2:] if len(p.parts) > 1 else p.parts
+        return str(Path(*parts)) if parts else str(p)
+
+    @property
+    def interval(self) -> float:
+        return 0.0 if self.behind else self._interval
+
+    @interval.setter
+    def interval(self, value: float) -> None:
+        self._interval = value
+
+    @property
+    def skipped(self) -> int:
+        return self.tally.total
+
+    def _discover(self) -> list[_RunReader]:
+        """The readers to poll, latest first; raises "waiting for ..." when there are none."""
+        if self._record_cls is None:
+            self._record_cls = _record_class()
+        if not self.path.exists():
+            raise SourceError(f"waiting for {self.path}")
+        if self.single is None:
+            self.single = _is_run_dir(self.path)
+        if self.single:
+            reader = self._readers.get(self.path)
+            if reader is None:
+                reader = self._readers[self.path] = _RunReader(
+                    self.path, self.tally, self._record_cls
+                )
+            if reader._locate() is None:
+                raise SourceError(f"waiting for the run's .wandb log in {self.path}")
+            return [reader]
+        for d in _run_dirs(self.path):
+            if d not in self._readers:
+                self._readers[d] = _RunReader(d, self.tally, self._record_cls)
+        if not self._readers:
+            raise SourceError(
+                f"waiting for a W&B run in {self.path} (no run-* or offline-run-* directory yet)"
+            )
+        live = [r for r in self._readers.values() if r.wanted is not False and not r.complete]
+        for r in live:
+            if r.log is not None:
+                r.mtime = _mtime(r.log)
+        return sorted(live, key=lambda r: (r.mtime, r.path.name), reverse=True)
+
+    def _is_wanted(self, reader: _RunReader) -> bool:
+        if self.runs is None or reader.ref is None:
+            return True
+        names = {reader.ref.run_id, reader.ref.name, reader.path.name}
+        return bool(names & self.runs)
+
+    def poll(self) -> list[Event]:
+        readers = self._discover()
+        events: list[Event] = []
+        budget = self.max_bytes_per_poll
+        behind = False
+        error: BaseException | None = None
+        for reader in readers:
+            if budget <= 0:
+                behind = True
+                break
+            try:
+                got, used, more = reader.read(budget)
+            except (OSError, SourceError) as exc:
+                if self.single:
+                    raise
+                if isinstance(exc, SourceError) and not exc.retry:  # not a W&B log at all
+                    self.tally.skip("not a W&B log", str(exc))
+                    reader.wanted = False
+                else:
+                    error = exc  # one unreadable run does not hold back the others
+                continue
+            budget -= used
+            behind |= more
+            if reader.wanted is None and reader.ref is not None:
+                reader.wanted = self._is_wanted(reader)
+                if not reader.wanted and self.single:
+                    raise SourceError(
+                        f"the run in {self.path} ({reader.ref.run_id}, {reader.ref.name}) "
+                        f"is not one of {sorted(self.runs or ())}",
+                        retry=False,
+                    )
+            if reader.wanted is not False:
+                events.extend(got)
+            if reader.version and not self.limitation:
+                self.limitation = f"unknown .wandb format version {reader.version}"
+        if error is not None and not events:
+            raise SourceError(f"W&B run: {error}") from error
+        self.behind = behind
+        if self.single:
+            self.finished = all(r.complete for r in readers)
+        return events
+
+    def close(self) -> None:
+        """Nothing stays open between polls."""
