@@ -12,14 +12,18 @@ import json
 import math
 import os
 import random
+import struct
 import subprocess
 import sys
 import textwrap
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("wandb")
 
@@ -27,6 +31,7 @@ from carl_tui.events import LogLines, RunMeta, ScalarBatch
 from carl_tui.metric_names import canonical, is_metric_key
 from carl_tui.sources import wandb_run as wr
 from carl_tui.sources.base import SourceError
+from carl_tui.sources.tally import InputTally
 
 WRITER = textwrap.dedent(
     """
@@ -518,3 +523,94 @@ def test_follow_a_run_while_it_logs(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# -- the chunk format against a reference writer (LevelDB's log writer, W&B's header) --------
+
+
+def leveldb_log(records: list[bytes]) -> tuple[bytes, list[list[tuple[int, int]]]]:
+    """The log LevelDB's writer makes of `records`, and where each record's data lies."""
+    out = bytearray(wr.FILE_IDENT + struct.pack("<HB", wr.FILE_MAGIC, 0))
+    spans: list[list[tuple[int, int]]] = []
+    for rec in records:
+        pieces, data, first = [], rec, True
+        while True:
+            left = wr.BLOCK_LEN - len(out) % wr.BLOCK_LEN
+            if left < wr.HEADER_LEN:
+                out += bytes(left)
+                left = wr.BLOCK_LEN
+            frag, data = data[: left - wr.HEADER_LEN], data[left - wr.HEADER_LEN :]
+            last = not data
+            kind = (wr.FULL if last else wr.FIRST) if first else (wr.LAST if last else wr.MIDDLE)
+            out += struct.pack("<IHB", zlib.crc32(bytes([kind]) + frag), len(frag), kind)
+            pieces.append((len(out), len(out) + len(frag)))
+            out += frag
+            first = False
+            if last:
+                break
+        spans.append(pieces)
+    return bytes(out), spans
+
+
+def follow(data: bytes, cuts: list[int], tally) -> list[bytes]:
+    """Records found by reading `data` as it grows to each of `cuts`, as a source does."""
+    got, offset = [], wr.HEADER_LEN
+    for size in [*sorted(cuts), len(data)]:
+        scan = wr.scan_chunks(data[offset:size], offset, at_eof=True, tally=tally)
+        got.extend(scan.records)
+        offset = max(offset, scan.end)
+    return got
+
+
+def _record(size_seed: tuple[int, int]) -> bytes:
+    size, seed = size_seed
+    return random.Random(seed).randbytes(size)
+
+
+# Records small and larger than a block (which then span two or three blocks).
+record_lists = st.lists(
+    st.tuples(
+        st.one_of(st.integers(0, 300), st.integers(wr.BLOCK_LEN - 40, 80_000)), st.integers(0, 99)
+    ).map(_record),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=record_lists, data=st.data())
+def test_chunks_growing_anywhere_give_every_record_once(records, data):
+    log, _ = leveldb_log(records)
+    cuts = data.draw(st.lists(st.integers(wr.HEADER_LEN, len(log)), max_size=25))
+    tally = InputTally()
+    assert follow(log, cuts, tally) == records
+    assert tally.total == 0
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=record_lists, data=st.data())
+def test_a_damaged_record_is_the_only_one_lost(records, data):
+    log, spans = leveldb_log(records)
+    victim = data.draw(st.integers(0, len(records) - 1))
+    pieces = [(a, b) for a, b in spans[victim] if b > a]
+    if not pieces or victim == len(records) - 1:
+        return  # an empty record has no data to damage; a damaged last record is waited for
+    a, b = data.draw(st.sampled_from(pieces))
+    at = data.draw(st.integers(a, b - 1))
+    damaged = bytearray(log)
+    damaged[at] ^= 0x5A
+    tally = InputTally()
+    assert follow(bytes(damaged), [], tally) == records[:victim] + records[victim + 1 :]
+    assert [(r.reason, r.count) for r in tally.reasons()] == [(wr.CORRUPT, 1)]
+
+
+@pytest.mark.parametrize("room", range(9))
+def test_block_tail_padding_and_empty_first_piece(room):
+    """A block ending with `room` bytes after a record: < 7 is zero padding, 7 is a
+    first piece with no data; read growing one byte at a time across the edge."""
+    first = wr.BLOCK_LEN - 2 * wr.HEADER_LEN - room
+    records = [_record((first, 1)), _record((50, 2)), _record((40_000, 3))]
+    log, _ = leveldb_log(records)
+    tally = InputTally()
+    assert follow(log, list(range(wr.BLOCK_LEN - 12, wr.BLOCK_LEN + 70)), tally) == records
+    assert tally.total == 0

@@ -204,10 +204,11 @@ def scan_chunks(
             pos = chunk_end
             parts, committed, damaged = None, pos, kind in (FIRST, MIDDLE)
             continue
-        pos = chunk_end
+        chunk_start, pos = pos, chunk_end
         if kind == FULL or kind == FIRST:
-            if parts is not None:
-                corrupt("a record cut short", pos)
+            if parts is not None:  # the pieces before are lost; resume here from now on
+                corrupt("a record cut short", chunk_start)
+                committed = chunk_start
             damaged = False
             if kind == FULL:
                 out.records.append(data)
@@ -256,21 +257,25 @@ def _item_path(item: Any) -> list[str]:
 
 
 def _set_path(tree: dict, path: Sequence[str], value: Any) -> None:
+    """Set a nested value. Nested dicts on the way are replaced by copies, never
+    changed in place: a dict already sent in a RunMeta stays as it was sent."""
     node = tree
     for part in path[:-1]:
         nxt = node.get(part)
-        if not isinstance(nxt, dict):
-            nxt = node[part] = {}
+        nxt = node[part] = dict(nxt) if isinstance(nxt, dict) else {}
         node = nxt
     node[path[-1]] = value
 
 
 def _del_path(tree: dict, path: Sequence[str]) -> None:
-    node: Any = tree
+    node = tree
     for part in path[:-1]:
-        node = node.get(part) if isinstance(node, dict) else None
-    if isinstance(node, dict):
-        node.pop(path[-1], None)
+        nxt = node.get(part)
+        if not isinstance(nxt, dict):
+            return
+        nxt = node[part] = dict(nxt)
+        node = nxt
+    node.pop(path[-1], None)
 
 
 def _apply_updates(tree: dict, record: Any, tally: InputTally, what: str) -> bool:
@@ -509,7 +514,7 @@ class _RunReader:
         self.ref: RunRef | None = None
         self.run_info: dict[str, Any] = {}
         self.config: dict[str, Any] = {}
-        self.summary: dict[str, Any] = {}
+        self.summary_raw: dict[tuple[str, ...], str] = {}
         self.step_metric: str | None = None
         self.step_metric_rank = 9
         self.synced_step: int | None = None
@@ -563,10 +568,12 @@ class _RunReader:
                 f.seek(self.offset)
                 buf = f.read(want)
                 at_eof = self.offset + len(buf) >= st.st_size
-                scan = scan_chunks(buf, self.offset, at_eof=at_eof, tally=self.tally, where=log.name)
+                found = InputTally()
+                scan = scan_chunks(buf, self.offset, at_eof=at_eof, tally=found, where=log.name)
                 if scan.records or at_eof or scan.end > self.offset:
                     break
                 want *= 2  # one record larger than the budget: read on until it is whole
+        self.tally.merge(found)
         events.extend(self._records(scan.records))
         used = scan.end - self.offset
         self.offset = scan.end
@@ -625,7 +632,7 @@ class _RunReader:
                 if row is not None:
                     rows.append(row)
             elif kind == "summary":
-                summary_changed |= _apply_updates(self.summary, rec.summary, self.tally, "summary")
+                summary_changed |= self._summary_update(rec.summary)
             elif kind == "run":
                 first = self.ref is None
                 self._identity(rec.run)
@@ -651,11 +658,38 @@ class _RunReader:
         if rows:
             events.append(self._batch(ref, rows))
         if summary_changed:
-            events.append(RunMeta(ref, {"summary": dict(self.summary)}))
+            events.append(RunMeta(ref, {"summary": self._summary_tree()}))
         if exit_code is not None:
             self.exit_code = exit_code
             events.append(RunMeta(ref, {"exit_code": exit_code}))
         return events
+
+    def _summary_update(self, record: Any) -> bool:
+        """Keep the summary's values as wandb wrote them (JSON text, by key
+        path); they are decoded once per poll, when the summary is sent, not
+        once per logged row."""
+        raw = self.summary_raw
+        for item in record.update:
+            path = (item.key,) if item.key else tuple(item.nested_key)
+            if path and path[0] != "_wandb":
+                raw[path] = item.value_json
+        for item in record.remove:
+            path = (item.key,) if item.key else tuple(item.nested_key)
+            for known in [k for k in raw if k[: len(path)] == path]:
+                del raw[known]
+        return bool(record.update or record.remove)
+
+    def _summary_tree(self) -> dict[str, Any]:
+        tree: dict[str, Any] = {}
+        for path, text in list(self.summary_raw.items()):
+            try:
+                value = _loads(text)
+            except ValueError:
+                self.tally.skip(NOT_JSON, f"summary {'.'.join(path)}={text!r}")
+                del self.summary_raw[path]
+                continue
+            _set_path(tree, path, value)
+        return tree
 
     def _define_metric(self, metric: Any) -> None:
         """The x axis: the step metric declared for every metric (`*`), else for `train/*`."""
@@ -666,17 +700,25 @@ class _RunReader:
     def _row(self, history: Any) -> tuple[int, dict[str, float], float | None] | None:
         """(step, {raw key: value}, timestamp) of one history record."""
         tree: dict[str, Any] = {}
+        typed = self.typed
         for item in history.item:
-            path = _item_path(item)
-            if not path:
-                continue
+            key, path = item.key, None
+            if not key:
+                nested = item.nested_key
+                if len(nested) == 1:
+                    key = nested[0]
+                elif not nested:
+                    continue
+                else:
+                    path = list(nested)
             try:
-                value = _item_value(item, self.typed)
+                value = _item_value(item, typed)
             except ValueError:
-                self.tally.skip(NOT_JSON, f"{'.'.join(path)}={item.value_json!r}")
+                where = key or ".".join(path or ())
+                self.tally.skip(NOT_JSON, f"{where}={item.value_json!r}")
                 continue
-            if len(path) == 1:
-                tree[path[0]] = value
+            if path is None:
+                tree[key] = value
             else:
                 _set_path(tree, path, value)
         wstep = tree.pop("_step", None)
@@ -818,8 +860,8 @@ class WandbSource:
             )
         live = [r for r in self._readers.values() if r.wanted is not False and not r.complete]
         for r in live:
-            if r.log is not None:
-                r.mtime = _mtime(r.log)
+            log = r._locate()
+            r.mtime = _mtime(log if log is not None else r.path)
         return sorted(live, key=lambda r: (r.mtime, r.path.name), reverse=True)
 
     def _is_wanted(self, reader: _RunReader) -> bool:
