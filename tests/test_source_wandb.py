@@ -52,6 +52,7 @@ WRITER = textwrap.dedent(
             x_disable_stats=True, x_disable_machine_info=True, x_save_requirements=False,
             disable_git=True, save_code=False, console="off", silent=True,
             x_transaction_log_flush_interval=plan.get("flush", 15.0),
+            x_history_value_encoding=plan.get("encoding", "json"),
         )
         run = wandb.init(mode="offline", dir=plan["dir"], project=spec["project"],
                          name=spec["name"], config=spec.get("config"), settings=settings)
@@ -344,6 +345,12 @@ def test_wandb_dir_with_two_runs(written):
     assert {e.run.run_id for e in only} == {sft.run_id}
     assert points(only) == expected_points(sft_rows(), step_metric=None)
 
+    latest = wr.WandbSource(root / "wandb" / "latest-run")  # wandb's link to the newest run
+    assert {e.run.run_id for e in drain(latest)} == {grpo.run_id} and latest.finished
+    with pytest.raises(SourceError, match="not one of") as err:
+        drain(wr.WandbSource(grpo.dir, runs=["sft-warmup"]))
+    assert err.value.retry is False
+
 
 def copy_log(run, tmp_path: Path) -> tuple[bytes, Path]:
     data = run.log.read_bytes()
@@ -484,7 +491,8 @@ def test_follow_a_run_while_it_logs(tmp_path):
     pauses = [14, 33]
     go_dir = tmp_path / "go"
     go_dir.mkdir()
-    plan = {"flush": 0.05, "go_dir": str(go_dir), "runs": [
+    # wandb writes each value twice here, as JSON text and typed; the typed one is read.
+    plan = {"flush": 0.05, "encoding": "json,typed", "go_dir": str(go_dir), "runs": [
         {"project": "live", "name": "grpo-live", "config_update": GRPO_CONFIG, "define": True,
          "rows": rows, "pause_after": pauses},
     ]}

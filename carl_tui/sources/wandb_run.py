@@ -10,7 +10,8 @@ What PATH may name (`WandbSource(path)`, `list_runs(path)`):
   runs, the most recently written first, and every run that appears there
   later. Such a source never finishes: a pipeline that trains SFT and then GRPO
   writes its second run into the same directory after the first has exited.
-  `runs=` keeps only the runs whose id, display name or directory name it lists.
+  `runs=` keeps only the runs whose id, display name or directory name it lists
+  (a single run that is not among them is a `SourceError(retry=False)`).
 
 The transaction log (wandb writes it while the run is live, also in offline
 mode; `wandb sync` uploads it later) is LevelDB's log format with W&B's file
@@ -21,10 +22,12 @@ chunk never straddles a block and a block's last < 7 bytes are zero padding.
 The checksum is zlib's CRC-32 of the type byte followed by the data. Each
 record is a protobuf `wandb_internal.Record`.
 
-wandb 0.22 and later have no Python reader for this file (the Go core reads
-it), so the chunk format is read here, and wandb's own generated protobuf
-classes decode the records: `_record_class()` is the one place that imports
-wandb (lazily; without it a `SourceError(retry=False)` says how to install it).
+Current wandb releases (0.31) have no Python reader for this file any more
+(their Go core reads it), so the chunk format is read here, and wandb's own
+generated protobuf classes decode the records: `_record_class()` is the one
+place that imports wandb (lazily; without it a `SourceError(retry=False)` says
+how to install it). Logs written by wandb 0.16 (its Python writer) and 0.31
+(its Go core) read the same, with either version installed.
 
 Following a live run: each poll reads what was appended after the resume
 offset, the end of the last complete record. A record still being written
@@ -239,8 +242,9 @@ def _loads(text: str) -> Any:
 
 
 def _item_value(item: Any, typed: bool) -> Any:
-    """The value of a history/summary/config item: the typed form when set
-    (wandb >= 0.31 can write one), else `value_json`. Raises ValueError."""
+    """The value of a history item: the typed form when set (wandb 0.31 writes
+    one with `x_history_value_encoding="json,typed"`), else `value_json`.
+    Raises ValueError."""
     if typed:
         which = item.WhichOneof("value")
         if which is not None:
