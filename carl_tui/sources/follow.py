@@ -1,0 +1,375 @@
+"""Follow a file another process writes, line by line, without losing a line.
+
+`FileFollower(path).read()` returns the complete lines added since the last
+read (without their newlines; lines are split on b"\\n" only, so a CRLF line
+keeps its "\\r"). A half-written last line waits in memory for its newline.
+Every file source (JSONL stream, Trainer stdout log) reads through it.
+
+What it does about files that change under it:
+
+- Growing: byte-offset tailing, at most `max_bytes_per_poll` bytes per read;
+  `backlog` says more is waiting (the caller reads again at once).
+- Truncated, or truncated and written again past the old offset between two
+  reads (a writer that restarts and writes fast): told apart from growth by a
+  fingerprint (the first `HEAD_BYTES` bytes of the file and the last
+  `TAIL_BYTES` bytes read), checked after every read, so data read from a
+  rewritten file is never taken for the old file's continuation. The file is
+  read again from the start: a new `generation`. The unfinished last line of
+  the old content, if any, is counted in `dropped`. (A rewrite that leaves
+  both fingerprints byte-identical cannot be told from growth; then the
+  content read so far is also identical where it was checked.)
+- Replaced (renamed and recreated, log rotation; another (dev, inode) at the
+  path): the old file stays open and is drained first, because its writer may
+  still append to it before it reopens. The follower switches to the new file
+  once the new file holds data and a read of the old one finds nothing more
+  (it went quiet), or after `drain_limit_s` seconds if the old one never goes
+  quiet (a note says lines written there later are not read). A single writer
+  that writes its last lines to the old file and then the new one loses
+  nothing, whatever the timing.
+- Deleted: the open copy is still read (a writer may still append to it);
+  when nothing more comes, `SourceError("waiting for PATH (it was deleted)")`.
+  A file that appears at the path later is a replacement (above).
+- A FIFO is opened non-blocking and read as it comes (no offsets to check).
+  Nothing ever blocks: the reading thread can always be stopped.
+- A directory, a device or a socket: `SourceError(..., retry=False)` with a
+  plain message. A missing file: `SourceError("waiting for PATH")` (retry).
+- A line longer than `max_line_bytes` is skipped (reported in `dropped`, and
+  in a note) without holding more than that in memory.
+- A UTF-8 byte order mark at the start of the file is removed.
+
+Lines returned by one `read()` all belong to one generation
+(`FollowRead.generation`); `notes` are plain sentences about restarts, meant
+for the user. `close()` releases the file (thread-safe against a `read()` in
+another thread); a later `read()` reopens it and continues where it stopped if
+it is still the same file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from carl_tui.sources.base import SourceError
+
+HEAD_BYTES = 1024
+TAIL_BYTES = 256
+BOM = b"\xef\xbb\xbf"
+EXAMPLE_BYTES = 80
+DEFAULT_MAX_LINE_BYTES = 32 << 20
+
+_O_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+@dataclass(slots=True)
+class FollowRead:
+    """What one `FileFollower.read()` found."""
+
+    lines: list[bytes]  # complete lines, oldest first, without their newlines
+    notes: list[str]  # plain sentences about restarts and skipped lines
+    backlog: bool  # more data is waiting: read again at once
+    generation: int = 0  # the file generation these lines belong to
+    dropped: list[tuple[str, bytes]] = field(default_factory=list)  # (reason, first bytes)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISCHR(mode):
+        return "character device"
+    if stat.S_ISBLK(mode):
+        return "block device"
+    if stat.S_ISSOCK(mode):
+        return "socket"
+    if stat.S_ISFIFO(mode):
+        return "pipe (FIFO)"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "special file"
+
+
+def unusable(path: Path | str, st: os.stat_result, *, fifo_ok: bool = True) -> SourceError | None:
+    """The error for a path that is not a file that can be followed, else None."""
+    mode = st.st_mode
+    if stat.S_ISREG(mode) or (fifo_ok and stat.S_ISFIFO(mode)):
+        return None
+    if stat.S_ISDIR(mode):
+        return SourceError(f"{path} is a directory, not a file; give the path of a file",
+                           retry=False, kind="invalid")
+    what = "a file or a pipe" if fifo_ok else "a file"
+    return SourceError(f"{path} is a {_kind(mode)}, not {what} that can be read",
+                       retry=False, kind="invalid")
+
+
+def stat_path(path: Path | str) -> os.stat_result | None:
+    """os.stat of `path`; None when it does not exist (yet)."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except PermissionError:
+        raise SourceError(f"cannot read {path}: permission denied") from None
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _pread(fd: int, n: int, pos: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, n, pos)
+    os.lseek(fd, pos, os.SEEK_SET)  # pragma: no cover - platforms without pread
+    return os.read(fd, n)  # pragma: no cover
+
+
+class FileFollower:
+    """Byte-offset tailing of one file. See the module docstring."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        max_bytes_per_poll: int = 8 << 20,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        drain_limit_s: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.path = Path(path)
+        self.max_bytes_per_poll = max(1024, int(max_bytes_per_poll))
+        self.max_line_bytes = max(self.max_bytes_per_poll, int(max_line_bytes))
+        self.drain_limit_s = drain_limit_s
+        self.clock = clock
+        self.offset = 0  # byte offset of the first line not yet returned
+        self.generation = 0  # how many times the file started over (0: the first file)
+        self.restarts = 0  # same count: truncations, rewrites and replacements seen
+        self._pos = 0  # next byte to read (offset + len(_buf), unless skipping a long line)
+        self._buf = bytearray()  # bytes of the unfinished last line
+        self._skip_long = False  # inside a line longer than max_line_bytes
+        self._head = b""
+        self._tail = b""
+        self._fd: int | None = None
+        self._fifo = False
+        self._ident: tuple[int, int] | None = None  # (dev, inode) of the file being read
+        self._replaced_at: float | None = None  # when the path was first seen elsewhere
+        self._force_switch = False
+        self._notes: list[str] = []  # for the next read
+        self._dropped: list[tuple[str, bytes]] = []  # for the next read
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    # -- public --------------------------------------------------------------------------
+
+    def read(self) -> FollowRead:
+        with self._lock:
+            out = FollowRead([], self._notes, False, self.generation, self._dropped)
+            self._notes, self._dropped = [], []
+            try:
+                return self._read(out)
+            except BaseException:
+                # said with the next successful read
+                self._notes = out.notes + self._notes
+                self._dropped = out.dropped + self._dropped
+                raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_fd()
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _read(self, out: FollowRead) -> FollowRead:
+        st = stat_path(self.path)
+        if self._fd is not None and not self._same(st) and self._follow_old(st, out):
+            return out  # lines of the old copy of a replaced or deleted file
+        if self._fd is None:
+            if st is None:
+                raise SourceError(f"waiting for {self.path}", kind="not_found")
+            self._open(st, out)
+        self._read_current(out, allow_restart=True)
+        out.generation = self.generation
+        return out
+
+    def _same(self, st: os.stat_result | None) -> bool:
+        return st is not None and (st.st_dev, st.st_ino) == self._ident
+
+    def _follow_old(self, st: os.stat_result | None, out: FollowRead) -> bool:
+        """The path no longer names the open file. Read the old one until it is
+        quiet; True: `out` is complete (old lines); False: switched, read the new file."""
+        now = self.clock()
+        if self._replaced_at is None:
+            self._replaced_at = now
+        # Seen before the old file is read: a writer that wrote to the new file
+        # had finished with the old one, so a read that finds nothing more is final.
+        new_ready = st is not None and (not stat.S_ISREG(st.st_mode) or st.st_size > 0)
+        if not self._force_switch:
+            if self._read_current(out, allow_restart=False):
+                if new_ready and now - self._replaced_at >= self.drain_limit_s:
+                    self._force_switch = True  # switch at the next read, after these lines
+                out.backlog = True
+                out.generation = self.generation
+                return True
+            if st is None:
+                raise SourceError(f"waiting for {self.path} (it was deleted)", kind="not_found")
+            if not new_ready:
+                out.generation = self.generation
+                return True  # the new file is still empty: nothing to lose by waiting
+        if st is None:
+            raise SourceError(f"waiting for {self.path} (it was deleted)", kind="not_found")
+        note = f"{self.name} was replaced by a new file; reading the new file from the start"
+        if self._force_switch:
+            note += (f" (its old copy was still being written after {self.drain_limit_s:g} s; "
+                     "lines written there later are not read)")
+        self._restart(note, out)
+        self._close_fd()
+        self._ident = None
+        return False
+
+    def _open(self, st: os.stat_result, out: FollowRead) -> None:
+        err = unusable(self.path, st)
+        if err is not None:
+            raise err
+        try:
+            fd = os.open(self.path, _O_FLAGS)
+        except (FileNotFoundError, NotADirectoryError):
+            raise SourceError(f"waiting for {self.path}", kind="not_found") from None
+        except PermissionError:
+            raise SourceError(f"cannot read {self.path}: permission denied") from None
+        except OSError as exc:
+            raise SourceError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        fst = os.fstat(fd)
+        err = unusable(self.path, fst)  # it may have changed since the stat
+        if err is not None:
+            os.close(fd)
+            raise err
+        ident = (fst.st_dev, fst.st_ino)
+        if self._ident is not None and ident != self._ident:  # reopened after close()
+            note = f"{self.name} was replaced by a new file; reading the new file from the start"
+            self._restart(note, out)
+        self._fd, self._ident = fd, ident
+        self._fifo = stat.S_ISFIFO(fst.st_mode)
+        self._replaced_at = None
+        self._force_switch = False
+
+    def _read_current(self, out: FollowRead, *, allow_restart: bool) -> int:
+        """Read once from the open file into `out`; the number of bytes read."""
+        assert self._fd is not None
+        if self._fifo:
+            try:
+                data = os.read(self._fd, self.max_bytes_per_poll)
+            except BlockingIOError:  # a writer is connected, nothing written yet
+                data = b""
+            except OSError as exc:
+                raise SourceError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+            out.backlog = len(data) >= self.max_bytes_per_poll
+            self._take(data, out)
+            return len(data)
+        try:
+            data, size = self._read_checked(out, allow_restart)
+        except OSError as exc:
+            raise SourceError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+        out.backlog = size > self._pos + len(data)
+        self._take(data, out)
+        return len(data)
+
+    def _read_checked(self, out: FollowRead, allow_restart: bool) -> tuple[bytes, int]:
+        """Bytes after `_pos` of a regular file, checked against the fingerprint
+        after they were read; restarts from the start when the file changed."""
+        fd = self._fd
+        assert fd is not None
+        size = os.fstat(fd).st_size
+        want = min(self.max_bytes_per_poll, size - self._pos)
+        data = _pread(fd, want, self._pos) if want > 0 else b""
+        why = self._changed(fd, size)
+        if why is None:
+            return data, size
+        if not allow_restart:
+            return b"", size  # the old copy of a replaced file was rewritten: nothing to drain
+        self._restart(f"{self.name} {why}; reading it again from the start", out)
+        size = os.fstat(fd).st_size
+        want = min(self.max_bytes_per_poll, size)
+        return (_pread(fd, want, 0) if want > 0 else b""), size
+
+    def _changed(self, fd: int, size: int) -> str | None:
+        if self._pos == 0:
+            return None
+        if size < self._pos:
+            return "was truncated"
+        head, tail = self._head, self._tail
+        if head and _pread(fd, len(head), 0) != head:
+            return "was truncated and written again"
+        if tail and _pread(fd, len(tail), self._pos - len(tail)) != tail:
+            return "was truncated and written again"
+        return None
+
+    def _take(self, data: bytes, out: FollowRead) -> None:
+        """Split `data` (the bytes at `_pos`) into complete lines."""
+        if not data:
+            return
+        if len(self._head) < HEAD_BYTES:
+            self._head += data[: HEAD_BYTES - len(self._head)]
+        self._tail = (self._tail + data[-TAIL_BYTES:])[-TAIL_BYTES:]
+        self._pos += len(data)
+        if self._skip_long:
+            nl = data.find(b"\n")
+            if nl < 0:
+                self.offset += len(data)
+                return
+            self.offset += nl + 1
+            data = data[nl + 1 :]
+            self._skip_long = False
+        end = data.rfind(b"\n")
+        if end < 0:
+            self._buf += data
+            if len(self._buf) > self.max_line_bytes:
+                self._drop_long(bytes(self._buf[:EXAMPLE_BYTES]), out)
+                self.offset += len(self._buf)
+                self._buf = bytearray()
+                self._skip_long = True
+            return
+        start = self.offset
+        if self._buf:
+            self._buf += data[:end]
+            block = bytes(self._buf)
+        else:
+            block = data[:end]
+        self.offset += len(block) + 1
+        self._buf = bytearray(data[end + 1 :])
+        lines = block.split(b"\n")
+        if len(lines[0]) > self.max_line_bytes:
+            self._drop_long(lines[0][:EXAMPLE_BYTES], out)
+            del lines[0]
+        elif start == 0 and lines[0].startswith(BOM):
+            lines[0] = lines[0][len(BOM) :]
+        out.lines.extend(lines)
+
+    def _drop_long(self, example: bytes, out: FollowRead) -> None:
+        out.dropped.append(("line too long", example))
+        mb = self.max_line_bytes / 2**20
+        out.notes.append(f"a line of more than {mb:g} MB in {self.name} was skipped")
+
+    def _restart(self, note: str, out: FollowRead) -> None:
+        """Start over at the beginning of the file (a new generation)."""
+        if self._buf.strip():
+            out.dropped.append(("unfinished line", bytes(self._buf[:EXAMPLE_BYTES])))
+        self.generation += 1
+        self.restarts += 1
+        self.offset = self._pos = 0
+        self._buf = bytearray()
+        self._skip_long = False
+        self._head = self._tail = b""
+        if out.lines:
+            self._notes.append(note)  # said with the first lines of the new generation
+        else:
+            out.notes.append(note)
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            finally:
+                self._fd = None
