@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from carl_tui.events import LogLines, Marker, RunMeta, RunRef, ScalarBatch
-from carl_tui.metric_names import canonical, is_metric_key, valid_number
+from carl_tui.metric_names import STEP_KEYS, canonical, is_metric_key, valid_number
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.jsonl import JsonlSource
 from carl_tui.sources.rows import build_columns
@@ -85,10 +85,17 @@ def test_missing_steps_continue_from_previous(tmp_path):
     write(path, '{"loss": 1}\n{"loss": 2}\n{"step": 10, "loss": 3}\n{"loss": 4}\n')
     src = JsonlSource(path)
     assert batches(src.poll())[0].steps.tolist() == [0, 1, 10, 11]
-    write(path, '{"loss": 5}\n{"step": 7.0, "loss": 6}\n{"step": 7.5, "loss": 7}\n')
+    write(path, '{"loss": 5}\n{"step": 7.0, "loss": 6}\n{"step": 7.5, "loss": 7}\n'
+                '{"loss": 8}\n')
     (batch,) = batches(src.poll())
-    assert batch.steps.tolist() == [12, 7, 8]  # 7.5 is not a step: previous + 1
+    # 7.5 is not a step: that line is skipped, never given an invented step;
+    # the step-less line after it continues from the last kept line.
+    assert batch.steps.tolist() == [12, 7, 8]
+    assert batch.columns["loss"].tolist() == [5.0, 6.0, 8.0]
     assert src.skipped == 1
+    assert [(r.reason, r.count, r.example) for r in src.tally.reasons()] == [
+        ("invalid step", 1, "step=7.5")
+    ]
 
 
 def test_invalid_values_and_malformed_lines_are_skipped_and_counted(tmp_path):
@@ -117,6 +124,15 @@ def test_invalid_values_and_malformed_lines_are_skipped_and_counted(tmp_path):
     # values: NaN, Infinity, "2.0", true, null, [1], "NaN", {"a": 1} = 8;
     # lines: not json, array, string, bogus event, marker without kind, log without text = 6
     assert src.skipped == 14
+    assert {r.reason: r.count for r in src.tally.reasons()} == {
+        "value not a finite number": 3,  # NaN, Infinity, "NaN"
+        "value not a number": 5,  # "2.0", true, null, [1], {"a": 1}
+        "not JSON": 1,
+        "not an object": 2,
+        "unknown event": 1,
+        "marker without kind": 1,
+        "log without text": 1,
+    }
 
 
 def test_half_written_line_waits_for_its_newline(tmp_path):
@@ -155,12 +171,16 @@ def test_replaced_file_drains_old_lines_then_rereads(tmp_path):
     write(new, '{"event": "meta", "run_id": "second"}\n{"step": 0, "loss": 5}\n')
     os.replace(new, path)
     events = src.poll()
+    # The old copy first, until a read of it finds nothing more; then the new file.
+    assert src.interval == 0  # polled again at once
+    events += src.poll()
     kinds = [type(e).__name__ for e in events]
     assert kinds == ["ScalarBatch", "LogLines", "RunMeta", "ScalarBatch"]
     assert events[0].steps.tolist() == [1] and events[0].run.run_id == "s"
     assert "replaced" in events[1].lines[0]
     assert events[3].run.run_id == "second" and events[3].columns["loss"].tolist() == [5.0]
-    assert src.generation == 1
+    assert src.generation == src.restarts == 1
+    assert "replaced" in src.limitation and src.notes == [events[1].lines[0][len("[carl-tui] "):]]
 
 
 def test_missing_file_waits_then_reads(tmp_path):
@@ -191,31 +211,33 @@ def test_large_backlog_is_chunked_with_zero_interval(tmp_path):
     assert concat(events, "acc")[1].tolist() == [float(i % 3) for i in range(n)]
 
 
+def _float_or_none(v):
+    try:
+        return valid_number(v)
+    except OverflowError:
+        return None
+
+
 def _reference(rows, prev=-1):
-    """Per-value reference implementation of the row rules."""
+    """Per-value reference implementation of the row rules (see sources/rows.py)."""
     steps, cols, skipped = [], {}, 0
-    for i, d in enumerate(rows):
+    for d in rows:
+        key = next((k for k in STEP_KEYS if k in d), None)
         step = None
-        for k in ("step", "global_step", "train/global_step", "_step"):
-            if k in d:
-                v = valid_number(d[k])
-                if v is not None and v == int(v):
-                    step = int(v)
-                    break
+        if key is not None:
+            v = _float_or_none(d[key])
+            if v is None or v != int(v) or not 0 <= v < 2**62:
+                skipped += 1  # the whole row
+                continue
+            step = int(v)
         for k, v in d.items():
-            if k in ("step", "global_step", "train/global_step", "_step", "time"):
-                if valid_number(v) is None or (
-                    k != "time" and valid_number(v) != int(valid_number(v))
-                ):
-                    skipped += 1
+            if k in STEP_KEYS or (k != "time" and not is_metric_key(k)):
                 continue
-            if not is_metric_key(k):
-                continue
-            num = valid_number(v)
+            num = _float_or_none(v)
             if num is None:
                 skipped += 1
-                continue
-            cols.setdefault(canonical(k), {})[i] = num
+            elif k != "time":
+                cols.setdefault(canonical(k), {})[len(steps)] = num
         step = prev + 1 if step is None else step
         steps.append(step)
         prev = step
@@ -234,7 +256,8 @@ def test_columns_match_per_value_reference(seed):
         row = {}
         for k in ks:
             if k in ("step", "global_step"):
-                row[k] = rnd.choice([i, i * 2, float(i), 0.5 + i]) if rnd.random() < 0.9 else "s"
+                row[k] = (rnd.choice([i, i * 2, float(i), 0.5 + i, -i - 1, None, 2**63])
+                          if rnd.random() < 0.9 else "s")
             elif rnd.random() < (0.0 if uniform and seed == 0 else 0.1):
                 row[k] = rnd.choice(odd)
             else:
@@ -243,10 +266,10 @@ def test_columns_match_per_value_reference(seed):
     got = build_columns(rows)
     steps, cols, skipped = _reference(rows)
     assert got.steps.tolist() == steps
-    assert got.skipped == skipped
+    assert got.skipped == skipped == got.tally.total
     assert set(got.columns) == set(cols)
     for name, values in cols.items():
-        expect = np.full(len(rows), np.nan)
+        expect = np.full(len(steps), np.nan)
         for i, v in values.items():
             expect[i] = v
         np.testing.assert_array_equal(got.columns[name], expect)

@@ -8,15 +8,15 @@ Metrics line (any object without an "event" key)::
     {"step": 12, "time": 1732350000.1, "loss": 0.4, "entropy": 1.2,
      "mean_token_accuracy": 0.8, "rewards/reverse/mean": 0.5}
 
-- The step key may be `step`, `global_step` or `train/global_step` (first one
-  present wins, in that order). It must be an integer (12 or 12.0). A line with
-  no valid step gets the previous metrics line's step + 1; the first such line
-  of a stream gets step 0.
+- The step key may be `step`, `global_step`, `train/global_step` or `_step`
+  (the first one present decides, in that order). It must be an integer >= 0
+  (12 or 12.0). A line without any step key gets the previous metrics line's
+  step + 1 (the first such line of a stream gets step 0); see
+  `sources.rows` for when that can collide with a logged step.
 - `time` is optional, epoch seconds; it is not a metric.
 - Every other key is a metric. `train/`-prefixed keys are accepted and
-  canonicalised (`train/loss` -> `loss`). Values must be finite numbers;
-  NaN, Infinity (also the bare `NaN`/`Infinity` literals Python's json
-  writes), strings, booleans, null and nested values are skipped.
+  canonicalised (`train/loss` -> `loss`). Values must be finite numbers.
+  Duplicate keys in one line: the last one wins (as in Python's json).
 
 Meta line -> `RunMeta` (all fields except "event")::
 
@@ -28,7 +28,7 @@ Meta line -> `RunMeta` (all fields except "event")::
     file (a later meta line merges its fields but does not rename the run).
 
 Marker line -> `Marker`; every other field is the marker's detail; without a
-valid step it is placed at the latest metrics step::
+step key it is placed at the latest metrics step::
 
     {"event": "marker", "kind": "phase_transition", "step": 14, "metric": 0.995}
 
@@ -36,67 +36,125 @@ Log line -> `LogLines` (consecutive log lines travel together)::
 
     {"event": "log", "text": "gate fired at step 14"}
 
-Anything else (not JSON, not an object, an unknown "event", a marker without a
-kind, a log without text) is a malformed line: skipped and counted in
-`skipped`, as is every invalid value (one per value). Blank lines are ignored.
+Skipped input, one rule. Nothing is guessed: a line is either used as a
+whole (less its invalid values) or skipped as a whole, and every skip is
+counted in the source's `tally` (an `InputTally`: by reason, with the first
+example; `skipped` is the total). Blank lines are ignored, not counted.
+
+- "not UTF-8": the line is not UTF-8, or has NUL bytes inside its text
+  (UTF-16 looks like that). Only UTF-8 is read. A UTF-8 byte order mark at
+  the start of a line (the file's first line, or a file appended to another)
+  is removed, as are NUL bytes before or after a line's text (the hole a
+  log rotation leaves when it truncates a file under a writer).
+- "not JSON": not valid JSON (the bare NaN / Infinity literals that Python's
+  json writes are accepted, as are numbers too large for a float).
+- "not an object": valid JSON that is not an object (null, 3, [1], "text").
+- "invalid step": the step (of a metrics or a marker line) is not an integer
+  in [0, 2**62): NaN, true, "nine", 10.5, null, nested, 2**62 or more.
+  "negative step": it is a negative integer (never taken as its absolute
+  value). The whole line is skipped: a step is never invented for it.
+- "unknown event", "marker without kind", "log without text".
+- "value not a finite number" (NaN, Infinity, "NaN") and "value not a number"
+  (strings, booleans, null, lists, objects): one count per value; the line's
+  other values are kept.
+- "line too long" (longer than `max_line_bytes`, 32 MB by default) and
+  "unfinished line" (a last line without its newline in a file that was then
+  truncated or replaced): counted by the file follower.
 
 Default run identity: source "jsonl", project = the file's folder name,
 run_id = the file's stem.
 
-Tailing: the source resumes by byte offset and reads only complete lines; a
-half-written last line waits until its newline arrives. A file that shrinks
-below the offset (truncated) or is replaced (another inode at the path) is a
-new generation and is read again from the start; any complete lines left in
-the replaced file are read first. Events emitted before stay in the store (so
-a rewritten file's steps appear twice); a `LogLines` note says it happened and
-`generation` counts it. A missing file raises `SourceError("waiting for ...")`
-and the poller retries. A large backlog is read in bounded pieces
-(`max_bytes_per_poll`, `chunk_lines` lines per `ScalarBatch`) and `interval`
-is 0 until it is caught up. Within one chunk of lines, meta events come first,
-then the chunk's metrics batch, then markers and log lines in file order.
+Tailing is `sources.follow.FileFollower`: complete lines only, a half-written
+last line waits for its newline; a FIFO is read non-blocking; a directory or
+a device is refused at once (no retry); a missing file raises
+`SourceError("waiting for ...")` and the poller retries. A file that is
+truncated, rewritten in place (even past the old offset before the next
+poll) or replaced is read again from the start as a new generation; a
+replaced file's old copy is drained first. Events emitted before stay in the
+store (so a rewritten file's steps appear twice); a `LogLines` note says so,
+`notes` keeps those sentences, `restarts` (= `generation`) counts them, and
+`limitation` shows the latest in the status bar. A large backlog is read in
+bounded pieces (`max_bytes_per_poll`, `chunk_lines` lines per `ScalarBatch`)
+and `interval` is 0 until it is caught up. Within one chunk of lines, meta
+events come first, then the chunk's metrics batch, then markers and log lines
+in file order.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import math
 import os
 from collections.abc import Sequence
 from operator import contains
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import orjson
 
 from carl_tui.events import Event, LogLines, Marker, RunMeta, RunRef, ScalarBatch
-from carl_tui.metric_names import valid_number
-from carl_tui.sources.base import SourceError
-from carl_tui.sources.rows import RowColumns, build_columns
+from carl_tui.sources.follow import BOM, DEFAULT_MAX_LINE_BYTES, FileFollower
+from carl_tui.sources.rows import (
+    INVALID_STEP,
+    NEGATIVE_STEP,
+    RowColumns,
+    build_columns,
+)
+from carl_tui.sources.tally import InputTally
 
 _IDENTITY_KEYS = ("run_id", "name", "project")
+_MAX_STEP = 2**62
+MAX_NOTES = 50
+
+NOT_UTF8 = "not UTF-8"
+NOT_JSON = "not JSON"
+NOT_OBJECT = "not an object"
+UNKNOWN_EVENT = "unknown event"
+MARKER_WITHOUT_KIND = "marker without kind"
+LOG_WITHOUT_TEXT = "log without text"
+
+_BLANK = object()  # a blank line: ignored
+_SKIP = object()  # a line already counted as skipped
 
 
-def _loads_lenient(line: bytes) -> Any:
-    """orjson, then the standard library (which accepts NaN / Infinity literals)."""
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return json.loads(line)
+def _example(line: bytes) -> str:
+    return line[:200].decode("utf-8", "replace")
+
+
+def step_value(value: Any) -> int | str:
+    """A step as an int, or the skip reason when `value` is not a valid step."""
+    t = type(value)
+    if t is int:
+        number: int | float = value
+    elif t is float and math.isfinite(value):
+        if value != int(value):
+            return INVALID_STEP
+        number = int(value)
+    else:
+        return INVALID_STEP
+    if abs(number) >= _MAX_STEP:
+        return INVALID_STEP
+    return NEGATIVE_STEP if number < 0 else int(number)
 
 
 class StreamParser:
     """Turns complete lines of the stream format into events.
 
-    Keeps the run identity, the previous step and the skipped count between
+    Keeps the run identity, the previous step and the skip tally between
     calls. Shared by `JsonlSource` and `ReplaySource`.
     """
 
-    def __init__(self, run: RunRef, *, explicit: bool):
+    def __init__(self, run: RunRef, *, explicit: bool, tally: InputTally | None = None):
         self.run = run
         self.explicit = explicit
         self.prev_step = -1
         self.metrics_seen = False
-        self.skipped = 0
+        self.tally = tally if tally is not None else InputTally()
+
+    @property
+    def skipped(self) -> int:
+        return self.tally.total
 
     def reset(self) -> None:
         """A new generation of the file: steps restart, identity may be set again."""
@@ -104,32 +162,50 @@ class StreamParser:
         self.metrics_seen = False
 
     def parse(self, lines: Sequence[bytes], time_offset: float = 0.0) -> list[Event]:
-        """Events of complete lines (without their newlines)."""
+        """Events of complete lines (without their newlines). Never raises on
+        bad input: every line is either used or counted in the tally."""
         if not lines:
             return []
         try:
-            objs = list(map(orjson.loads, lines))
+            objs: list[Any] = list(map(orjson.loads, lines))
         except orjson.JSONDecodeError:
             objs = list(map(self._parse_one, lines))
         if set(map(type, objs)) != {dict}:
-            objs = [self._check_object(o) for o in objs]
+            objs = [self._check_object(o, line) for o, line in zip(objs, lines, strict=True)]
         if any(map(contains, filter(None, objs), ("event",) * len(objs))):
             return self._parse_mixed(objs, time_offset)
         return self._metrics_events([o for o in objs if o is not None], time_offset)
 
     def _parse_one(self, line: bytes) -> Any:
-        if not line.strip():
-            return None
+        text = line.removeprefix(BOM)
+        if b"\x00" in text:
+            text = text.strip(b"\x00")
+            if b"\x00" in text:
+                self.tally.skip(NOT_UTF8, _example(line))
+                return _SKIP
+        if not text.strip():
+            return _BLANK
         try:
-            return _loads_lenient(line)
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
+        try:
+            decoded = text.decode("utf-8")
+        except UnicodeDecodeError:
+            self.tally.skip(NOT_UTF8, _example(line))
+            return _SKIP
+        try:
+            return json.loads(decoded)  # NaN / Infinity literals, integers beyond 64 bits
         except (ValueError, RecursionError):
-            self.skipped += 1
-            return None
+            self.tally.skip(NOT_JSON, _example(line))
+            return _SKIP
 
-    def _check_object(self, obj: Any) -> dict | None:
-        if obj is None or type(obj) is dict:
+    def _check_object(self, obj: Any, line: bytes) -> dict | None:
+        if type(obj) is dict:
             return obj
-        self.skipped += 1
+        if obj is _BLANK or obj is _SKIP:
+            return None
+        self.tally.skip(NOT_OBJECT, _example(line))
         return None
 
     def _parse_mixed(self, objs: list[dict | None], time_offset: float) -> list[Event]:
@@ -151,12 +227,11 @@ class StreamParser:
             elif kind in ("marker", "log"):
                 others.append((i, obj))
             else:
-                self.skipped += 1
+                self.tally.skip(UNKNOWN_EVENT, f"event={kind!r}")
         prev_step = self.prev_step
         events: list[Event] = list(metas)
-        batch_events = self._metrics_events(metrics, time_offset)
-        steps = batch_events[0].steps if batch_events else None
-        events.extend(batch_events)
+        cols = self._columns(metrics)
+        events.extend(self._batch(cols, time_offset))
         pending_log: list[str] = []
         for i, obj in others:
             if obj["event"] == "log":
@@ -164,32 +239,37 @@ class StreamParser:
                 if isinstance(text, str):
                     pending_log.extend(text.splitlines() or [""])
                 else:
-                    self.skipped += 1
+                    self.tally.skip(LOG_WITHOUT_TEXT, f"text={text!r}")
                 continue
+            kind = obj.get("kind")
+            if not isinstance(kind, str) or not kind:
+                self.tally.skip(MARKER_WITHOUT_KIND, f"kind={kind!r}")
+                continue
+            if "step" in obj:
+                step = step_value(obj["step"])
+                if isinstance(step, str):
+                    self.tally.skip(step, f"marker step={obj['step']!r}")
+                    continue
+            else:
+                step = self._latest_step(i, metric_pos, cols, prev_step)
             if pending_log:
                 events.append(LogLines(self.run, tuple(pending_log)))
                 pending_log = []
-            kind = obj.get("kind")
-            if not isinstance(kind, str) or not kind:
-                self.skipped += 1
-                continue
-            step = self._marker_step(obj.get("step"), i, metric_pos, steps, prev_step)
             detail = {k: v for k, v in obj.items() if k not in ("event", "kind", "step")}
             events.append(Marker(self.run, kind, step, detail))
         if pending_log:
             events.append(LogLines(self.run, tuple(pending_log)))
         return events
 
-    def _marker_step(self, value, pos, metric_pos, steps, prev_step) -> int:
-        number = valid_number(value)
-        if number is not None and number == int(number):
-            return int(number)
-        if value is not None:
-            self.skipped += 1
-        k = bisect.bisect_left(metric_pos, pos) - 1
-        if k >= 0 and steps is not None:
-            return int(steps[k])
-        return max(prev_step, 0)
+    @staticmethod
+    def _latest_step(pos: int, metric_pos: list[int], cols: RowColumns | None, prev: int) -> int:
+        """The step of the last kept metrics line before line `pos`."""
+        k = bisect.bisect_left(metric_pos, pos) - 1  # metrics rows before the marker
+        if cols is not None and k >= 0:
+            j = k if cols.kept is None else bisect.bisect_right(cols.kept.tolist(), k) - 1
+            if j >= 0:
+                return int(cols.steps[j])
+        return max(prev, 0)
 
     def _adopt_identity(self, meta: dict) -> None:
         fields = {k: str(meta[k]) for k in _IDENTITY_KEYS if meta.get(k) not in (None, "")}
@@ -201,15 +281,17 @@ class StreamParser:
                 name=fields.get("name", self.run.name),
             )
 
-    def _metrics_events(self, rows: list[dict], time_offset: float) -> list[Event]:
+    def _columns(self, rows: list[dict]) -> RowColumns | None:
         if not rows:
-            return []
-        return self._batch(build_columns(rows, prev_step=self.prev_step), time_offset)
+            return None
+        return build_columns(rows, prev_step=self.prev_step, tally=self.tally)
 
-    def _batch(self, cols: RowColumns, time_offset: float) -> list[Event]:
-        if not len(cols):
+    def _metrics_events(self, rows: list[dict], time_offset: float) -> list[Event]:
+        return self._batch(self._columns(rows), time_offset)
+
+    def _batch(self, cols: RowColumns | None, time_offset: float) -> list[Event]:
+        if cols is None or not len(cols):
             return []
-        self.skipped += cols.skipped
         self.prev_step = int(cols.steps[-1])
         self.metrics_seen = True
         wall = cols.last_time + time_offset if cols.last_time is not None else None
@@ -233,19 +315,22 @@ class JsonlSource:
         interval: float = 0.5,
         chunk_lines: int = 100_000,
         max_bytes_per_poll: int = 8 << 20,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     ):
         self.path = Path(path)
         self.name = f"jsonl: {self.path.name}"
         self._interval = interval
         self.chunk_lines = max(1, chunk_lines)
-        self.max_bytes_per_poll = max(1024, max_bytes_per_poll)
-        self.parser = StreamParser(run or default_run(self.path, "jsonl"), explicit=run is not None)
+        self.follower = FileFollower(
+            self.path, max_bytes_per_poll=max_bytes_per_poll, max_line_bytes=max_line_bytes
+        )
+        self.tally = InputTally()
+        self.parser = StreamParser(
+            run or default_run(self.path, "jsonl"), explicit=run is not None, tally=self.tally
+        )
         self.finished = False
-        self.limitation = ""
-        self.generation = 0
-        self.offset = 0  # byte offset of the first unread line
-        self._fh: BinaryIO | None = None
-        self._ident: tuple[int, int] | None = None
+        self.notes: list[str] = []  # what happened to the file (restarts), oldest first
+        self._generation = 0
         self._backlog = False
 
     @property
@@ -254,7 +339,33 @@ class JsonlSource:
 
     @property
     def skipped(self) -> int:
-        return self.parser.skipped
+        return self.tally.total
+
+    @property
+    def offset(self) -> int:
+        """Byte offset of the first line not yet read."""
+        return self.follower.offset
+
+    @property
+    def generation(self) -> int:
+        return self.follower.generation
+
+    @property
+    def restarts(self) -> int:
+        """How many times the file started over (truncated, rewritten, replaced)."""
+        return self.follower.restarts
+
+    @property
+    def max_bytes_per_poll(self) -> int:
+        return self.follower.max_bytes_per_poll
+
+    @property
+    def limitation(self) -> str:
+        if not self.restarts:
+            return ""
+        times = "once" if self.restarts == 1 else f"{self.restarts} times"
+        return (f"{self.path.name} started over {times} (latest: {self.notes[-1]}); "
+                "points read before stay in the plots")
 
     @property
     def interval(self) -> float:
@@ -266,77 +377,21 @@ class JsonlSource:
         self._interval = value
 
     def poll(self) -> list[Event]:
+        got = self.follower.read()
+        self._backlog = got.backlog
+        for reason, example in got.dropped:
+            self.tally.skip(reason, _example(example))
         events: list[Event] = []
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            if self._fh is not None:  # removed: keep what was completely written
-                events = self._drain(self._fh)
-                self._close_handle()
-                if events:
-                    return events
-            raise SourceError(f"waiting for {self.path}") from None
-        ident = (st.st_dev, st.st_ino)
-        if self._fh is not None and ident != self._ident:
-            events.extend(self._drain(self._fh))
-            self._close_handle()
-            events.append(self._new_generation("was replaced"))
-        if self._fh is None:
-            self._fh = open(self.path, "rb")  # noqa: SIM115 - kept open between polls
-            self._ident = (os.fstat(self._fh.fileno()).st_dev, os.fstat(self._fh.fileno()).st_ino)
-        size = os.fstat(self._fh.fileno()).st_size
-        if size < self.offset:
-            events.append(self._new_generation("was truncated"))
-        events.extend(self._read(self._fh))
-        return events
-
-    def _new_generation(self, what: str) -> LogLines:
-        self.generation += 1
-        self.offset = 0
-        self.parser.reset()
-        return LogLines(
-            self.parser.run,
-            (f"[carl-tui] {self.path.name} {what}; reading it again from the start",),
-        )
-
-    def _drain(self, fh: BinaryIO) -> list[Event]:
-        """Events of every complete line left in `fh`."""
-        events: list[Event] = []
-        while True:
-            before = self.offset
-            events.extend(self._read(fh))
-            if self.offset == before:
-                return events
-
-    def _read(self, fh: BinaryIO) -> list[Event]:
-        """Events of the complete lines after `offset`, at most `max_bytes_per_poll`."""
-        fh.seek(self.offset)
-        data = fh.read(self.max_bytes_per_poll)
-        capped = len(data) >= self.max_bytes_per_poll
-        end = data.rfind(b"\n") + 1
-        while end == 0 and len(data) >= self.max_bytes_per_poll:  # one very long line
-            more = fh.read(self.max_bytes_per_poll)
-            if not more:
-                break
-            data += more
-            end = data.rfind(b"\n") + 1
-        if end == 0:
-            self._backlog = False
-            return []
-        events: list[Event] = []
-        lines = data[:end].split(b"\n")
-        lines.pop()
+        if got.generation != self._generation:
+            self._generation = got.generation
+            self.parser.reset()
+        if got.notes:
+            self.notes = (self.notes + got.notes)[-MAX_NOTES:]
+            events.append(LogLines(self.run, tuple(f"[carl-tui] {n}" for n in got.notes)))
+        lines = got.lines
         for i in range(0, len(lines), self.chunk_lines):
             events.extend(self.parser.parse(lines[i : i + self.chunk_lines]))
-        self.offset += end
-        self._backlog = capped
         return events
 
-    def _close_handle(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-        self._fh = None
-        self._ident = None
-
     def close(self) -> None:
-        self._close_handle()
+        self.follower.close()

@@ -7,12 +7,19 @@ infinity releases everything at the first poll. Wall times in the batches are
 shifted so the recording appears to happen now. `finished` becomes True after
 the last line. Default run identity: source "replay", project = the file's
 folder name, run_id = the file's stem (a meta line may set them).
+
+The recording is read whole at the first poll. Lines are skipped and counted
+in `tally` by the rules of `sources.jsonl` (a UTF-8 byte order mark at the
+start is accepted; the last line needs no newline). A missing file is waited
+for; a directory, a pipe (FIFO: follow it with `--watch` instead) or a device
+is refused at once with a plain message (`SourceError(..., retry=False)`).
 """
 
 from __future__ import annotations
 
 import math
 import os
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,10 +28,13 @@ import orjson
 
 from carl_tui.events import Event, RunRef
 from carl_tui.sources.base import SourceError
+from carl_tui.sources.follow import BOM, stat_path, unusable
 from carl_tui.sources.jsonl import StreamParser, default_run
 from carl_tui.sources.rows import TIME_KEY
+from carl_tui.sources.tally import InputTally
 
 MAX_INTERVAL = 0.25
+_O_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def _line_time(line: bytes) -> float | None:
@@ -58,7 +68,10 @@ class ReplaySource:
         self.clock = clock
         self.wall_clock = wall_clock
         explicit = run is not None
-        self.parser = StreamParser(run or default_run(self.path, "replay"), explicit=explicit)
+        self.tally = InputTally()
+        self.parser = StreamParser(
+            run or default_run(self.path, "replay"), explicit=explicit, tally=self.tally
+        )
         self.finished = False
         self.limitation = ""
         self._lines: list[bytes] | None = None
@@ -73,7 +86,7 @@ class ReplaySource:
 
     @property
     def skipped(self) -> int:
-        return self.parser.skipped
+        return self.tally.total
 
     @property
     def fast(self) -> bool:
@@ -87,11 +100,34 @@ class ReplaySource:
         wait = self._due[self._next] / self.speed - (self.clock() - self._start)
         return min(MAX_INTERVAL, max(0.0, wait))
 
-    def _load(self) -> None:
+    def _read(self) -> bytes:
+        st = stat_path(self.path)
+        if st is None:
+            raise SourceError(f"waiting for {self.path}", kind="not_found")
+        if stat.S_ISFIFO(st.st_mode):
+            raise SourceError(
+                f"{self.path} is a pipe (FIFO), not a recording; follow it with --watch",
+                retry=False, kind="invalid",
+            )
+        err = unusable(self.path, st, fifo_ok=False)
+        if err is not None:
+            raise err
         try:
-            data = self.path.read_bytes()
+            # Non-blocking: a FIFO put there since the stat must not block the open.
+            with os.fdopen(os.open(self.path, _O_FLAGS), "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # changed since the stat
+                    raise SourceError(f"{self.path} is not a file", retry=False, kind="invalid")
+                return fh.read()
         except FileNotFoundError:
-            raise SourceError(f"waiting for {self.path}") from None
+            raise SourceError(f"waiting for {self.path}", kind="not_found") from None
+        except IsADirectoryError:  # became one since the stat
+            raise SourceError(f"{self.path} is a directory, not a file; give the path of a file",
+                              retry=False, kind="invalid") from None
+        except OSError as exc:
+            raise SourceError(f"cannot read {self.path}: {exc.strerror or exc}") from None
+
+    def _load(self) -> None:
+        data = self._read().removeprefix(BOM)
         lines = [line for line in data.split(b"\n") if line.strip()]
         first: float | None = None
         due, last = [], 0.0

@@ -1,19 +1,43 @@
 """Metric rows (parsed JSON objects) to ScalarBatch columns, fast.
 
-Shared by the JSONL, replay and local Trackio sources. A row is a dict such as
-`{"step": 12, "time": 1732350000.1, "loss": 0.4, "train/entropy": 1.2}`:
+Shared by the JSONL, replay, local Trackio and W&B sources. A row is a dict
+such as `{"step": 12, "time": 1732350000.1, "loss": 0.4, "train/entropy": 1.2}`.
 
-- the step is the first of `step_keys` present with an integral number;
-  otherwise `default_steps[i]` (Trackio's own step), or else the previous
-  row's step + 1 (the first row of a stream without a step gets step 0);
+The skipped-input policy (one rule for every source that builds rows here):
+
+- Step: the first of `step_keys` present in the row decides (`step`, then
+  `global_step`, `train/global_step`, `_step`); the other step keys of the row
+  are ignored. Its value must be an integer in [0, 2**62): 12 or 12.0. Any
+  other value (NaN, true, "nine", 10.5, null, a list or object, >= 2**62)
+  makes the whole row skipped as "invalid step", a negative integer as
+  "negative step": one count per row, and no point of it is kept. A step is
+  never invented for a row whose step is wrong (it could collide with a real
+  one).
+- A row with no step key takes `default_steps[i]` (the caller's own step,
+  e.g. Trackio's; a negative entry means "none"), or else the previous kept
+  row's step + 1; the first row of a stream without a step gets step 0
+  (`prev_step` = -1). A stream that never logs a step thus gets 0, 1, 2, ...
+  with no collision. Mixed with stepped rows it can collide: after
+  `{"step": 5}`, a step-less row gets 6, and a later `{"step": 6}` is a second
+  point at 6 (the store keeps both, in arrival order). Writers that log steps
+  should log them on every row.
 - `time_key` (epoch seconds) is not a metric; the newest valid one becomes the
-  batch's wall time;
-- every other metric key (see `metric_names.is_metric_key`) is canonicalised
+  batch's wall time.
+- Every other metric key (see `metric_names.is_metric_key`) is canonicalised
   (`train/entropy` -> `entropy`) and becomes a float64 column with NaN where
-  the row did not log it;
-- a value that is not a finite number (NaN, Infinity, strings such as Trackio's
-  "NaN", booleans, null, nested values) is NaN in its column and counted in
-  `skipped`, one per value.
+  the row did not log it. Keys that are not metrics (`timestamp`, `_runtime`,
+  ...) are ignored.
+- A metric (or time) value that is not a finite number is NaN in its column
+  and skipped, one count per value: "value not a finite number" for NaN and
+  infinities (also the strings "NaN", "Infinity", "-Infinity" that Trackio
+  writes), "value not a number" for strings, booleans, null, lists, objects
+  and integers too large for a float. A metric whose every value was skipped
+  adds no column.
+
+Every skip is counted in the `tally` given (an `InputTally`, by reason with
+the first example) and in `RowColumns.tally` / `RowColumns.skipped`; kept
+rows + rows skipped = rows given. `RowColumns.kept` lists which rows made it
+(None: all of them).
 
 Speed: rows that share one key set (the usual case) are converted with one
 C-level pass per stage (itemgetter, a type census, `np.fromiter`) instead of a
@@ -35,6 +59,7 @@ from typing import Any
 import numpy as np
 
 from carl_tui.metric_names import STEP_KEYS, canonical, is_metric_key, valid_number
+from carl_tui.sources.tally import InputTally
 
 TIME_KEY = "time"
 
@@ -47,21 +72,46 @@ def iso_to_epoch(ts: Any) -> float | None:
         return datetime.fromisoformat(ts).timestamp()
     except ValueError:
         return None
+
+
+INVALID_STEP = "invalid step"
+NEGATIVE_STEP = "negative step"
+NOT_FINITE = "value not a finite number"
+NOT_NUMBER = "value not a number"
+
 _NUMBER_TYPES = frozenset({float, int})
 _MAX_STEP = float(2**62)
+_NONFINITE_STRINGS = frozenset({"NaN", "nan", "Infinity", "-Infinity", "inf", "-inf"})
+# Codes of a value in a kinds matrix: 0 fine or absent, then the skip reasons.
+_OK, _NOT_FINITE, _NOT_NUMBER = 0, 1, 2
+_VALUE_REASONS = {_NOT_FINITE: NOT_FINITE, _NOT_NUMBER: NOT_NUMBER}
 
 
 @dataclass
 class RowColumns:
     """The columns of a block of rows, ready for a ScalarBatch."""
 
-    steps: np.ndarray  # int64, one per row
+    steps: np.ndarray  # int64, one per kept row
     columns: dict[str, np.ndarray] = field(default_factory=dict)  # float64, NaN = absent
     last_time: float | None = None
-    skipped: int = 0
+    skipped: int = 0  # rows and values skipped (= tally.total)
+    kept: np.ndarray | None = None  # indices of the given rows that are here; None: all
+    tally: InputTally = field(default_factory=InputTally)  # this block's skips by reason
 
     def __len__(self) -> int:
         return int(self.steps.shape[0])
+
+
+@dataclass
+class _Entry:
+    """One raw key of one group of rows: its float column and where it came from."""
+
+    key: str
+    col: np.ndarray  # float64, NaN = invalid
+    idx: np.ndarray | None  # row of each group position; None: the group is every row
+    kinds: np.ndarray | None  # int8 codes per group position; None: every value fine
+    values: list  # the group's value tuples (for examples)
+    j: int  # this key's position in those tuples
 
 
 def _getter(keys: tuple[str, ...]):
@@ -102,27 +152,42 @@ def _to_float(value: Any) -> float | None:
         return None
 
 
-def _matrix(values: list[tuple], width: int) -> tuple[np.ndarray, int]:
-    """float64 matrix [rows, width] of the values, NaN where invalid; and the invalid count."""
+def _kind(value: Any) -> int:
+    """Why `value` is not a finite number."""
+    t = type(value)
+    if t is float or (t is str and value in _NONFINITE_STRINGS):
+        return _NOT_FINITE
+    return _NOT_NUMBER
+
+
+def _matrix(values: list[tuple], width: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """float64 matrix [rows, width] of the values, NaN where invalid; and an
+    int8 matrix of why each value is invalid (None when none is)."""
     m = len(values)
-    flat = chain.from_iterable(values)
     if set(map(type, chain.from_iterable(values))) <= _NUMBER_TYPES:
         try:
-            mat = np.fromiter(flat, dtype=np.float64, count=m * width).reshape(m, width)
+            mat = np.fromiter(
+                chain.from_iterable(values), dtype=np.float64, count=m * width
+            ).reshape(m, width)
         except OverflowError:
             mat = None
         if mat is not None:
             bad = ~np.isfinite(mat)
-            nbad = int(bad.sum())
-            if nbad:
-                mat[bad] = np.nan
-            return mat, nbad
-    converted = [_to_float(v) for v in chain.from_iterable(values)]
-    nbad = converted.count(None)
+            if not bad.any():
+                return mat, None
+            mat[bad] = np.nan
+            return mat, (bad * _NOT_FINITE).astype(np.int8)
+    flat = list(chain.from_iterable(values))
+    converted = list(map(_to_float, flat))
     mat = np.fromiter(
         (math.nan if v is None else v for v in converted), dtype=np.float64, count=m * width
     ).reshape(m, width)
-    return mat, nbad
+    bad_at = [i for i, v in enumerate(converted) if v is None]
+    if not bad_at:
+        return mat, None
+    kinds = np.zeros(m * width, dtype=np.int8)
+    kinds[bad_at] = [_kind(flat[i]) for i in bad_at]
+    return mat, kinds.reshape(m, width)
 
 
 def build_columns(
@@ -132,67 +197,131 @@ def build_columns(
     prev_step: int = -1,
     step_keys: Sequence[str] = STEP_KEYS,
     time_key: str | None = TIME_KEY,
+    tally: InputTally | None = None,
 ) -> RowColumns:
-    """Columns of `rows` (dicts). See the module docstring for the rules."""
+    """Columns of `rows` (dicts). See the module docstring for the rules; every
+    skip is also counted in `tally` when one is given."""
     if not rows:
         return RowColumns(steps=np.empty(0, dtype=np.int64))
-    keyed: list[tuple[str, np.ndarray, np.ndarray | None]] = []
-    skipped = 0
+    entries: list[_Entry] = []
     for keys, idx, values in _group_rows(rows):
         if not keys:
             continue
-        mat, nbad = _matrix(values, len(keys))
-        skipped += nbad
-        keyed.extend((key, mat[:, j], idx) for j, key in enumerate(keys))
-    return _assemble(len(rows), keyed, skipped, default_steps, prev_step, step_keys, time_key)
+        mat, kinds = _matrix(values, len(keys))
+        for j, key in enumerate(keys):
+            k = None if kinds is None else kinds[:, j]
+            if k is not None and not k.any():
+                k = None
+            entries.append(_Entry(key, mat[:, j], idx, k, values, j))
+    out = _assemble(len(rows), entries, default_steps, prev_step, step_keys, time_key)
+    if tally is not None:
+        tally.merge(out.tally)
+    return out
+
+
+def _example(e: _Entry, pos: int) -> str:
+    return f"{e.key}={e.values[pos][e.j]!r}"
+
+
+def _steps(
+    n: int, entries: list[_Entry], step_keys: Sequence[str], local: InputTally
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(step per row, NaN = no step key; row has a step key; row is kept)."""
+    rank_of = {k: r for r, k in enumerate(step_keys)}
+    steps = np.full(n, np.nan)
+    rank = np.full(n, len(step_keys), dtype=np.int16)
+    bad = np.zeros(n, dtype=np.int8)  # 1 invalid step, 2 negative step
+    ordered = sorted((e for e in entries if e.key in rank_of), key=lambda e: rank_of[e.key])
+    for e in ordered:
+        r = rank_of[e.key]
+        rows = np.arange(n) if e.idx is None else e.idx
+        take = rank[rows] > r  # the first step key present decides
+        if not take.any():
+            continue
+        pos = np.flatnonzero(take)
+        sel, v = rows[pos], e.col[pos]
+        with np.errstate(invalid="ignore"):
+            integral = (v == np.floor(v)) & (np.abs(v) < _MAX_STEP)
+        negative = integral & (v < 0)
+        ok = integral & ~negative
+        rank[sel] = r
+        steps[sel] = np.where(ok, v, np.nan)
+        code = np.where(ok, 0, np.where(negative, 2, 1)).astype(np.int8)
+        bad[sel] = code
+        for c, reason in ((1, INVALID_STEP), (2, NEGATIVE_STEP)):
+            hit = np.flatnonzero(code == c)
+            if hit.size:
+                local.skip(reason, _example(e, int(pos[hit[0]])), int(hit.size))
+    has_key = rank < len(step_keys)
+    return steps, has_key, bad == 0
 
 
 def _assemble(
     n: int,
-    keyed: list[tuple[str, np.ndarray, np.ndarray | None]],
-    skipped: int,
+    entries: list[_Entry],
     default_steps: np.ndarray | None,
     prev_step: int,
     step_keys: Sequence[str],
     time_key: str | None,
 ) -> RowColumns:
-    """RowColumns from (raw key, float64 values with NaN = absent/invalid, row
-    indices or None for all rows) triples."""
-    step_rank = {k: r for r, k in enumerate(step_keys)}
-    steps = np.full(n, np.nan)
-    step_rank_of_row = np.full(n, len(step_keys), dtype=np.int16)
+    """RowColumns from the entries (one per raw key and group of rows)."""
+    local = InputTally()
+    steps, has_key, kept = _steps(n, entries, step_keys, local)
+    all_kept = bool(kept.all())
     times = np.full(n, np.nan) if time_key is not None else None
     columns: dict[str, np.ndarray] = {}
-    for key, col, idx in keyed:
-        if key in step_rank:
-            present = ~np.isnan(col)
-            integral = present & (col == np.floor(col)) & (np.abs(col) < _MAX_STEP)
-            skipped += int((present & ~integral).sum())  # 7.5 is not a step
-            col = np.where(integral, col, np.nan)
-            _merge_step(steps, step_rank_of_row, col, idx, step_rank[key])
+    step_set = set(step_keys)
+    for e in entries:
+        if e.key in step_set:
             continue
-        if key == time_key:
-            _assign(times, col, idx)
+        is_time = e.key == time_key
+        if not is_time and not is_metric_key(e.key):
             continue
-        if not is_metric_key(key):
+        if e.kinds is not None:
+            _count_values(e, kept, all_kept, local)
+        if is_time:
+            _assign(times, e.col, e.idx)
             continue
-        name = canonical(key)
+        name = canonical(e.key)
         out = columns.get(name)
         if out is None:
-            if idx is None:
-                columns[name] = np.ascontiguousarray(col)
+            if e.idx is None:
+                columns[name] = np.ascontiguousarray(e.col)
                 continue
             out = columns[name] = np.full(n, np.nan)
-        _assign(out, col, idx)
-    resolved = _resolve_steps(steps, default_steps, prev_step)
-    if skipped:  # a metric whose every value was invalid adds no series
+        _assign(out, e.col, e.idx)
+    if default_steps is not None:
+        use = ~has_key & (default_steps >= 0)
+        steps = np.where(use, default_steps, steps)
+    kept_idx = None
+    if not all_kept:
+        kept_idx = np.flatnonzero(kept)
+        steps = steps[kept]
+        columns = {k: v[kept] for k, v in columns.items()}
+        if times is not None:
+            times = times[kept]
+    resolved = _resolve_steps(steps, prev_step)
+    if local.total:  # a metric whose every value was skipped adds no series
         columns = {k: v for k, v in columns.items() if not np.isnan(v).all()}
     last_time = None
     if times is not None:
         ok = times[~np.isnan(times)]
         if ok.size:
             last_time = float(ok[-1])
-    return RowColumns(steps=resolved, columns=columns, last_time=last_time, skipped=skipped)
+    return RowColumns(steps=resolved, columns=columns, last_time=last_time,
+                      skipped=local.total, kept=kept_idx, tally=local)
+
+
+def _count_values(e: _Entry, kept: np.ndarray, all_kept: bool, local: InputTally) -> None:
+    """Count the invalid values of `e` in the kept rows, by reason."""
+    kinds = e.kinds
+    assert kinds is not None
+    if not all_kept:
+        kinds = np.where(kept if e.idx is None else kept[e.idx], kinds, _OK)
+    for code, reason in _VALUE_REASONS.items():
+        hit = np.flatnonzero(kinds == code)
+        if hit.size:
+            local.skip(reason, _example(e, int(hit[0])), int(hit.size))
 
 
 def _assign(out: np.ndarray, col: np.ndarray, idx: np.ndarray | None) -> None:
@@ -204,28 +333,11 @@ def _assign(out: np.ndarray, col: np.ndarray, idx: np.ndarray | None) -> None:
         out[idx[valid]] = col[valid]
 
 
-def _merge_step(steps, ranks, col, idx, rank) -> None:
-    """Fill steps from `col` where it is present and outranks what is there."""
-    present = ~np.isnan(col)
-    if idx is None:
-        take = present & (rank < ranks)
-        steps[take] = col[take]
-        ranks[take] = rank
-    else:
-        sel = present & (rank < ranks[idx])
-        steps[idx[sel]] = col[sel]
-        ranks[idx[sel]] = rank
-
-
-def _resolve_steps(
-    steps: np.ndarray, default_steps: np.ndarray | None, prev_step: int
-) -> np.ndarray:
-    """Integer steps: given ones, else `default_steps`, else previous step + 1."""
+def _resolve_steps(steps: np.ndarray, prev_step: int) -> np.ndarray:
+    """Integer steps: the given ones (NaN = none), else the previous step + 1."""
     known = ~np.isnan(steps)
     if known.all():
         return steps.astype(np.int64)
-    if default_steps is not None:
-        return np.where(known, steps, default_steps).astype(np.int64)
     n = steps.shape[0]
     idx = np.arange(n)
     last_known = np.maximum.accumulate(np.where(known, idx, -1))
