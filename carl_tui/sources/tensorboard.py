@@ -1,0 +1,511 @@
+"""Follow the runs of a TensorBoard log directory by reading its event files.
+
+Every directory under LOGDIR (LOGDIR included) that holds event files (names
+containing "tfevents", as TensorBoard itself decides) is a run, named by its
+path relative to LOGDIR with "/" separators; files directly in LOGDIR make a run
+named after LOGDIR's folder. Each run is `RunRef("tensorboard", <LOGDIR's
+folder name>, <run name>, <run name>)`. `runs=` keeps the runs whose name is
+listed, or that lie under a listed name (`grpo` keeps `grpo` and `grpo/eval`).
+New runs, and new files in a run (a restarted writer starts a new file), are
+picked up as they appear; a run's files are read oldest first (by the time in
+their names).
+
+Following: each file keeps a resume offset, the end of its last complete
+record; a poll reads what was appended since (record framing and CRC32C in
+`tfevents.py`). A record still being written at the end of a file is waited
+for. A record that fails its CRC is skipped and counted ("record CRC
+mismatch"); after a damaged length the reader resynchronises at the next
+offset where a record checks out. A file whose first bytes are no record is
+counted once ("not an event file") and left alone. A backlog is read in pieces
+of `max_bytes_per_poll` and `interval` is 0 until it is caught up; the most
+recently written runs are read first.
+
+What a run's events become:
+
+- scalars (`simple_value`, or a one-number tensor: `tf.summary.scalar` in TF2,
+  `add_scalar(..., new_style=True)` in torch): a `ScalarBatch` per run per
+  poll. The event's `step` is the step, its `wall_time` the row's time. Values
+  logged at one step in a row (one event per tag, as SummaryWriter writes
+  them) merge into one row; a tag seen again at the same step (a restart) starts
+  a new row, so repeated points keep their arrival order. Tags are passed
+  through `metric_names.canonical` (`train/loss` -> `loss`; TRL/transformers'
+  `train/...`, OpenRLHF's `train/policy_loss`, `train/actor_lr`, `eval/...`,
+  custom names as they are). A NaN or infinite value is skipped, counted and
+  reported in `ScalarBatch.nonfinite`.
+- text: counted (`tally.note("text")`); the config texts transformers'
+  TensorBoard callback writes (`args/text_summary`: the TrainingArguments,
+  `model_config/text_summary`: the model config, both JSON) become
+  `RunMeta(run, {"config": {**model_config, **args}, "vocab_size", "model",
+  "method"})` as far as they say them.
+- histograms, images, audio, graphs, hparams, other plugins' tensors: counted
+  by kind (`tally.note(...)`), never errors.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import struct
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch
+from carl_tui.metric_names import canonical, is_metric_key
+from carl_tui.sources import tfevents as tfe
+from carl_tui.sources.base import SourceError
+from carl_tui.sources.tally import InputTally
+
+SOURCE = "tensorboard"
+MAX_BYTES_PER_POLL = 1 << 20
+RESCAN_S = 1.0  # while a backlog is read, look for new files at most this often
+EVENT_FILE_MARK = "tfevents"
+
+CRC_MISMATCH = "record CRC mismatch"
+NOT_EVENT_FILE = "not an event file"
+UNREADABLE = "record not readable"
+NOT_FINITE = "value not a finite number"
+NOT_SCALAR = "scalar not readable"
+
+# Text tags (without "/text_summary") that hold a run's config as JSON
+MODEL_CONFIG_TAGS = frozenset({"model_config"})
+ARGS_TAGS = frozenset({"args", "config", "training_args"})
+_FENCE = re.compile(r"^\s*```[a-zA-Z]*\s*\n(.*)\n\s*```\s*$", re.DOTALL)
+_FILE_TIME = re.compile(r"tfevents\.(\d+)")
+
+
+def is_event_file(name: str) -> bool:
+    return EVENT_FILE_MARK in name
+
+
+def _file_order(name: str) -> tuple[int, str]:
+    m = _FILE_TIME.search(name)
+    return (int(m.group(1)) if m else 0, name)
+
+
+# -- finding runs ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    name: str  # path relative to LOGDIR ("/"-separated); LOGDIR's own folder name for LOGDIR
+    dir: Path
+    files: tuple[Path, ...]  # event files, oldest first
+    mtime: float  # newest write to any of them
+
+
+def _root_name(logdir: Path) -> str:
+    return logdir.resolve().name or str(logdir)
+
+
+def _walk(logdir: Path) -> dict[str, tuple[Path, list[tuple[Path, os.stat_result]]]]:
+    """{run name: (dir, [(event file, stat)])} for every directory holding event files."""
+    root_name = _root_name(logdir)
+    found: dict[str, tuple[Path, list[tuple[Path, os.stat_result]]]] = {}
+    stack = [logdir]
+    while stack:
+        d = stack.pop()
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        files = []
+        for e in entries:
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(Path(e.path))
+                elif is_event_file(e.name) and e.is_file():
+                    files.append((Path(e.path), e.stat()))
+            except OSError:
+                continue
+        if files:
+            rel = d.relative_to(logdir).as_posix()
+            name = root_name if rel == "." else rel
+            files.sort(key=lambda f: _file_order(f[0].name))
+            found[name] = (d, files)
+    return found
+
+
+def list_runs(logdir: str | os.PathLike) -> list[RunInfo]:
+    """The runs of LOGDIR (see the module docstring), most recently written first.
+    An empty list when LOGDIR does not exist or holds no event files."""
+    p = Path(logdir).expanduser()
+    if not p.is_dir():
+        return []
+    infos = [
+        RunInfo(name, d, tuple(f for f, _ in files), max(st.st_mtime for _, st in files))
+        for name, (d, files) in _walk(p).items()
+    ]
+    return sorted(infos, key=lambda r: (r.mtime, r.name), reverse=True)
+
+
+# -- one event file ----------------------------------------------------------------------
+
+
+class _EventFile:
+    """Follows one event file: its resume offset and its decoder state."""
+
+    def __init__(self, path: Path, label: str):
+        self.path = path
+        self.label = label  # shown in skip examples: run name / file name
+        self.offset = 0
+        self.inode: tuple[int, int] | None = None
+        self.size = 0
+        self.mtime = 0.0
+        self.ignored = False  # not an event file
+        self.in_damage = False  # a resync goes on from the last poll
+        self.decoder = tfe.EventDecoder()
+
+    def pending(self, st: os.stat_result) -> bool:
+        """Whether the file may have something new for us."""
+        inode = (st.st_dev, st.st_ino)
+        if self.inode is not None and (inode != self.inode or st.st_size < self.offset):
+            return True  # replaced or truncated
+        return not self.ignored and st.st_size > self.offset
+
+    def read(self, budget: int, out: tfe.Items, tally: InputTally) -> tuple[int, bool, bool]:
+        """Decode what was appended into `out`: (bytes used, more waiting, restarted)."""
+        restarted = False
+        with open(self.path, "rb") as f:
+            st = os.fstat(f.fileno())
+            inode = (st.st_dev, st.st_ino)
+            if self.inode is not None and (inode != self.inode or st.st_size < self.offset):
+                restarted = self.offset > 0
+                self.offset, self.ignored, self.in_damage = 0, False, False
+                self.decoder = tfe.EventDecoder()
+            self.inode, self.size, self.mtime = inode, st.st_size, st.st_mtime
+            left = st.st_size - self.offset
+            if self.ignored or left <= 0:
+                return 0, False, restarted
+            want = max(tfe.HEADER_LEN, min(budget, left))
+            while True:
+                f.seek(self.offset)
+                buf = f.read(want)
+                at_eof = len(buf) >= left
+                scan = tfe.scan_records(buf, at_eof=at_eof, file_start=self.offset == 0)
+                if scan.end > 0 or at_eof or scan.not_event_file:
+                    break
+                want = min(want * 2, left)  # one record larger than the budget
+        if scan.not_event_file:
+            self.ignored = True
+            tally.skip(NOT_EVENT_FILE, self.label)
+            return 0, False, restarted
+        for a, b in scan.damaged:
+            if a == 0 and self.in_damage:
+                continue  # the same damaged stretch as last time
+            tally.skip(CRC_MISMATCH, f"bytes {self.offset + a}-{self.offset + b} of {self.label}")
+        if scan.damaged or scan.end:
+            self.in_damage = scan.open_damage
+        decode = self.decoder.decode
+        for s, e in zip(scan.starts, scan.ends):
+            try:
+                decode(buf, s, e, out)
+            except (tfe.DecodeError, IndexError, struct.error) as exc:
+                tally.skip(UNREADABLE, f"byte {self.offset + s} of {self.label}: {exc}")
+        self.offset += scan.end
+        return scan.end, not at_eof, restarted
+
+
+# -- one run -----------------------------------------------------------------------------
+
+
+def _loads(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)  # Python's json writes NaN/Infinity bare
+
+
+_MODEL_KEYS = ("model_name_or_path", "_name_or_path", "name_or_path", "model_name", "model",
+               "pretrain")
+
+
+def _nested(cfg: dict, depth: int = 2):
+    """`cfg` and the dicts inside it, breadth first, `depth` levels down."""
+    level = [cfg]
+    for _ in range(depth + 1):
+        yield from level
+        level = [v for d in level for v in d.values() if isinstance(v, dict)]
+
+
+def describe(config: dict) -> dict[str, Any]:
+    """`vocab_size`, `model` and `method` as far as a config says them: vocab_size
+    from the config or a nested model config (`text_config`, ...), the model from
+    `_name_or_path` (transformers' model config) and kin, the method from the
+    fields only one TRL config has (GRPO: `num_generations` with `scale_rewards`,
+    PPO: `num_ppo_epochs`, SFT: `dataset_text_field`)."""
+    out: dict[str, Any] = {}
+    for d in _nested(config):
+        v = d.get("vocab_size")
+        if type(v) is int and v > 1:
+            out["vocab_size"] = v
+            break
+    for d in _nested(config):
+        v = next((d[k] for k in _MODEL_KEYS if isinstance(d.get(k), str) and d[k]), None)
+        if v is not None:
+            out["model"] = v
+            break
+    if "num_generations" in config and "scale_rewards" in config:
+        out["method"] = "grpo"
+    elif "num_ppo_epochs" in config:
+        out["method"] = "ppo"
+    elif "dataset_text_field" in config:
+        out["method"] = "sft"
+    return out
+
+
+def _config_text(text: str) -> dict | None:
+    m = _FENCE.match(text)
+    if m:
+        text = m.group(1)
+    try:
+        obj = _loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+class _Run:
+    """One run: its files, its config, and the rows of the current poll."""
+
+    def __init__(self, name: str, project: str, path: Path):
+        self.name = name
+        self.path = path
+        self.ref = RunRef(SOURCE, project, name, name)
+        self.files: dict[Path, _EventFile] = {}
+        self.mtime = 0.0
+        self.model_config: dict | None = None
+        self.args: dict | None = None
+        self.names: dict[str, str | None] = {}  # raw tag -> metric name, None = not a metric
+        self.nonfinite: list[tuple[str, int]] = []  # not yet sent (no row to go with)
+
+    def metric(self, tag: str) -> str | None:
+        name = self.names.get(tag, "")
+        if name == "":
+            name = self.names[tag] = canonical(tag) if is_metric_key(tag) else None
+        return name
+
+    def events(self, items: tfe.Items, tally: InputTally) -> list[Event]:
+        """The RunMeta and ScalarBatch of what one poll decoded for this run."""
+        steps: list[int] = []
+        times: list[float] = []
+        cols: dict[str, tuple[list[int], list[float]]] = {}
+        nonfinite, self.nonfinite = self.nonfinite, []
+        config_changed = False
+        row = -1
+        row_step: int | None = None
+        row_names: set[str] = set()
+        isfinite = math.isfinite
+        metric = self.metric
+        scalar = tfe.SCALAR
+        for kind, tag, value, step, wall in zip(
+            items.kind, items.tag, items.value, items.step, items.wall
+        ):
+            if kind is scalar:
+                name = metric(tag)
+                if name is None:
+                    continue
+                if not isfinite(value):
+                    tally.skip(NOT_FINITE, f"{tag}={value!r} at step {step}")
+                    nonfinite.append((name, step))
+                    continue
+                if step != row_step or name in row_names:
+                    row += 1
+                    steps.append(step)
+                    times.append(wall)
+                    row_step = step
+                    row_names = {name}
+                else:
+                    row_names.add(name)
+                col = cols.get(name)
+                if col is None:
+                    col = cols[name] = ([], [])
+                col[0].append(row)
+                col[1].append(value)
+            elif kind == tfe.TEXT:
+                tally.note("text")
+                config_changed |= self._text(tag, value)
+            elif kind == tfe.BAD:
+                tally.skip(NOT_SCALAR, f"{tag} at step {step}: {value}")
+            else:
+                tally.note(kind)
+        out: list[Event] = []
+        if config_changed:
+            out.append(RunMeta(self.ref, self.meta()))
+        if steps:
+            n = len(steps)
+            columns: dict[str, np.ndarray] = {}
+            for name, (idx, vals) in cols.items():
+                if len(idx) == n:
+                    columns[name] = np.array(vals, dtype=np.float64)
+                else:
+                    c = np.full(n, np.nan)
+                    c[idx] = vals
+                    columns[name] = c
+            t = np.array(times, dtype=np.float64)
+            good = t[np.isfinite(t)]
+            out.append(
+                ScalarBatch(
+                    self.ref,
+                    np.array(steps, dtype=np.int64),
+                    columns,
+                    wall_time=float(good.max()) if good.size else None,
+                    times=t,
+                    nonfinite=tuple(nonfinite),
+                )
+            )
+        else:
+            self.nonfinite.extend(nonfinite)  # sent with the next rows (the store needs a row)
+        return out
+
+    def _text(self, tag: str, text: str) -> bool:
+        base = tag.removesuffix("/text_summary")
+        if base not in MODEL_CONFIG_TAGS and base not in ARGS_TAGS:
+            return False
+        cfg = _config_text(text)
+        if cfg is None:
+            return False
+        if base in MODEL_CONFIG_TAGS:
+            self.model_config = cfg
+        else:
+            self.args = cfg
+        return True
+
+    def meta(self) -> dict[str, Any]:
+        config = {**(self.model_config or {}), **(self.args or {})}
+        return {"config": config, **describe(config), "tensorboard_dir": str(self.path)}
+
+
+# -- the source --------------------------------------------------------------------------
+
+
+class TensorBoardSource:
+    """Follows every run of a TensorBoard log directory (module docstring)."""
+
+    def __init__(
+        self,
+        logdir: str | os.PathLike,
+        *,
+        runs: Sequence[str] | None = None,
+        interval: float = 1.0,
+        max_bytes_per_poll: int = MAX_BYTES_PER_POLL,
+    ):
+        self.logdir = Path(logdir).expanduser()
+        self.runs = tuple(runs) if runs else None
+        self._interval = interval
+        self.max_bytes_per_poll = max(tfe.HEADER_LEN + 1, max_bytes_per_poll)
+        self.tally = InputTally()
+        self.limitation = ""
+        self.finished = False  # a log directory can always get new runs
+        self.behind = False
+        self.project = _root_name(self.logdir)
+        self.name = f"tensorboard: {self._short(self.logdir)}"
+        self._runs: dict[str, _Run] = {}
+        self._stats: dict[Path, os.stat_result] = {}
+        self._last_scan = -math.inf
+
+    @staticmethod
+    def _short(p: Path) -> str:
+        parts = p.parts[-2:] if len(p.parts) > 1 else p.parts
+        return str(Path(*parts)) if parts else str(p)
+
+    @property
+    def interval(self) -> float:
+        return 0.0 if self.behind else self._interval
+
+    @interval.setter
+    def interval(self, value: float) -> None:
+        self._interval = value
+
+    @property
+    def skipped(self) -> int:
+        return self.tally.total
+
+    def _wanted(self, name: str) -> bool:
+        if self.runs is None:
+            return True
+        return any(name == r or name.startswith(r.rstrip("/") + "/") for r in self.runs)
+
+    def _discover(self) -> list[_Run]:
+        """The runs with something new, most recently written first."""
+        if not self.logdir.exists():
+            raise SourceError(f"waiting for {self.logdir}")
+        if not self.logdir.is_dir():
+            raise SourceError(
+                f"{self.logdir} is not a directory (name the folder that holds the event files)",
+                retry=False,
+            )
+        now = time.monotonic()
+        if not self.behind or now - self._last_scan >= RESCAN_S or not self._runs:
+            self._last_scan = now
+            stats: dict[Path, os.stat_result] = {}
+            for name, (d, files) in _walk(self.logdir).items():
+                if not self._wanted(name):
+                    continue
+                run = self._runs.get(name)
+                if run is None:
+                    run = self._runs[name] = _Run(name, self.project, d)
+                for path, st in files:
+                    stats[path] = st
+                    if path not in run.files:
+                        run.files[path] = _EventFile(path, f"{name}/{path.name}")
+                run.mtime = max(st.st_mtime for _, st in files)
+            self._stats = stats
+        if not self._runs:
+            if self.runs is not None:
+                raise SourceError(
+                    f"waiting for run {', '.join(self.runs)} in {self.logdir}"
+                )
+            raise SourceError(f"waiting for event files in {self.logdir}")
+        active = [
+            r for r in self._runs.values()
+            if any(p in self._stats and f.pending(self._stats[p]) for p, f in r.files.items())
+        ]
+        return sorted(active, key=lambda r: (r.mtime, r.name), reverse=True)
+
+    def poll(self) -> list[Event]:
+        runs = self._discover()
+        events: list[Event] = []
+        budget = self.max_bytes_per_poll
+        behind = False
+        error: BaseException | None = None
+        for run in runs:
+            decoded = tfe.Items()
+            for path in sorted(run.files, key=lambda p: _file_order(p.name)):
+                f = run.files[path]
+                st = self._stats.get(path)
+                if st is None or not f.pending(st):
+                    continue
+                if budget <= 0:
+                    behind = True
+                    break
+                try:
+                    used, more, restarted = f.read(budget, decoded, self.tally)
+                except FileNotFoundError:
+                    del run.files[path]
+                    continue
+                except OSError as exc:
+                    error = exc
+                    continue
+                if restarted:
+                    events.append(
+                        LogLines(run.ref, (f"{f.label} was rewritten; reading it again",))
+                    )
+                budget -= used
+                behind |= more
+            if decoded:
+                events.extend(run.events(decoded, self.tally))
+        if error is not None and not events:
+            raise SourceError(f"tensorboard: {error}") from error
+        self.behind = behind
+        return events
+
+    def close(self) -> None:
+        """Nothing stays open between polls."""
