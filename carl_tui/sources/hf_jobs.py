@@ -30,10 +30,8 @@ from carl_tui.events import (
     JobStatus,
     JobUsage,
     LogLines,
-    Progress,
     RunMeta,
     RunRef,
-    ScalarBatch,
 )
 from carl_tui.hub import (
     TERMINAL_STAGES,
@@ -47,7 +45,12 @@ from carl_tui.hub import (
 from carl_tui.identity import HF_JOB, job_run
 from carl_tui.metric_names import canonical, is_metric_key, valid_number
 from carl_tui.sources.base import Backoff, SourceError
-from carl_tui.sources.trainer_log import BarUpdate, MetricsLine, TrainerLogParser
+from carl_tui.sources.trainer_log import (
+    BarUpdate,
+    MetricsLine,
+    TrainerLogParser,
+    trainer_events,
+)
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +131,7 @@ class HfJobSource:
             elif kind == "logs_done":
                 self._logs_done = True
         self.behind = budget <= 0
-        if lines:
-            events.extend(self._line_events(lines))
+        events.extend(self._line_events(lines))  # also flushes held dicts when idle or done
         events.extend(usage)
         if self._logs_done and self._stage in TERMINAL_STAGES and self._q.empty():
             self.finished = True
@@ -178,24 +180,23 @@ class HfJobSource:
             out.append(ev)
         return out
 
-    def _line_events(self, lines: list[str]) -> list[Event]:
-        out: list[Event] = [LogLines(self.run, tuple(lines))]
-        rows: list[tuple[int, dict[str, float]]] = []
-        bar: BarUpdate | None = None
+    def _line_events(self, lines: list[str], idle_flush_s: float = 2.0) -> list[Event]:
+        """Events of new log lines. The parser holds a dict back until the bar drawn
+        after it tells its step; what it holds is released once the log has ended or
+        no line came for `idle_flush_s` (then a step may be estimated: the run's meta
+        says `steps_estimated`)."""
+        now = time.monotonic()
+        items: list[MetricsLine | BarUpdate] = []
         for line in lines:
-            for item in self.parser.feed(line):
-                if isinstance(item, BarUpdate):
-                    bar = item
-                elif isinstance(item, MetricsLine):
-                    values = self._clean(item.values, rename=not item.summary)
-                    if item.summary:  # keys as printed: train_loss is not the step loss
-                        out.append(RunMeta(self.run, {"train_summary": values}))
-                    elif values:
-                        rows.append((item.step, values))
-        if rows:
-            out.append(ScalarBatch.from_rows(self.run, rows, wall_time=time.time()))
-        if bar is not None:
-            out.append(Progress(self.run, bar.step, bar.total, bar.eta_s))
+            items.extend(self.parser.feed(line))
+        if lines:
+            self._last_line_at = now
+        last = getattr(self, "_last_line_at", now)
+        if self.parser.pending and (self._logs_done or now - last >= idle_flush_s):
+            items.extend(self.parser.flush())
+        self.skipped += self.parser.take_unreadable()[0]  # dict lines that could not be read
+        out: list[Event] = [LogLines(self.run, tuple(lines))] if lines else []
+        out.extend(trainer_events(self.run, items, self._clean, wall_time=time.time()))
         return out
 
     def _clean(self, values: dict[str, float], rename: bool = True) -> dict[str, float]:

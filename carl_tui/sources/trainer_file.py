@@ -1,0 +1,129 @@
+"""Follow a Trainer's console output in a file: `nohup.out`, a SLURM `.out`,
+`python train.py 2>&1 | tee train.log`.
+
+The same events as a Hugging Face Job's log (`hf_jobs`): `LogLines` (the raw
+lines, as printed), one `ScalarBatch` of the dicts of each read, `Progress`
+from the training bar, `RunMeta` for the end-of-training summary and
+`{"steps_estimated": True}` when a step could not be recovered exactly. How
+steps are recovered is in `trainer_log`: a dict is held back until the bar
+drawn after it; when nothing new has come for `idle_flush_s` seconds, what is
+held is released with the best step the log allows.
+
+Reading goes through `FileFollower` (byte-offset tailing; truncation and
+replacement start a new generation: the file is read again from the start with
+a fresh parser, and a log line says so). A file source never finishes: its
+writer may always append.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from carl_tui.events import Event, LogLines, RunRef
+from carl_tui.identity import TRAINER_LOG, file_run
+from carl_tui.sources.base import SourceError
+from carl_tui.sources.follow import FileFollower
+from carl_tui.sources.tally import InputTally
+from carl_tui.sources.trainer_log import (
+    Item,
+    TrainerLogParser,
+    clean_values,
+    trainer_events,
+)
+
+
+class TrainerLogSource:
+    """Tails one Trainer stdout file. Source protocol: `poll()`, `close()`, `name`,
+    `interval` (0 while a backlog is read), `finished`, `limitation`, `tally`."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        run: RunRef | None = None,
+        interval: float = 0.5,
+        idle_flush_s: float = 2.0,
+        logging_steps: int = 1,
+        max_bytes_per_poll: int = 8 << 20,
+    ):
+        self.path = Path(path)
+        self.name = f"trainer-log: {self.path.name}"
+        self.run = run or file_run(self.path, TRAINER_LOG)
+        self._interval = interval
+        self.idle_flush_s = idle_flush_s
+        self.logging_steps = logging_steps
+        self.finished = False
+        self.limitation = ""
+        self.tally = InputTally()
+        self.parser = TrainerLogParser(logging_steps)
+        self.generation = 0
+        self._follower = FileFollower(self.path, max_bytes_per_poll=max_bytes_per_poll)
+        self._backlog = False
+        self._last_line_at: float | None = None
+
+    def __repr__(self) -> str:
+        return f"TrainerLogSource({str(self.path)!r})"
+
+    @property
+    def interval(self) -> float:
+        """0 while a backlog remains to be read, else the configured interval."""
+        return 0.0 if self._backlog else self._interval
+
+    @interval.setter
+    def interval(self, value: float) -> None:
+        self._interval = value
+
+    @property
+    def skipped(self) -> int:
+        return self.tally.total
+
+    def poll(self) -> list[Event]:
+        now = time.monotonic()
+        try:
+            read = self._follower.read()
+        except SourceError:
+            if self.parser.pending:  # the file went away: release what is held, then say so
+                return self._convert([], list(self.parser.flush()))
+            raise
+        self._backlog = read.backlog
+        for reason, example in read.dropped:
+            self.tally.skip(reason, example.decode("utf-8", "replace"))
+        events: list[Event] = []
+        if read.generation != self.generation:
+            events.extend(self._convert([], self.parser.flush()))  # the old file's last dicts
+            self.parser = TrainerLogParser(self.logging_steps)
+            self.generation = read.generation
+        notes = [f"[carl-tui] {note}" for note in read.notes]
+        lines = [raw.decode("utf-8", "replace") for raw in read.lines]
+        items: list[Item] = []
+        for line in lines:
+            items.extend(self.parser.feed(line))
+        if lines:
+            self._last_line_at = now
+        if not lines or not read.backlog:
+            items.extend(self._held_items(now))
+        events.extend(self._convert(notes + lines, items))
+        return events
+
+    def _held_items(self, now: float) -> list[Item]:
+        """What the parser holds, once no line has come for `idle_flush_s`."""
+        last = self._last_line_at
+        if self.parser.pending and last is not None and now - last >= self.idle_flush_s:
+            return list(self.parser.flush())
+        return []
+
+    def _convert(self, lines: list[str], items: list[Item]) -> list[Event]:
+        count, example = self.parser.take_unreadable()
+        if count:
+            self.tally.skip("dict line not readable", example, count)
+        out: list[Event] = [LogLines(self.run, tuple(lines))] if lines else []
+        out.extend(trainer_events(self.run, items, self._clean))
+        return out
+
+    def _clean(self, values: dict[str, float], rename: bool) -> dict[str, float]:
+        return clean_values(values, rename, self.tally.skip)
+
+    def close(self) -> None:
+        self._follower.close()
