@@ -13,6 +13,7 @@ import json
 import math
 import os
 import random
+import shutil
 import struct
 import subprocess
 import sys
@@ -565,6 +566,17 @@ def test_corrupt_records_are_skipped_counted_and_reading_resyncs(intact):
     assert src.tally.total == 2
 
 
+def test_damaged_first_record_is_no_reason_to_give_up_the_file(intact):
+    pts, data, _, run = intact
+    run.mkdir(parents=True)
+    buf = bytearray(data)
+    buf[3] ^= 0x10  # the length of the file's first record (its version event)
+    (run / "events.out.tfevents.1732350000.host.1.0").write_bytes(bytes(buf))
+    src = tb.TensorBoardSource(run.parent)
+    assert points(drain(src)) == {"loss": [(s, f32(v)) for s, v in pts]}
+    assert [(r.reason, r.count) for r in src.tally.reasons()] == [("record CRC mismatch", 1)]
+
+
 def test_garbage_between_records_resyncs(intact):
     pts, data, recs, run = intact
     run.mkdir(parents=True)
@@ -660,6 +672,31 @@ def test_truncated_file_is_read_again(intact):
     again = drain(src)
     assert points(again) == {"loss": [(s, f32(v)) for s, v in pts[:9]]}
     assert any(isinstance(e, LogLines) and "rewritten" in e.lines[0] for e in again)
+
+
+def test_deleted_files_and_runs_are_let_go(intact):
+    pts, data, recs, run = intact
+    run.mkdir(parents=True)
+    path = run / "events.out.tfevents.1732350000.host.1.0"
+    path.write_bytes(data[: recs[20][0]])  # the version record and 19 values
+    src = tb.TensorBoardSource(run.parent)
+    assert points(drain(src)) == {"loss": [(s, f32(v)) for s, v in pts[:19]]}
+    path.unlink()
+    assert drain(src) == []
+    shutil.rmtree(run)
+    with pytest.raises(SourceError, match="waiting for event files"):
+        tb.TensorBoardSource(run.parent).poll()
+    assert drain(src) == [] and src.tally.total == 0
+
+
+def test_huge_trees_are_cut_and_said(tmp_path, monkeypatch):
+    for name in ("a", "b", "c", "d", "e"):
+        write_run(tmp_path / name, [(1, 0.5)])
+    monkeypatch.setattr(tb, "MAX_DIRS", 3)  # the logdir itself and two runs
+    src = tb.TensorBoardSource(tmp_path)
+    got = drain(src)
+    assert len({e.run.run_id for e in got if isinstance(e, ScalarBatch)}) == 2
+    assert src.limitation == f"only the first 3 folders under {tmp_path} are watched"
 
 
 def test_list_runs_most_recent_first(tmp_path):

@@ -66,6 +66,7 @@ from carl_tui.sources.tally import InputTally
 SOURCE = "tensorboard"
 MAX_BYTES_PER_POLL = 1 << 20
 RESCAN_S = 1.0  # while a backlog is read, look for new files at most this often
+MAX_DIRS = 5000  # directories looked at under LOGDIR, each time it is scanned
 EVENT_FILE_MARK = "tfevents"
 
 CRC_MISMATCH = "record CRC mismatch"
@@ -105,12 +106,20 @@ def _root_name(logdir: Path) -> str:
     return logdir.resolve().name or str(logdir)
 
 
-def _walk(logdir: Path) -> dict[str, tuple[Path, list[tuple[Path, os.stat_result]]]]:
-    """{run name: (dir, [(event file, stat)])} for every directory holding event files."""
+def _walk(
+    logdir: Path, max_dirs: int = MAX_DIRS
+) -> tuple[dict[str, tuple[Path, list[tuple[Path, os.stat_result]]]], bool]:
+    """{run name: (dir, [(event file, stat)])} for every directory holding event
+    files (symlinked directories are not followed), and whether the walk stopped
+    at `max_dirs` directories."""
     root_name = _root_name(logdir)
     found: dict[str, tuple[Path, list[tuple[Path, os.stat_result]]]] = {}
     stack = [logdir]
+    seen = 0
     while stack:
+        if seen >= max_dirs:
+            return found, True
+        seen += 1
         d = stack.pop()
         try:
             entries = list(os.scandir(d))
@@ -130,7 +139,7 @@ def _walk(logdir: Path) -> dict[str, tuple[Path, list[tuple[Path, os.stat_result
             name = root_name if rel == "." else rel
             files.sort(key=lambda f: _file_order(f[0].name))
             found[name] = (d, files)
-    return found
+    return found, False
 
 
 def list_runs(logdir: str | os.PathLike) -> list[RunInfo]:
@@ -141,7 +150,7 @@ def list_runs(logdir: str | os.PathLike) -> list[RunInfo]:
         return []
     infos = [
         RunInfo(name, d, tuple(f for f, _ in files), max(st.st_mtime for _, st in files))
-        for name, (d, files) in _walk(p).items()
+        for name, (d, files) in _walk(p)[0].items()
     ]
     return sorted(infos, key=lambda r: (r.mtime, r.name), reverse=True)
 
@@ -188,7 +197,7 @@ class _EventFile:
             while True:
                 f.seek(self.offset)
                 buf = f.read(want)
-                at_eof = len(buf) >= left
+                at_eof = len(buf) >= left or len(buf) < want  # short: it shrank meanwhile
                 scan = tfe.scan_records(buf, at_eof=at_eof, file_start=self.offset == 0)
                 if scan.end > 0 or at_eof or scan.not_event_file:
                     break
@@ -308,7 +317,7 @@ class _Run:
         for kind, tag, value, step, wall in zip(
             items.kind, items.tag, items.value, items.step, items.wall
         ):
-            if kind is scalar:
+            if kind == scalar:
                 name = metric(tag)
                 if name is None:
                     continue
@@ -446,7 +455,11 @@ class TensorBoardSource:
         if not self.behind or now - self._last_scan >= RESCAN_S or not self._runs:
             self._last_scan = now
             stats: dict[Path, os.stat_result] = {}
-            for name, (d, files) in _walk(self.logdir).items():
+            found, cut = _walk(self.logdir, MAX_DIRS)
+            self.limitation = (
+                f"only the first {MAX_DIRS} folders under {self.logdir} are watched" if cut else ""
+            )
+            for name, (d, files) in found.items():
                 if not self._wanted(name):
                     continue
                 run = self._runs.get(name)
@@ -492,7 +505,7 @@ class TensorBoardSource:
                     del run.files[path]
                     continue
                 except OSError as exc:
-                    error = exc
+                    error = exc  # one unreadable file does not hold back the others
                     continue
                 if restarted:
                     events.append(
@@ -502,8 +515,10 @@ class TensorBoardSource:
                 behind |= more
             if decoded:
                 events.extend(run.events(decoded, self.tally))
-        if error is not None and not events:
-            raise SourceError(f"tensorboard: {error}") from error
+        if error is not None and not events and budget == self.max_bytes_per_poll:
+            what = getattr(error, "strerror", None) or error
+            where = getattr(error, "filename", None) or self.logdir
+            raise SourceError(f"cannot read {where}: {what}") from error
         self.behind = behind
         return events
 

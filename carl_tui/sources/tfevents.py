@@ -197,7 +197,8 @@ def _crc_long(arr: np.ndarray, starts: Sequence[int], lens: Sequence[int]) -> li
     for k in counts:
         reg = regs[i]
         for c in regs[i + 1 : i + k]:
-            reg = t0[reg & 0xFF] ^ t1[(reg >> 8) & 0xFF] ^ t2[(reg >> 16) & 0xFF] ^ t3[reg >> 24] ^ c
+            reg = (t0[reg & 0xFF] ^ t1[(reg >> 8) & 0xFF] ^ t2[(reg >> 16) & 0xFF]
+                   ^ t3[reg >> 24] ^ c)
         out.append(reg ^ 0xFFFFFFFF)
         i += k
     return out
@@ -242,7 +243,8 @@ class Scan:
 def _stored_crcs(arr: np.ndarray, at: np.ndarray) -> np.ndarray:
     """The little-endian uint32 stored at each offset of `at`."""
     b = arr[at[:, None] + np.arange(4)].astype(np.uint32)
-    return b[:, 0] | (b[:, 1] << np.uint32(8)) | (b[:, 2] << np.uint32(16)) | (b[:, 3] << np.uint32(24))
+    return (b[:, 0] | (b[:, 1] << np.uint32(8)) | (b[:, 2] << np.uint32(16))
+            | (b[:, 3] << np.uint32(24)))
 
 
 def _frame(buf: bytes, pos: int) -> tuple[list[int], list[int], int]:
@@ -298,11 +300,12 @@ def scan_records(buf: bytes, *, at_eof: bool, file_start: bool = False) -> Scan:
 
     `at_eof`: `buf` reaches the end of the file as it is now, so a record cut
     short at the end (or zeros there) is still being written and is waited for.
-    `file_start`: `buf` starts at offset 0; a first header that is no header
-    means the file is not an event file. A record whose data fails its CRC is
-    skipped; after a header that fails its CRC (the length cannot be trusted)
-    the reader resynchronises at the next offset where a header and its record
-    check out. Skipped ranges are listed in `damaged`.
+    `file_start`: `buf` starts at offset 0; a first header that is no header,
+    with no record after it in `buf` either, means the file is not an event
+    file. A record whose data fails its CRC is skipped; after a header that
+    fails its CRC (the length cannot be trusted) the reader resynchronises at
+    the next offset where a header and its record check out. Skipped ranges
+    are listed in `damaged`.
     """
     out = Scan()
     arr = np.frombuffer(buf, dtype=np.uint8)
@@ -351,10 +354,10 @@ def scan_records(buf: bytes, *, at_eof: bool, file_start: bool = False) -> Scan:
                 return out  # a good header whose record is still being written
         elif _unwritten(buf, pos, at_eof):
             return out
-        if file_start and pos == 0:
-            out.not_event_file = True
-            return out
         nxt = _find_header(buf, arr, pos + 1)
+        if file_start and pos == 0 and nxt is None:
+            out.not_event_file = True  # no record where one must start, and none after
+            return out
         if nxt is None:
             # nothing found yet: a header may still start in the last 11 bytes
             resume = max(pos + 1, n - HEADER_LEN + 1)
