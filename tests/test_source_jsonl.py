@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
 import random
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from carl_tui.events import LogLines, Marker, RunMeta, RunRef, ScalarBatch
 from carl_tui.metric_names import STEP_KEYS, canonical, is_metric_key, valid_number
 from carl_tui.sources.base import SourceError
-from carl_tui.sources.jsonl import JsonlSource
+from carl_tui.sources.jsonl import JsonlSource, StreamParser
+from carl_tui.sources.replay import ReplaySource
 from carl_tui.sources.rows import build_columns
 
 
@@ -283,3 +289,327 @@ def test_non_numbers_are_skipped_and_counted(tmp_path):
     (batch,) = batches(src.poll())
     assert batch.steps.tolist() == [1, 2] and batch.columns["loss"].tolist() == [1.5, 2.5]
     assert set(batch.columns) == {"loss"} and src.skipped == 5
+
+
+# -- the skipped-line policy ------------------------------------------------------------
+
+
+def test_skipped_line_policy_one_rule(tmp_path):
+    path = tmp_path / "s.jsonl"
+    lines = [
+        b'{"step": 3, "loss": 0.91}',
+        b'{"step": -5, "loss": 0.88}',  # negative: never its absolute value
+        b'{"step": NaN, "loss": 0.87}',
+        b'{"step": true, "loss": 0.86}',
+        b'{"step": "nine", "loss": 0.85}',
+        b'{"step": 10.5, "loss": 0.84}',
+        b'{"step": {"n": 9}, "loss": 0.83}',
+        b'{"step": 4611686018427387904, "loss": 0.82}',
+        b'{"step": null, "loss": 0.81}',
+        b'{"step": 5, "global_step": "x", "loss": 0.79}',  # the first step key decides
+        b'{"loss": 0.77}',  # no step key: previous kept step + 1
+        b"null",
+        '{"step": 9, "loss": 0.7}'.encode("utf-16-le"),
+        b'\xef\xbb\xbf{"step": 7, "loss": 0.75}',  # a BOM at a line start is fine
+        b'{"event": "marker", "kind": "gate", "step": -2}',
+        b'{"event": "marker", "kind": "gate", "step": 6.5}',
+        b'{"event": "marker", "kind": "gate"}',  # no step: the latest kept step
+    ]
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    src = JsonlSource(path)
+    events = src.poll()
+    (batch,) = batches(events)
+    assert batch.steps.tolist() == [3, 5, 6, 7]
+    assert batch.columns["loss"].tolist() == [0.91, 0.79, 0.77, 0.75]
+    (marker,) = [e for e in events if isinstance(e, Marker)]
+    assert (marker.kind, marker.step) == ("gate", 7)
+    reasons = {r.reason: (r.count, r.example) for r in src.tally.reasons()}
+    assert reasons == {
+        "invalid step": (8, "step=nan"),
+        "negative step": (2, "step=-5"),
+        "not an object": (1, "null"),
+        "not UTF-8": (1, '{\x00"\x00s\x00t\x00e\x00p\x00"\x00:\x00 \x009\x00,\x00 \x00"\x00l\x00o'
+                         '\x00s\x00s\x00"\x00:\x00 \x000\x00.\x007\x00}\x00'.replace("\x00", "\ufffd")),
+    }
+    assert src.skipped == 12 == src.tally.total
+
+
+def test_step_less_lines_can_collide_with_logged_steps(tmp_path):
+    """Documented: a step-less line after step 5 gets 6; a later logged 6 is a second point."""
+    path = tmp_path / "s.jsonl"
+    write(path, '{"step": 5, "loss": 1.0}\n{"loss": 0.9}\n{"step": 6, "loss": 0.8}\n')
+    (batch,) = batches(JsonlSource(path).poll())
+    assert batch.steps.tolist() == [5, 6, 6]
+
+
+def test_every_restart_is_visible(tmp_path):
+    path = tmp_path / "run.jsonl"
+    write(path, "".join(f'{{"step": {i}, "loss": {1 / (i + 1)}}}\n' for i in range(40)))
+    src = JsonlSource(path)
+    src.poll()
+    assert src.limitation == "" and src.restarts == 0
+    # truncated and rewritten past the old offset before the next poll
+    write(path, "".join(f'{{"step": {i}, "loss": {2 / (i + 3)}}}\n' for i in range(60)), "w")
+    events = src.poll()
+    assert isinstance(events[0], LogLines)
+    assert events[0].lines == (
+        "[carl-tui] run.jsonl was truncated and written again; reading it again from the start",
+    )
+    assert batches(events)[0].steps.tolist() == list(range(60))
+    assert src.restarts == 1 and src.notes == [events[0].lines[0][len("[carl-tui] "):]]
+    assert src.limitation == (
+        "run.jsonl started over once (latest: run.jsonl was truncated and written again; "
+        "reading it again from the start); points read before stay in the plots"
+    )
+
+
+# -- hostile files ----------------------------------------------------------------------
+
+HOSTILE = Path(__file__).parent / "data" / "hostile"
+
+
+def _hostile_module():
+    spec = importlib.util.spec_from_file_location("make_hostile", HOSTILE / "make_hostile.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+hostile = _hostile_module()
+
+
+def read_all(src):
+    events = []
+    for _ in range(1000):
+        events += src.poll()
+        if src.interval != 0:
+            return events
+    raise AssertionError("the source never caught up")
+
+
+def points_of(events):
+    out = []
+    for b in batches(events):
+        for i, step in enumerate(b.steps.tolist()):
+            values = {k: float(v[i]) for k, v in b.columns.items() if not np.isnan(v[i])}
+            out.append((step, values))
+    return out
+
+
+def reasons_of(src):
+    return {r.reason: r.count for r in src.tally.reasons()}
+
+
+@pytest.mark.parametrize("name", sorted(hostile.CASES))
+def test_hostile_file(name):
+    case = hostile.CASES[name]()
+    path = HOSTILE / name
+    assert path.read_bytes() == case.data, "the corpus differs from make_hostile.py"
+    src = JsonlSource(path)
+    events = read_all(src)
+    assert points_of(events) == case.points, case.note
+    assert reasons_of(src) == case.skips, case.note
+    # The replay source reads the same bytes with the same rules (a finished
+    # recording's last line needs no newline).
+    rep = ReplaySource(path, speed=0)
+    rep_events = rep.poll()
+    extra = points_of(rep_events)[len(case.points):]
+    assert points_of(rep_events)[: len(case.points)] == case.points
+    assert len(extra) == (name == "no_final_newline.jsonl")
+    assert reasons_of(rep) == case.skips
+
+
+def test_hostile_details():
+    events = read_all(JsonlSource(HOSTILE / "events.jsonl"))
+    (log,) = [e for e in events if isinstance(e, LogLines)]
+    assert log.lines == ("title \ufffd]0;pwned\ufffd done",)  # no escape reaches the terminal
+    src = JsonlSource(HOSTILE / "crlf.jsonl")
+    events = read_all(src)
+    assert {e.run.run_id for e in events} == {"crlf-run"}
+    (meta,) = [e for e in read_all(JsonlSource(HOSTILE / "deep_nesting.jsonl"))
+               if isinstance(e, RunMeta)]
+    depth, node = 0, meta.meta["config"]
+    while isinstance(node, list):
+        depth, node = depth + 1, node[0]
+    assert (depth, node) == (31, "<nested too deep>")
+
+
+def test_no_final_newline_waits_then_reads(tmp_path):
+    case = hostile.CASES["no_final_newline.jsonl"]()
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(case.data)
+    src = JsonlSource(path)
+    assert points_of(read_all(src)) == case.points
+    write(path, "\n")
+    ((step, values),) = points_of(src.poll())
+    assert step == 4 and set(values) == {"loss", "entropy", "mean_token_accuracy",
+                                         "learning_rate"}
+    assert src.skipped == 0
+
+
+def test_ten_megabyte_line(tmp_path):
+    case = hostile.big_line_case()
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(case.data)
+    src = JsonlSource(path)
+    assert points_of(read_all(src)) == case.points
+    assert reasons_of(src) == case.skips
+    (example,) = [r.example for r in src.tally.reasons()]
+    assert len(example) <= 120 and example.startswith("note='xxxx")
+    # With a smaller line limit the line is skipped, and the rest still read.
+    small = JsonlSource(path, max_line_bytes=1 << 20, max_bytes_per_poll=1 << 18)
+    assert [s for s, _ in points_of(read_all(small))] == [0, 2]
+    assert reasons_of(small) == {"line too long": 1}
+
+
+# -- property-based fuzzing ---------------------------------------------------------------
+
+VALUE_REASONS = {"value not a finite number", "value not a number", "invalid metric name"}
+_weird = st.one_of(
+    st.none(), st.booleans(), st.text(max_size=4), st.integers(-(2**80), 2**80),
+    st.floats(allow_nan=True, allow_infinity=True), st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+)
+step_values = st.one_of(st.integers(0, 10**6), st.integers(0, 10**6).map(float), _weird)
+metric_values = st.one_of(st.floats(-1e6, 1e6), st.integers(-(10**6), 10**6), _weird)
+metric_keys = st.sampled_from(
+    ["loss", "entropy", "reward", "kl", "train/mean_token_accuracy", "m_a", "m/b", "", " ",
+     "\x1b[1m", "timestamp", "_runtime"]
+)
+rows = st.builds(
+    lambda steps, metrics: {**steps, **metrics},
+    st.fixed_dictionaries({}, optional={"step": step_values, "global_step": step_values,
+                                        "time": metric_values}),
+    st.dictionaries(metric_keys, metric_values, max_size=6),
+)
+_one_line_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs", "Zl", "Zp", "Cc")), max_size=10
+)
+event_objs = st.one_of(
+    st.fixed_dictionaries({"event": st.just("meta")},
+                          optional={"run_id": st.text(max_size=4), "vocab_size": _weird}),
+    st.fixed_dictionaries({"event": st.just("marker")},
+                          optional={"kind": st.one_of(st.text(max_size=4), _weird),
+                                    "step": step_values, "x": _weird}),
+    st.fixed_dictionaries({"event": st.just("log"),
+                           "text": st.one_of(_one_line_text, st.integers())}),
+    st.fixed_dictionaries({"event": st.one_of(st.text(max_size=4), st.integers())}),
+)
+
+
+def _dumps(obj) -> bytes:
+    return json.dumps(obj).encode()
+
+
+def _is_object_line(b: bytes) -> bool:
+    text = b.removeprefix(b"\xef\xbb\xbf").strip(b"\x00")
+    try:
+        return isinstance(json.loads(text.decode("utf-8")), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+garbage = st.one_of(
+    st.binary(max_size=40),
+    st.sampled_from([b"", b"  ", b"\r", b"null", b"[1]", b"3", b'"x"', b"{", b"\x00\x00"]),
+    rows.map(lambda o: json.dumps(o).encode("utf-16-le")),
+).filter(lambda b: b"\n" not in b and not _is_object_line(b))
+lines_strategy = st.lists(
+    st.one_of(rows.map(lambda o: ("row", o)), event_objs.map(lambda o: ("event", o)),
+              garbage.map(lambda b: ("garbage", b))),
+    max_size=40,
+)
+
+
+def _ref_blank(line: bytes) -> bool:
+    t = line.removeprefix(b"\xef\xbb\xbf").strip(b"\x00")
+    return b"\x00" not in t and not t.strip()
+
+
+def _ref_step(row):
+    """The step the policy gives a row: int, None (no step key) or "skip"."""
+    key = next((k for k in STEP_KEYS if k in row), None)
+    if key is None:
+        return None
+    v = row[key]
+    if type(v) not in (int, float) or not math.isfinite(v) or v != int(v):
+        return "skip"
+    return int(v) if 0 <= v < 2**62 else "skip"
+
+
+def _ref_values(row):
+    """(valid metric values, skipped values) of a kept row."""
+    good = bad = 0
+    for k, v in row.items():
+        if k in STEP_KEYS or (k != "time" and not is_metric_key(k)):
+            continue
+        if k != "time" and (not canonical(k) or "\x1b" in k):
+            bad += 1
+            continue
+        try:
+            ok = valid_number(v) is not None
+        except OverflowError:
+            ok = False
+        if ok:
+            good += k != "time"
+        else:
+            bad += 1
+    return good, bad
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines_strategy)
+def test_fuzz_stream_parser_accounts_for_every_line(items):
+    lines = [_dumps(x) if kind != "garbage" else x for kind, x in items]
+    parser = StreamParser(RunRef("jsonl", "p", "r"), explicit=False)
+    events = parser.parse(lines)
+    rows_out = sum(len(b) for b in batches(events))
+    metas = sum(isinstance(e, RunMeta) for e in events)
+    markers = sum(isinstance(e, Marker) for e in events)
+    log_lines = sum(len(e.lines) for e in events if isinstance(e, LogLines))
+    reasons = {r.reason: r.count for r in parser.tally.reasons()}
+    value_skips = sum(c for r, c in reasons.items() if r in VALUE_REASONS)
+    line_skips = parser.tally.total - value_skips
+    non_blank = sum(not _ref_blank(line) for line in lines)
+    assert rows_out + metas + markers + log_lines + line_skips == non_blank
+    # Steps are never invented: each kept row has its own step, or previous + 1.
+    expect_steps, prev, good, bad = [], -1, 0, 0
+    for kind, row in items:
+        if kind != "row":
+            continue
+        step = _ref_step(row)
+        if step == "skip":
+            continue
+        prev = prev + 1 if step is None else step
+        expect_steps.append(prev)
+        g, b = _ref_values(row)
+        good, bad = good + g, bad + b
+    got_steps = [int(s) for b in batches(events) for s in b.steps]
+    assert got_steps == expect_steps
+    cells = sum(int((~np.isnan(c)).sum()) for b in batches(events) for c in b.columns.values())
+    assert (cells, value_skips) == (good, bad)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(rows, max_size=30), st.integers(-1, 50))
+def test_fuzz_build_columns_accounts_for_every_row_and_value(rows_in, prev):
+    got = build_columns(rows_in, prev_step=prev)
+    kept = list(range(len(rows_in))) if got.kept is None else got.kept.tolist()
+    row_skips = sum(c for r, c in ((r.reason, r.count) for r in got.tally.reasons())
+                    if r in ("invalid step", "negative step"))
+    assert len(kept) + row_skips == len(rows_in) == len(got) + row_skips
+    expect, good, bad = [], 0, 0
+    for i, row in enumerate(rows_in):
+        step = _ref_step(row)
+        assert (step != "skip") == (i in kept)
+        if step == "skip":
+            continue
+        prev = prev + 1 if step is None else step
+        expect.append(prev)
+        g, b = _ref_values(row)
+        good, bad = good + g, bad + b
+    assert got.steps.tolist() == expect
+    assert all(c.shape == got.steps.shape for c in got.columns.values())
+    cells = sum(int((~np.isnan(c)).sum()) for c in got.columns.values())
+    assert (cells, got.skipped - row_skips) == (good, bad)

@@ -121,3 +121,24 @@ def test_bundled_recording_is_shaped_like_the_phase_table():
 def test_bundled_recording_matches_its_generator(tmp_path):
     out = make_recording.write(tmp_path / "again.jsonl")
     assert out.read_bytes() == RECORDING.read_bytes()
+
+
+def test_recording_with_bom_and_bad_lines_counts_skips_by_reason(tmp_path):
+    path = tmp_path / "rec.jsonl"
+    lines = [json.dumps({"step": i, "time": 1000.0 + 0.5 * i, "loss": 2.0 - 0.1 * i})
+             for i in range(4)]
+    lines.insert(2, '{"step": -1, "time": 1000.7, "loss": 1.0}')
+    lines.insert(3, "null")
+    path.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode())  # no final newline
+    src = ReplaySource(path, speed=0)
+    assert steps_of(src.poll()) == [0, 1, 2, 3]
+    assert {(r.reason, r.count) for r in src.tally.reasons()} == {
+        ("negative step", 1), ("not an object", 1)
+    }
+    assert src.skipped == 2
+
+
+def test_directory_is_refused_without_retry(tmp_path):
+    with pytest.raises(SourceError, match="is a directory, not a file") as info:
+        ReplaySource(tmp_path).poll()
+    assert info.value.retry is False

@@ -84,7 +84,7 @@ from __future__ import annotations
 
 import bisect
 import json
-import math
+import logging
 import os
 from collections.abc import Sequence
 from operator import contains
@@ -96,15 +96,15 @@ import orjson
 from carl_tui.events import Event, LogLines, Marker, RunMeta, RunRef, ScalarBatch
 from carl_tui.sources.follow import BOM, DEFAULT_MAX_LINE_BYTES, FileFollower
 from carl_tui.sources.rows import (
-    INVALID_STEP,
-    NEGATIVE_STEP,
     RowColumns,
     build_columns,
+    clean_text,
+    short_repr,
+    step_of,
 )
 from carl_tui.sources.tally import InputTally
 
 _IDENTITY_KEYS = ("run_id", "name", "project")
-_MAX_STEP = 2**62
 MAX_NOTES = 50
 
 NOT_UTF8 = "not UTF-8"
@@ -113,29 +113,42 @@ NOT_OBJECT = "not an object"
 UNKNOWN_EVENT = "unknown event"
 MARKER_WITHOUT_KIND = "marker without kind"
 LOG_WITHOUT_TEXT = "log without text"
+INTERNAL_ERROR = "could not be parsed (a carl-tui bug)"
+
+log = logging.getLogger(__name__)
 
 _BLANK = object()  # a blank line: ignored
 _SKIP = object()  # a line already counted as skipped
 
 
+MAX_DEPTH = 32  # meta and marker details deeper than this are cut
+
+
 def _example(line: bytes) -> str:
-    return line[:200].decode("utf-8", "replace")
+    return clean_text(line[:200].decode("utf-8", "replace"))
 
 
-def step_value(value: Any) -> int | str:
-    """A step as an int, or the skip reason when `value` is not a valid step."""
+def _clean(value: Any, depth: int = 0) -> Any:
+    """Meta and marker fields made safe to show: control characters replaced,
+    nesting cut at MAX_DEPTH."""
     t = type(value)
-    if t is int:
-        number: int | float = value
-    elif t is float and math.isfinite(value):
-        if value != int(value):
-            return INVALID_STEP
-        number = int(value)
-    else:
-        return INVALID_STEP
-    if abs(number) >= _MAX_STEP:
-        return INVALID_STEP
-    return NEGATIVE_STEP if number < 0 else int(number)
+    if t is str:
+        return clean_text(value)
+    if t is dict or t is list:
+        if depth >= MAX_DEPTH:
+            return "<nested too deep>"
+        if t is list:
+            return [_clean(v, depth + 1) for v in value]
+        return {clean_text(str(k)): _clean(v, depth + 1) for k, v in value.items()}
+    return value
+
+
+def _encodable(obj: Any) -> bool:
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, RecursionError, ValueError):
+        return False
+    return True
 
 
 class StreamParser:
@@ -195,10 +208,14 @@ class StreamParser:
             self.tally.skip(NOT_UTF8, _example(line))
             return _SKIP
         try:
-            return json.loads(decoded)  # NaN / Infinity literals, integers beyond 64 bits
+            obj = json.loads(decoded)  # NaN / Infinity literals, integers beyond 64 bits
         except (ValueError, RecursionError):
             self.tally.skip(NOT_JSON, _example(line))
             return _SKIP
+        if b"\\u" in text and not _encodable(obj):  # a lone surrogate escape
+            self.tally.skip(NOT_UTF8, _example(line))
+            return _SKIP
+        return obj
 
     def _check_object(self, obj: Any, line: bytes) -> dict | None:
         if type(obj) is dict:
@@ -223,11 +240,12 @@ class StreamParser:
             elif kind == "meta":
                 if not self.explicit and not self.metrics_seen and not metrics:
                     self._adopt_identity(obj)
-                metas.append(RunMeta(self.run, {k: v for k, v in obj.items() if k != "event"}))
+                meta = _clean({k: v for k, v in obj.items() if k != "event"})
+                metas.append(RunMeta(self.run, meta))
             elif kind in ("marker", "log"):
                 others.append((i, obj))
             else:
-                self.tally.skip(UNKNOWN_EVENT, f"event={kind!r}")
+                self.tally.skip(UNKNOWN_EVENT, f"event={short_repr(kind)}")
         prev_step = self.prev_step
         events: list[Event] = list(metas)
         cols = self._columns(metrics)
@@ -237,26 +255,26 @@ class StreamParser:
             if obj["event"] == "log":
                 text = obj.get("text")
                 if isinstance(text, str):
-                    pending_log.extend(text.splitlines() or [""])
+                    pending_log.extend(clean_text(text).splitlines() or [""])
                 else:
-                    self.tally.skip(LOG_WITHOUT_TEXT, f"text={text!r}")
+                    self.tally.skip(LOG_WITHOUT_TEXT, f"text={short_repr(text)}")
                 continue
             kind = obj.get("kind")
             if not isinstance(kind, str) or not kind:
-                self.tally.skip(MARKER_WITHOUT_KIND, f"kind={kind!r}")
+                self.tally.skip(MARKER_WITHOUT_KIND, f"kind={short_repr(kind)}")
                 continue
             if "step" in obj:
-                step = step_value(obj["step"])
+                step = step_of(obj["step"])
                 if isinstance(step, str):
-                    self.tally.skip(step, f"marker step={obj['step']!r}")
+                    self.tally.skip(step, f"marker step={short_repr(obj['step'])}")
                     continue
             else:
                 step = self._latest_step(i, metric_pos, cols, prev_step)
             if pending_log:
                 events.append(LogLines(self.run, tuple(pending_log)))
                 pending_log = []
-            detail = {k: v for k, v in obj.items() if k not in ("event", "kind", "step")}
-            events.append(Marker(self.run, kind, step, detail))
+            detail = _clean({k: v for k, v in obj.items() if k not in ("event", "kind", "step")})
+            events.append(Marker(self.run, clean_text(kind), step, detail))
         if pending_log:
             events.append(LogLines(self.run, tuple(pending_log)))
         return events
@@ -272,7 +290,11 @@ class StreamParser:
         return max(prev, 0)
 
     def _adopt_identity(self, meta: dict) -> None:
-        fields = {k: str(meta[k]) for k in _IDENTITY_KEYS if meta.get(k) not in (None, "")}
+        fields = {
+            k: clean_text(v)[:200] if isinstance(v, str) else short_repr(v)
+            for k in _IDENTITY_KEYS
+            if (v := meta.get(k)) not in (None, "")
+        }
         if fields:
             self.run = RunRef(
                 source=self.run.source,
@@ -364,8 +386,8 @@ class JsonlSource:
         if not self.restarts:
             return ""
         times = "once" if self.restarts == 1 else f"{self.restarts} times"
-        return (f"{self.path.name} started over {times} (latest: {self.notes[-1]}); "
-                "points read before stay in the plots")
+        latest = f" (latest: {self.notes[-1]})" if self.notes else ""
+        return f"{self.path.name} started over {times}{latest}; points read before stay in the plots"
 
     @property
     def interval(self) -> float:
@@ -390,7 +412,12 @@ class JsonlSource:
             events.append(LogLines(self.run, tuple(f"[carl-tui] {n}" for n in got.notes)))
         lines = got.lines
         for i in range(0, len(lines), self.chunk_lines):
-            events.extend(self.parser.parse(lines[i : i + self.chunk_lines]))
+            chunk = lines[i : i + self.chunk_lines]
+            try:
+                events.extend(self.parser.parse(chunk))
+            except Exception as exc:  # a bug must not stop the stream: count, say, go on
+                log.exception("parsing %d lines of %s", len(chunk), self.path)
+                self.tally.skip(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}", len(chunk))
         return events
 
     def close(self) -> None:

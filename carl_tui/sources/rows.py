@@ -27,6 +27,9 @@ The skipped-input policy (one rule for every source that builds rows here):
   (`train/entropy` -> `entropy`) and becomes a float64 column with NaN where
   the row did not log it. Keys that are not metrics (`timestamp`, `_runtime`,
   ...) are ignored.
+- A metric name (after canonicalising) must be non-empty and free of control
+  characters; the values of any other key are skipped as "invalid metric
+  name" (one per value).
 - A metric (or time) value that is not a finite number is NaN in its column
   and skipped, one count per value: "value not a finite number" for NaN and
   infinities (also the strings "NaN", "Infinity", "-Infinity" that Trackio
@@ -49,6 +52,8 @@ million lines, but 65 MB more process memory; the dashboard keeps to one path.)
 from __future__ import annotations
 
 import math
+import re
+import reprlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -78,9 +83,37 @@ INVALID_STEP = "invalid step"
 NEGATIVE_STEP = "negative step"
 NOT_FINITE = "value not a finite number"
 NOT_NUMBER = "value not a number"
+INVALID_NAME = "invalid metric name"
+
+# Control characters (C0 but tab and newline, DEL, C1): an escape sequence in a
+# name or a log line must never reach the terminal.
+_CONTROLS = {c: "\ufffd" for c in (*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
+_BAD_NAME = re.compile("[\x00-\x1f\x7f-\x9f]")
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 100
+
+
+def clean_text(text: str) -> str:
+    """`text` with control characters (but tab and newline) replaced by U+FFFD."""
+    return text.translate(_CONTROLS) if _BAD_NAME.search(text) else text
+
+
+def short_repr(value: Any) -> str:
+    """A bounded, printable repr for skip examples (deeply nested values included)."""
+    try:
+        return clean_text(_REPR.repr(value))
+    except Exception:  # noqa: BLE001 - an example must never break counting
+        return f"<{type(value).__name__}>"
+
+
+def valid_name(key: str) -> bool:
+    """A metric name must be non-empty and free of control characters."""
+    return bool(key) and not _BAD_NAME.search(key)
 
 _NUMBER_TYPES = frozenset({float, int})
 _MAX_STEP = float(2**62)
+_MAX_STEP_INT = 2**62
+_EXACT = float(2**53)  # integers at or beyond this are not all exact in a float64
 _NONFINITE_STRINGS = frozenset({"NaN", "nan", "Infinity", "-Infinity", "inf", "-inf"})
 # Codes of a value in a kinds matrix: 0 fine or absent, then the skip reasons.
 _OK, _NOT_FINITE, _NOT_NUMBER = 0, 1, 2
@@ -220,15 +253,51 @@ def build_columns(
 
 
 def _example(e: _Entry, pos: int) -> str:
-    return f"{e.key}={e.values[pos][e.j]!r}"
+    return f"{clean_text(e.key)}={short_repr(e.values[pos][e.j])}"
+
+
+def step_of(value: Any) -> int | str:
+    """A step as an int, or the skip reason when `value` is not a valid step."""
+    t = type(value)
+    if t is int:
+        number = value
+    elif t is float and math.isfinite(value) and value == int(value):
+        number = int(value)
+    else:
+        return INVALID_STEP
+    if abs(number) >= _MAX_STEP_INT:
+        return INVALID_STEP
+    return NEGATIVE_STEP if number < 0 else number
+
+
+def _step_codes(e: _Entry, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(int64 steps, 0 ok / 1 invalid / 2 negative) of `e` at group positions `pos`."""
+    v = e.col[pos]
+    with np.errstate(invalid="ignore"):
+        exact = not (np.abs(v) >= _EXACT).any()  # NaN compares False
+    if exact:  # every integer here is exact in a float64
+        with np.errstate(invalid="ignore"):
+            integral = (v == np.floor(v)) & (np.abs(v) < _MAX_STEP)
+        negative = integral & (v < 0)
+        ok = integral & ~negative
+        code = np.where(ok, 0, np.where(negative, 2, 1)).astype(np.int8)
+        return np.where(ok, v, 0).astype(np.int64), code
+    # Large integers: read them from the values themselves, not their floats.
+    got = [step_of(e.values[p][e.j]) for p in pos.tolist()]
+    code = np.fromiter(
+        (0 if type(g) is int else 2 if g == NEGATIVE_STEP else 1 for g in got),
+        dtype=np.int8, count=len(got),
+    )
+    steps = np.fromiter((g if type(g) is int else 0 for g in got), dtype=np.int64, count=len(got))
+    return steps, code
 
 
 def _steps(
     n: int, entries: list[_Entry], step_keys: Sequence[str], local: InputTally
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(step per row, NaN = no step key; row has a step key; row is kept)."""
+    """(int64 step per row (0 where none), row has a step key, row is kept)."""
     rank_of = {k: r for r, k in enumerate(step_keys)}
-    steps = np.full(n, np.nan)
+    steps = np.zeros(n, dtype=np.int64)
     rank = np.full(n, len(step_keys), dtype=np.int16)
     bad = np.zeros(n, dtype=np.int8)  # 1 invalid step, 2 negative step
     ordered = sorted((e for e in entries if e.key in rank_of), key=lambda e: rank_of[e.key])
@@ -239,14 +308,10 @@ def _steps(
         if not take.any():
             continue
         pos = np.flatnonzero(take)
-        sel, v = rows[pos], e.col[pos]
-        with np.errstate(invalid="ignore"):
-            integral = (v == np.floor(v)) & (np.abs(v) < _MAX_STEP)
-        negative = integral & (v < 0)
-        ok = integral & ~negative
+        sel = rows[pos]
+        values, code = _step_codes(e, pos)
         rank[sel] = r
-        steps[sel] = np.where(ok, v, np.nan)
-        code = np.where(ok, 0, np.where(negative, 2, 1)).astype(np.int8)
+        steps[sel] = values
         bad[sel] = code
         for c, reason in ((1, INVALID_STEP), (2, NEGATIVE_STEP)):
             hit = np.flatnonzero(code == c)
@@ -277,12 +342,16 @@ def _assemble(
         is_time = e.key == time_key
         if not is_time and not is_metric_key(e.key):
             continue
+        name = e.key if is_time else canonical(e.key)
+        if not is_time and not valid_name(name):
+            present = int(kept.sum()) if e.idx is None else int(kept[e.idx].sum())
+            local.skip(INVALID_NAME, short_repr(e.key), present)
+            continue
         if e.kinds is not None:
             _count_values(e, kept, all_kept, local)
         if is_time:
             _assign(times, e.col, e.idx)
             continue
-        name = canonical(e.key)
         out = columns.get(name)
         if out is None:
             if e.idx is None:
@@ -290,17 +359,19 @@ def _assemble(
                 continue
             out = columns[name] = np.full(n, np.nan)
         _assign(out, e.col, e.idx)
+    known = has_key
     if default_steps is not None:
         use = ~has_key & (default_steps >= 0)
         steps = np.where(use, default_steps, steps)
+        known = has_key | use
     kept_idx = None
     if not all_kept:
         kept_idx = np.flatnonzero(kept)
-        steps = steps[kept]
+        steps, known = steps[kept], known[kept]
         columns = {k: v[kept] for k, v in columns.items()}
         if times is not None:
             times = times[kept]
-    resolved = _resolve_steps(steps, prev_step)
+    resolved = _resolve_steps(steps, known, prev_step)
     if local.total:  # a metric whose every value was skipped adds no series
         columns = {k: v for k, v in columns.items() if not np.isnan(v).all()}
     last_time = None
@@ -333,15 +404,13 @@ def _assign(out: np.ndarray, col: np.ndarray, idx: np.ndarray | None) -> None:
         out[idx[valid]] = col[valid]
 
 
-def _resolve_steps(steps: np.ndarray, prev_step: int) -> np.ndarray:
-    """Integer steps: the given ones (NaN = none), else the previous step + 1."""
-    known = ~np.isnan(steps)
+def _resolve_steps(steps: np.ndarray, known: np.ndarray, prev_step: int) -> np.ndarray:
+    """int64 steps: the known ones, else the previous step + 1 (exact integers)."""
     if known.all():
-        return steps.astype(np.int64)
+        return steps.astype(np.int64, copy=False)
     n = steps.shape[0]
     idx = np.arange(n)
     last_known = np.maximum.accumulate(np.where(known, idx, -1))
-    base = np.where(last_known >= 0, steps[np.maximum(last_known, 0)], prev_step)
-    base = np.where(known, steps, base)
+    base = np.where(last_known >= 0, steps[np.maximum(last_known, 0)], np.int64(prev_step))
     offset = np.where(last_known >= 0, idx - last_known, idx + 1)
-    return np.where(known, steps, base + offset).astype(np.int64)
+    return np.where(known, steps, base + offset).astype(np.int64, copy=False)
