@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from carl_tui.events import Progress, RunMeta, RunRef, ScalarBatch
+from carl_tui.events import LogLines, Progress, RunMeta, RunRef, ScalarBatch
 from carl_tui.sources.trainer_log import (
     MAX_LINE_CHARS,
     BarUpdate,
@@ -709,3 +709,41 @@ def test_long_noisy_stream_with_warnings():
     rows = metrics(run(parser, lines))
     assert [m.step for m in rows] == truth and all(m.step_known for m in rows)
     assert parser.mispredicted == 0
+
+
+# -- the file source on small files ------------------------------------------------------
+
+def test_file_source_counts_what_it_cannot_use(tmp_path):
+    from carl_tui.sources.trainer_file import TrainerLogSource
+
+    path = tmp_path / "train.log"
+    path.write_text(bar(0, 10) + CLEAR + "{'loss': nan, 'reward': '0.5'}\n"
+                    + bar(1, 10) + CLEAR + "{'loss': 1 2}\n" + bar(2, 10) + "\n")
+    source = TrainerLogSource(path, idle_flush_s=0.0)
+    events = source.poll() + source.poll()
+    assert [int(s) for e in events if isinstance(e, ScalarBatch) for s in e.steps] == [1]
+    reasons = {r.reason: (r.count, r.example) for r in source.tally.reasons()}
+    assert reasons["value not a finite number"] == (1, "loss: nan")
+    assert reasons["dict line not readable"] == (1, "{'loss': 1 2}")
+    assert source.skipped == 2
+
+
+def test_file_source_starts_over_when_the_file_is_rewritten(tmp_path):
+    """A new run writing the same nohup.out: read from the start with a fresh parser."""
+    from carl_tui.sources.trainer_file import TrainerLogSource
+
+    path = tmp_path / "nohup.out"
+    first = bar(0, 10) + CLEAR + "{'loss': '1.0'}\n" + bar(4, 10) + CLEAR + "{'loss': '0.9'}\n"
+    path.write_text(first + bar(8, 10) + "\n")
+    source = TrainerLogSource(path, idle_flush_s=3600)
+    events = source.poll()
+    steps = [int(s) for e in events if isinstance(e, ScalarBatch) for s in e.steps]
+    assert steps == [4, 8]
+    path.write_text(bar(0, 20) + CLEAR + "{'loss': '2.0'}\n" + bar(3, 20) + "\n")
+    events = source.poll()
+    steps = [int(s) for e in events if isinstance(e, ScalarBatch) for s in e.steps]
+    assert steps == [3] and source.generation == 1
+    notes = [line for e in events if isinstance(e, LogLines) for line in e.lines
+             if line.startswith("[carl-tui]")]
+    assert len(notes) == 1 and "nohup.out" in notes[0]
+    source.close()
