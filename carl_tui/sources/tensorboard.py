@@ -43,6 +43,7 @@ What a run's events become:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -281,6 +282,16 @@ def _config_text(text: str) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 
+_BATCH_FIELDS = frozenset(f.name for f in dataclasses.fields(ScalarBatch))
+
+
+def _batch_extras(times: np.ndarray, nonfinite: tuple[tuple[str, int], ...]) -> dict[str, Any]:
+    """Each row's wall time and the non-finite values, for a ScalarBatch that has
+    the fields for them (`times`, `nonfinite`)."""
+    extras = {"times": times, "nonfinite": nonfinite}
+    return {k: v for k, v in extras.items() if k in _BATCH_FIELDS}
+
+
 class _Run:
     """One run: its files, its config, and the rows of the current poll."""
 
@@ -366,8 +377,7 @@ class _Run:
                     np.array(steps, dtype=np.int64),
                     columns,
                     wall_time=float(good.max()) if good.size else None,
-                    times=t,
-                    nonfinite=tuple(nonfinite),
+                    **_batch_extras(t, tuple(nonfinite)),
                 )
             )
         else:
