@@ -146,10 +146,10 @@ def crc_rows(path: Path) -> list[Row]:
         import crc32c
 
         cands.append(("crc32c", lambda: list(map(crc32c.crc32c, slices))))
-    cands.append(("numpy lanes (our fallback)", lambda: tfe._crc_lanes(arr, st, ln).tolist()))
+    cands.append(("numpy (our fallback)", lambda: tfe._crc_lanes(arr, st, ln).tolist()))
     for name, fn in cands:
         assert fn() == want, name
-        out.append(Row(f"tensorboard: crc32c of {len(slices):,} records, {name}",
+        out.append(Row(f"tensorboard: crc32c {len(slices) // 1000}k records, {name}",
                        best_time(fn, repeat=3, warmup=1), ref,
                        note="ref: table-driven Python loop"))
     return out
@@ -228,7 +228,7 @@ def run() -> list[Row]:
         ref = best_time(lambda: acc_n.append(accumulator_read(accumulator(logdir))), repeat=1,
                         warmup=0)
         assert acc_n == [N_VALUES]
-        out.append(Row(f"tensorboard: read {N_VALUES:,}-value file whole", ours, ref,
+        out.append(Row(f"tensorboard: read {N_VALUES // 1000}k-value file whole", ours, ref,
                        target="< 1 s", note=f"{size:.1f} MB; ref: EventAccumulator; "
                        f"crc: {tfe.CRC_IMPLEMENTATION}"))
         saved = tfe._C_CRC
@@ -237,8 +237,8 @@ def run() -> list[Row]:
             fallback = best_time(lambda: ours_read(logdir), repeat=3, warmup=0)
         finally:
             tfe._C_CRC = saved
-        out.append(Row(f"tensorboard: read {N_VALUES:,}-value file, numpy CRC", fallback, ref,
-                       target="< 1 s", note="without google-crc32c; ref: EventAccumulator"))
+        out.append(Row("tensorboard: same, numpy CRC (no google-crc32c)", fallback, ref,
+                       target="< 1 s", note="ref: EventAccumulator"))
 
         # following: 1,000 new values a poll
         src = TensorBoardSource(logdir)
@@ -266,27 +266,27 @@ def run() -> list[Row]:
         if _have("tensorboardX"):
             assert tensorboardx_read(path) == N_VALUES + 5 * N_NEW
             t = best_time(lambda: tensorboardx_read(path), repeat=2, warmup=0)
-            out.append(Row("tensorboard: candidate tensorboardX protobuf + our framing", t, ref,
+            out.append(Row("tensorboard: tensorboardX protobuf + our framing", t, ref,
                            note=f"{N_VALUES + 5 * N_NEW:,} values; ref: EventAccumulator"))
         if _have("tbparse"):
             t = best_time(lambda: tbparse_read(logdir), repeat=1, warmup=0)
-            out.append(Row("tensorboard: candidate tbparse SummaryReader", t, ref,
+            out.append(Row("tensorboard: tbparse SummaryReader", t, ref,
                            note=f"{N_VALUES + 5 * N_NEW:,} values; ref: EventAccumulator"))
         out.extend(crc_rows(path))
 
     # weight
     ref_imp = import_time("tensorboard.backend.event_processing.event_accumulator")
-    out.append(Row("tensorboard: import time, carl_tui.sources.tensorboard",
+    out.append(Row("tensorboard: import, our source module",
                    import_time("carl_tui.sources.tensorboard"), ref_imp,
                    note="fresh interpreter; ref: EventAccumulator's module"))
-    for label, module in (("tensorboardX protobuf classes", "tensorboardX.proto.event_pb2"),
+    for label, module in (("tensorboardX protobuf", "tensorboardX.proto.event_pb2"),
                           ("tbparse", "tbparse"), ("google_crc32c", "google_crc32c"),
                           ("crc32c", "crc32c")):
         if _have(module.split(".")[0]):
-            out.append(Row(f"tensorboard: import time, {label}", import_time(module), ref_imp,
+            out.append(Row(f"tensorboard: import, {label}", import_time(module), ref_imp,
                            note="ref: EventAccumulator's module"))
     ref_size = install_size("tensorboard")
-    out.append(Row("tensorboard: install size, our reader (2 modules)", _module_size(), ref_size,
+    out.append(Row("tensorboard: install, our reader (2 modules)", _module_size(), ref_size,
                    unit="MB", note="needs numpy only; ref: tensorboard + its requirements"))
     for dist in ("google-crc32c", "crc32c", "tensorboardX", "tbparse"):
         try:
@@ -294,7 +294,7 @@ def run() -> list[Row]:
         except metadata.PackageNotFoundError:
             continue
         extra = "" if dist != "tbparse" else " (pandas, tensorboard)"
-        out.append(Row(f"tensorboard: install size, {dist}{extra}", install_size(dist),
+        out.append(Row(f"tensorboard: install, {dist}{extra}", install_size(dist),
                        ref_size, unit="MB", note="with requirements beyond numpy, protobuf"))
     return out
 
