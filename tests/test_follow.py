@@ -82,6 +82,14 @@ elif mode == "handshake":  # gen 0, wait for "go", then truncate and rewrite at 
     os.write(fd, data)
     print("done", flush=True)
 
+elif mode == "copytruncate":  # the file is truncated under a writer that does not append
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.write(fd, b"".join(line(0, i) for i in range(n)))
+    print("ready", flush=True)
+    sys.stdin.readline()
+    os.write(fd, b"".join(line(1, i) for i in range(n)))  # at its own offset: a hole
+    print("done", flush=True)
+
 elif mode == "rotate":  # extra: late lines, written to the old file after the rename
     late = extra[0]
     fd = os.open(path, APPEND)
@@ -225,6 +233,30 @@ def test_rewrite_from_a_checkpoint_with_the_same_first_lines(tmp_path, writer):
     assert f.restarts == 1 and "written again" in second.notes[0]
     gens = by_generation([first, second])
     assert gens[1] == [(0, i) for i in range(40)] + [(1, i) for i in range(40, 307)]
+
+
+def test_copytruncate_rotation_leaves_a_hole_that_costs_nothing(tmp_path, writer):
+    path = tmp_path / "run.jsonl"
+    proc = writer("copytruncate", path, 300, 10, stdin=subprocess.PIPE)
+    assert proc.stdout.readline() == "ready\n"
+    f = FileFollower(path, max_bytes_per_poll=4096, max_line_bytes=8192)
+    reads = [f.read() for _ in range(200)]
+    size = path.stat().st_size
+    assert size > 8192 and f.offset == size
+    os.truncate(path, 0)  # logrotate's copytruncate
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline() == "done\n"
+    assert path.read_bytes()[:size] == b"\0" * size  # the writer left a hole
+    reads += [f.read() for _ in range(200)]
+    assert by_generation(reads) == {
+        0: [(0, i) for i in range(300)], 1: [(1, i) for i in range(300)]
+    }
+    assert [n for r in reads for n in r.notes] == [
+        "run.jsonl was truncated and written again; reading it again from the start"
+    ]
+    assert not any(r.dropped for r in reads)
+    assert f.offset == path.stat().st_size
 
 
 def test_plain_truncation_and_the_unfinished_line(tmp_path):

@@ -35,7 +35,9 @@ What it does about files that change under it:
   plain message. A missing file: `SourceError("waiting for PATH")` (retry).
 - A line longer than `max_line_bytes` is skipped (reported in `dropped`, and
   in a note) without holding more than that in memory.
-- A UTF-8 byte order mark at the start of the file is removed.
+- A UTF-8 byte order mark at the start of the file is removed, and so are
+  NUL bytes at the start of a line (the hole a `copytruncate` rotation leaves
+  when the writer does not append): a hole of any size costs no memory.
 
 Lines returned by one `read()` all belong to one generation
 (`FollowRead.generation`); `notes` are plain sentences about restarts, meant
@@ -322,6 +324,12 @@ class FileFollower:
             self.offset += nl + 1
             data = data[nl + 1 :]
             self._skip_long = False
+        if not self._buf and data[:1] == b"\x00":
+            # A hole of NULs at a line start (a rotation truncated the file under a
+            # writer that did not append): dropped as it comes, never buffered.
+            rest = data.lstrip(b"\x00")
+            self.offset += len(data) - len(rest)
+            data = rest
         end = data.rfind(b"\n")
         if end < 0:
             self._buf += data
