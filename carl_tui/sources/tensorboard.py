@@ -15,10 +15,13 @@ record; a poll reads what was appended since (record framing and CRC32C in
 `tfevents.py`). A record still being written at the end of a file is waited
 for. A record that fails its CRC is skipped and counted ("record CRC
 mismatch"); after a damaged length the reader resynchronises at the next
-offset where a record checks out. A file whose first bytes are no record is
-counted once ("not an event file") and left alone. A backlog is read in pieces
-of `max_bytes_per_poll` and `interval` is 0 until it is caught up; the most
-recently written runs are read first.
+offset where a record checks out. A file in which no record can be found where
+the first must start, nor after it, is counted once ("not an event file") and
+left alone. A file that shrinks or is replaced is read again from the start
+(a `LogLines` note says so); a deleted one is let go. A backlog is read in
+pieces of `max_bytes_per_poll` and `interval` is 0 until it is caught up; the
+most recently written runs are read first. At most `MAX_DIRS` folders under
+LOGDIR are looked at (`limitation` says so when there are more).
 
 What a run's events become:
 
@@ -31,7 +34,8 @@ What a run's events become:
   through `metric_names.canonical` (`train/loss` -> `loss`; TRL/transformers'
   `train/...`, OpenRLHF's `train/policy_loss`, `train/actor_lr`, `eval/...`,
   custom names as they are). A NaN or infinite value is skipped, counted and
-  reported in `ScalarBatch.nonfinite`.
+  reported in `ScalarBatch.nonfinite`. Each row's wall time goes in
+  `ScalarBatch.times`, the newest in `wall_time`.
 - text: counted (`tally.note("text")`); the config texts transformers'
   TensorBoard callback writes (`args/text_summary`: the TrainingArguments,
   `model_config/text_summary`: the model config, both JSON) become
