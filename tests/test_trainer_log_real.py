@@ -124,14 +124,28 @@ def _no_escapes(text: str) -> list[str]:
     return re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text).split("\n")
 
 
-@pytest.mark.parametrize("split", [_no_escapes, lambda t: re.split(r"[\r\n]", t),
+def _cr_as_newline(text: str) -> list[str]:
+    return re.split(r"[\r\n]", text)
+
+
+@pytest.mark.parametrize("split", [_no_escapes, _cr_as_newline,
                                    lambda t: [line.rstrip() for line in t.split("\n")]],
                          ids=["escapes-stripped", "cr-as-newline", "trailing-spaces-cut"])
-def test_log_services_that_rewrite_lines_change_nothing(logs, split):
+def test_log_services_that_rewrite_lines(logs, split):
+    """Logs passed through a service that strips terminal escapes, cuts trailing spaces,
+    or turns carriage returns into line breaks: the same steps. (With carriage returns
+    turned into line breaks, tqdm's clear-then-redraw can no longer be told from a clear
+    and a later bar: the dicts of buffered stdout become flagged estimates.)"""
     for name in WITH_BARS:
         text = logs[name].read_bytes().decode("utf-8")
         items, _ = parse(text, split=split)
-        assert [(m.step, m.summary) for m in items] == expected(logs[name]), name
+        want = expected(logs[name])
+        assert [m.summary for m in items] == [summary for _, summary in want], name
+        if split is _cr_as_newline and RUNS[name].get("buffered"):
+            assert [m.step for m in items if m.step_known] == [], name
+            check_order(items)
+            continue
+        assert [m.step for m in items] == [step for step, _ in want], name
         assert all(m.step_known for m in items), name
 
 

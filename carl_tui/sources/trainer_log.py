@@ -404,8 +404,11 @@ class TrainerLogParser:
         self._held: list[_Held] = []
         self._markers: deque[int] = deque()  # redraws after a clear with no dict between
         self._buffered = False  # bursts of dicts were seen: stdout is block-buffered
+        self._queued_any = False  # a redraw was ever queued
         self._last: int | None = None  # last non-summary step emitted
         self._last_kind: dict[str, int] = {}
+        self._known: int | None = None  # the same, of steps that were known
+        self._known_kind: dict[str, int] = {}
         self._check: tuple[_Held, int, bool] | None = None  # flushed, awaiting its redraw
         self._new_training()
 
@@ -425,9 +428,6 @@ class TrainerLogParser:
     def feed(self, line: str) -> list[Item]:
         """One line of output (a trailing newline is ignored); items now known, in order."""
         out: list[Item] = []
-        if len(line) > MAX_LINE_CHARS * 4:
-            self._sig = _OTHER
-            return out
         for part in line.removesuffix("\n").split("\n"):
             self._line(part, out)
         return out
@@ -443,10 +443,13 @@ class TrainerLogParser:
         return [item for item in out if isinstance(item, MetricsLine)]
 
     def _line(self, line: str, out: list[Item]) -> None:
-        for raw in line.split("\r"):
+        for i, raw in enumerate(line.split("\r")):
             if not raw:
-                if self._sig == _BLANK:  # "\r<spaces>\r": tqdm's clear(), a redraw may follow
-                    self._sig = _CLEAR
+                if i and self._sig == _BLANK:  # "\r<spaces>\r": tqdm's clear(); a redraw
+                    self._sig = _CLEAR  # right after it means the text went to a buffer
+                continue
+            if len(raw) > MAX_LINE_CHARS:
+                self._sig = _OTHER
                 continue
             body = raw
             if "\x1b" in raw:
@@ -527,6 +530,7 @@ class TrainerLogParser:
                 redraw = self._sig_before_held in (_BLANK, _CLEAR)
         if (sig == _CLEAR or redraw) and not first:
             self._markers.append(step)
+            self._queued_any = True
             if len(self._markers) > MAX_MARKERS:
                 self._markers.popleft()
         self._check = None
@@ -535,7 +539,7 @@ class TrainerLogParser:
 
     def _on_dict(self, values: dict[str, float] | None, text: str, out: list[Item]) -> None:
         """`values` None: a dict line that could not be read; it still was one write."""
-        if self._sig in (_DICT, _FLUSHED) and self._markers:
+        if self._sig in (_DICT, _FLUSHED) and self._n is not None:
             self._buffered = True  # dict after dict, no clear between: a burst of stdout
         if self._held and not self._markers:
             # Another dict and no bar drawn since: the ones held will get no redraw
@@ -588,28 +592,32 @@ class TrainerLogParser:
         """
         held, self._held = self._held, []
         n, m = len(held), len(self._markers)
+        queued = list(self._markers)
+        # Readings of the counts, most likely first; the first that keeps the order
+        # and agrees with the epochs wins: (dicts from the queue, the bar is the last's).
+        if self._buffered and not self._queued_any:
+            readings = []  # bursts of stdout but no redraws seen to place them: estimates
+        elif adjacent and after is not None:
+            readings = [(n - 1, True)] if m == n - 1 else [(n, False), (n - 1, True)]
+        else:
+            readings = [(n, False)] if m >= n else [(n - 1, False)] if m == n - 1 else []
         exact: list[int | None] = [None] * n
         used = False
-        if adjacent and after is not None:
-            used = m == n - 1
-            take = n - 1 if used else n if m >= n else -1
-            if used:
-                exact[-1] = after
-        else:
-            take = n if m >= n else n - 1 if m == n - 1 else -1
-        if take < 0:
-            self._markers.clear()
-        else:
-            for i in range(take):
-                exact[i] = self._markers.popleft()
-            if used:
-                self._markers.clear()  # a dict's own redraw: nothing older is still buffered
-            if not self._agrees(held, exact):
-                exact = [None] * n
-                used = False
-                self._markers.clear()
-            elif take and n >= 2:
-                self._buffered = True
+        for take, last_is_after in readings:
+            if take > m or take < 0:
+                continue
+            trial: list[int | None] = [*queued[:take], *[None] * (n - take)]
+            if last_is_after:
+                trial[-1] = after
+            if self._agrees(held, trial):
+                exact, used = trial, last_is_after
+                for _ in range(take):
+                    self._markers.popleft()
+                if take and n >= 2:
+                    self._buffered = True
+                break
+        if used or not readings or exact == [None] * n:
+            self._markers.clear()  # its own redraw, or counts that do not add up: start over
         for i, h in enumerate(held):
             step = exact[i]
             if step is not None:
@@ -639,23 +647,28 @@ class TrainerLogParser:
             prev = floor[h.kind] = step
         return True
 
-    def _floor(self, kind: str) -> int:
-        floor = self._last if self._last is not None else 0
-        last = self._last_kind.get(kind)
-        return max(floor, last + 1) if last is not None else floor
+    def _floor(self, kind: str, *, known_only: bool = False) -> int:
+        """The smallest step the next dict of `kind` can have (from the steps emitted so
+        far, or only from those that were known)."""
+        last, by_kind = (self._known, self._known_kind) if known_only else (
+            self._last, self._last_kind)
+        floor = last if last is not None else 0
+        prev = by_kind.get(kind)
+        return max(floor, prev + 1) if prev is not None else floor
 
     def _estimate(self, h: _Held, hi: int | None) -> tuple[int, bool]:
         if h.kind == "summary":
             step = self.step if self.step is not None else (self._last or 0)
             return max(step, self._last or 0), False
-        lo = self._floor(h.kind)
-        if h.bar_before is not None:
-            lo = max(lo, h.bar_before)
+        floor = self._floor(h.kind)  # steps never go back
+        # The bar drawn before the dict is at most its step, as far as the output is not
+        # buffered: a bound for the estimate, never a proof.
+        lo = floor if h.bar_before is None else max(floor, h.bar_before)
         if self.total is not None:
             cap = self._offset + self.total  # global_step never passes max_steps
             hi = cap if hi is None else min(hi, cap)
         if hi is not None and hi <= lo:
-            return lo, hi == lo
+            return max(hi, floor), hi == self._floor(h.kind, known_only=True)
 
         def fits(step: int | None) -> bool:
             return step is not None and step >= lo and (hi is None or step <= hi)
@@ -729,6 +742,9 @@ class TrainerLogParser:
             step, known = floor, False
         self._last = step
         self._last_kind[h.kind] = step
+        if known:
+            self._known = step
+            self._known_kind[h.kind] = step
         self.lines_seen += 1
         self.estimated += not known
         out.append(MetricsLine(step, h.values, False, known))
