@@ -43,12 +43,18 @@ class ScalarBatch:
     the store keeps them in arrival order). Every column is float64 of length N
     with NaN where that metric was not logged at that step. Values are already
     validated (finite numbers); invalid ones are NaN and counted by the source.
+    `times`, when the source knows them, is each row's wall time (the x axis
+    "time since start"); otherwise `wall_time` dates the newest row.
+    `nonfinite` names values the run logged as NaN or infinite (not plotted;
+    the store raises an alert for a NaN loss).
     """
 
     run: RunRef
     steps: np.ndarray
     columns: Mapping[str, np.ndarray]
     wall_time: float | None = None  # wall time of the newest row, seconds since epoch
+    times: np.ndarray | None = None  # wall time of each row (float64, NaN = unknown), if known
+    nonfinite: tuple[tuple[str, int], ...] = ()  # (metric, step) logged as NaN or infinite
 
     def __len__(self) -> int:
         return int(self.steps.shape[0])

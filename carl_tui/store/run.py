@@ -13,6 +13,7 @@ from carl_tui import metric_names as mn
 from carl_tui.coherence.gates import PhaseTransitionGate
 from carl_tui.events import JobStatus, JobUsage, Marker, Progress, RunRef, ScalarBatch
 from carl_tui.store import roles
+from carl_tui.store.alerts import AlertWatch
 from carl_tui.store.cascade import CascadeTracker
 from carl_tui.store.phases import PhaseTrack
 from carl_tui.store.series import Series
@@ -28,6 +29,7 @@ from carl_tui.store.snapshot import (
 LOG_TAIL = 2000
 MAX_MARKERS = 1000
 MAX_EVENTS = 1000
+TAIL_POINTS = 64  # raw values a view carries for the table's (smoothed) trend
 
 
 class RunState:
@@ -45,11 +47,13 @@ class RunState:
         self.meta: dict = {}
         self.series: dict[str, Series] = {}
         self._recent, self._max_buckets = recent, max_buckets
+        self.wall = Series(recent, max_buckets)  # wall time by step (not a metric)
         self.cli_vocab_size = vocab_size
         self.gate = PhaseTransitionGate(metric=gate_metric)
         self.cascade = CascadeTracker()
         self.phases = PhaseTrack()
         self.events: deque[RunEvent] = deque(maxlen=MAX_EVENTS)
+        self.alerts = AlertWatch(self._event)
         self._phases_announced = 0
         self._cascade_announced = False
         self.markers: deque[Marker] = deque(maxlen=MAX_MARKERS)
@@ -135,13 +139,23 @@ class RunState:
         cols = dict(batch.columns)
         for name, values in cols.items():
             self._series(name).extend(steps, values)
+        self._add_wall_times(batch, steps)
         self.steps_logged += n
         newest, oldest = int(batch.steps.max()), int(batch.steps.min())
         self.last_step = newest if self.last_step is None else max(self.last_step, newest)
         self.first_step = oldest if self.first_step is None else min(self.first_step, oldest)
-        self._feed_gates(batch.steps, cols)
+        self._feed_gates(batch.steps, cols, batch.nonfinite)
         self._check_vocab()
         self._touch(batch.wall_time)
+
+    def _add_wall_times(self, batch: ScalarBatch, steps: np.ndarray) -> None:
+        """Wall time by step, for the time axis: each row's when the source knows it,
+        else the batch's newest time at its newest step."""
+        if batch.times is not None:
+            self.wall.extend(steps, np.asarray(batch.times, dtype=np.float64))
+        elif batch.wall_time is not None:
+            i = int(np.argmax(batch.steps))
+            self.wall.extend(steps[i : i + 1], np.array([batch.wall_time], dtype=np.float64))
 
     @property
     def phi_derived(self) -> bool:
@@ -161,7 +175,9 @@ class RunState:
                 "(set --vocab-size)", "warning",
             )
 
-    def _feed_gates(self, steps: np.ndarray, cols: dict[str, np.ndarray]) -> None:
+    def _feed_gates(
+        self, steps: np.ndarray, cols: dict[str, np.ndarray], nonfinite: tuple = ()
+    ) -> None:
         nan = np.full(steps.shape[0], np.nan)
         entropy = cols.get(mn.ENTROPY, nan)
         gate_values = cols.get(self.gate.metric, nan)
@@ -175,6 +191,7 @@ class RunState:
                 f"({self.gate.progress_text}) at step {self.gate.trigger_step}",
                 "warning",
             )
+        self.alerts.feed(steps, cols, nonfinite)
         self.cascade.add_batch(steps, cols)
         self._announce_cascade()
         task = roles.task_reward(cols, steps.shape[0], carl_known=self.cascade.has_carl)
@@ -206,26 +223,9 @@ class RunState:
     # -- reading -------------------------------------------------------------
 
     def snapshot(self, max_points: int = 2000) -> RunSnapshot:
-        views = {}
-        for name, s in self.series.items():
-            if s.count == 0:
-                continue
-            steps, values = s.display(max_points)
-            tail = s.tail(50)
-            views[name] = SeriesView(
-                name=name,
-                steps=steps,
-                values=values,
-                count=s.count,
-                first_step=s.first_step,
-                last_step=s.last_step,
-                last=s.last,
-                min=s.vmin,
-                max=s.vmax,
-                trend=s.trend(),
-                recent_mean=float(tail.mean()) if tail.size else None,
-                whole_mean=s.mean(),
-            )
+        views = {
+            name: _view(name, s, max_points) for name, s in self.series.items() if s.count
+        }
         if self.phi_derived and mn.ENTROPY in views:
             # phi is linear in entropy, so the entropy series (extremes included)
             # maps exactly onto phi, whenever the vocabulary size became known.
@@ -278,6 +278,7 @@ class RunState:
                 history=tuple(self.phases.timeline()),
             ),
             events=tuple(self.events),
+            wall=_view("wall time", self.wall, max_points) if self.wall.count else None,
             markers=tuple(self.markers),
             log_tail=tuple(self.log_tail),
             log_total=self.log_total,
@@ -291,6 +292,26 @@ class RunState:
             steps_logged=self.steps_logged,
             first_step=self.first_step,
         )
+
+
+def _view(name: str, s: Series, max_points: int) -> SeriesView:
+    steps, values = s.display(max_points)
+    tail = s.tail(TAIL_POINTS)
+    return SeriesView(
+        name=name,
+        steps=steps,
+        values=values,
+        count=s.count,
+        first_step=s.first_step,
+        last_step=s.last_step,
+        last=s.last,
+        min=s.vmin,
+        max=s.vmax,
+        trend=s.trend(),
+        recent_mean=float(tail[-50:].mean()) if tail.size else None,
+        whole_mean=s.mean(),
+        tail=tail,
+    )
 
 
 def _phi_from_entropy(ent: SeriesView, ln_v: float) -> SeriesView:
@@ -310,5 +331,6 @@ def _phi_from_entropy(ent: SeriesView, ln_v: float) -> SeriesView:
         trend=-ent.trend / ln_v,
         recent_mean=f(ent.recent_mean),
         whole_mean=f(ent.whole_mean),
+        tail=1.0 - ent.tail / ln_v,
         derived=True,
     )

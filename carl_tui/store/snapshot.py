@@ -29,6 +29,7 @@ class SeriesView:
     trend: float  # mean of the last 10 minus the 10 before
     recent_mean: float | None  # mean of the last 50 points
     whole_mean: float | None  # mean over the whole run
+    tail: np.ndarray = field(default_factory=lambda: np.empty(0))  # the last raw values
     derived: bool = False  # e.g. phi computed from entropy
 
 
@@ -116,6 +117,7 @@ class RunSnapshot:
     steps_logged: int = 0
     first_step: int | None = None
     events: tuple[RunEvent, ...] = ()
+    wall: SeriesView | None = None  # wall time (epoch s) by step: the x axis "time"
 
 
 @dataclass(frozen=True)
