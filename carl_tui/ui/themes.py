@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import tomllib
 from textual.theme import Theme
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 _THEME_KEYS = (
     "primary", "secondary", "accent", "foreground", "background",
@@ -15,15 +19,29 @@ _THEME_KEYS = (
 
 
 def themes_dir() -> Path:
-    """`$CARL_TUI_THEMES`, else the project's top-level `themes/` folder."""
+    """`$CARL_TUI_THEMES`, else the themes shipped with the package (the project's
+    top-level `themes/` folder, installed as `carl_tui.themes`)."""
     env = os.environ.get("CARL_TUI_THEMES")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "themes"
+    try:
+        from importlib.resources import files
+
+        shipped = Path(str(files("carl_tui.themes")))
+        if shipped.is_dir() and any(shipped.glob("*.toml")):
+            return shipped
+    except (ModuleNotFoundError, TypeError):
+        pass
+    return Path(__file__).resolve().parents[2] / "themes"  # a source checkout, not installed
+
+
+def toml_loads(text: str) -> dict:
+    """TOML text -> dict (ValueError on bad TOML, as `tomllib` raises)."""
+    return tomllib.loads(text)
 
 
 def load_theme(path: Path) -> Theme:
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    data = toml_loads(path.read_text(encoding="utf-8"))
     kwargs = {k: data[k] for k in _THEME_KEYS if k in data}
     return Theme(name=data.get("name", path.stem), variables=data.get("variables", {}), **kwargs)
 
