@@ -9,6 +9,7 @@ import pytest
 
 from carl_tui.coherence.gates import PhaseTransitionGate
 from carl_tui.events import RunRef, ScalarBatch, SourceStatus
+from carl_tui.metric_names import display_order
 from carl_tui.store import RunStore
 from carl_tui.ui.app import DashboardConfig, build_app
 from carl_tui.ui.widgets.metrics_table import MetricsTable
@@ -87,8 +88,12 @@ async def test_crystallisation_is_flagged_at_the_gate_step(run_ref):
         assert app.query_one("#phase").has_class("-crystallised")
         flags = [t for t in app.notices_shown if t.startswith("Crystallised")]
         assert len(flags) == 1 and f"at step {expected.trigger_step}" in flags[0]
-        phi_plot = app.query_one("#phi-plot", MetricPlot)
-        assert [x for x, _, _ in phi_plot._vlines] == [float(expected.trigger_step)]
+        # No vocabulary size: phi cannot be derived, and its plot says so.
+        assert "vocabulary size" in app.query_one("#phi-plot", MetricPlot).view.empty
+        ent_plot = app.query_one("#entropy-plot", MetricPlot)
+        gate_lines = [m.x for m in ent_plot.view.marks if m.kind == "vline"]
+        assert gate_lines == [float(expected.trigger_step)]
+        assert f"crystallised @ {expected.trigger_step}" in str(ent_plot.border_subtitle)
         assert f"CRYSTALLISED at step {expected.trigger_step}" in plain_text(app.query_one(PhasePanel))
 
 
@@ -133,7 +138,7 @@ async def test_keys_help_runs_metrics_theme_quit(spec_events, run_ref):
         # hide a metric
         await pilot.press("m")
         assert type(app.screen).__name__ == "MetricPicker"
-        metrics = sorted(app.snapshot.series)
+        metrics = sorted(app.snapshot.series, key=display_order)
         await pilot.press(*(["down"] * metrics.index("loss")), "space", "enter")
         assert app.hidden_metrics == {"loss"}
         assert "loss" not in app.query_one(MetricsTable).rows
@@ -231,10 +236,10 @@ async def test_overlay_draws_every_run_of_the_project(spec_events, run_ref):
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.snapshot is not None and len(app.store.runs()) == 3)
         phi_plot = app.query_one("#phi-plot", MetricPlot)
-        assert [ln.label for ln in phi_plot._lines] == ["spec-run"]
+        assert phi_plot.lines == ["spec-run"]
         await pilot.press("o")
-        assert sorted(ln.label for ln in phi_plot._lines) == ["second", "spec-run"]
+        assert sorted(phi_plot.lines) == ["second", "spec-run"]
         ent_plot = app.query_one("#entropy-plot", MetricPlot)
-        assert sorted(ln.label for ln in ent_plot._lines) == ["second", "spec-run"]
+        assert sorted(ent_plot.lines) == ["second", "spec-run"]
         await pilot.press("o")
-        assert [ln.label for ln in phi_plot._lines] == ["spec-run"]
+        assert phi_plot.lines == ["spec-run"]

@@ -104,17 +104,21 @@ class SourceRunner:
         return self
 
     def stop(self, timeout: float = 2.0) -> None:
+        """Ask the loop to end and close the source; wait up to `timeout` for the thread."""
         self._stop.set()
         try:
             self.source.close()
         except Exception:  # closing must never raise into the UI
             log.exception("closing source %s", self.source.name)
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
+        self.join(timeout)
 
-    @property
-    def stopped(self) -> bool:
-        return self._stop.is_set()
+    def join(self, timeout: float) -> None:
+        if (
+            timeout > 0
+            and self._thread is not None
+            and self._thread is not threading.current_thread()
+        ):
+            self._thread.join(timeout)
 
     def _status(self, state: str, message: str = "", **kw) -> None:
         self.last_state = state

@@ -1,19 +1,21 @@
-"""The dashboard app: layout, keys, and the loop that moves store snapshots to widgets.
+"""The dashboard app: layout, keys, and showing snapshots.
 
-Data flow: source runners (worker threads) apply events to the thread-safe
-`RunStore`; a UI timer compares the store's version and, when it changed,
-takes an immutable snapshot of the current run and hands it to the widgets.
-Threads never touch widgets.
+Data flow: the `Follower` (`follow.py`) runs the sources in background
+threads that apply events to the thread-safe `RunStore` and wake the UI with
+one collapsing message; the UI thread takes an immutable snapshot of the run
+on screen and hands it to the widgets. The keys that act (launch, stop, push,
+diagnose, jobs) are the `ActionController`'s (`controller.py`). Threads never
+touch widgets.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
-from textual import on, work
+from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -22,24 +24,29 @@ from textual.widgets import Footer, Header
 from textual.worker import Worker, WorkerState
 
 from carl_tui import metric_names as mn
+from carl_tui.errors import describe
 from carl_tui.events import RunRef
-from carl_tui.sources.base import Source, SourceRunner
-from carl_tui.store import RunSnapshot, RunStore
-from carl_tui.ui.actions import ActionsMixin
+from carl_tui.redact import redact
+from carl_tui.sources.base import Source
+from carl_tui.store import Notice, RunSnapshot, RunStore
+from carl_tui.ui import chart
+from carl_tui.ui.alerts import AlertConfig, desktop_sequences, load_alert_config
+from carl_tui.ui.controller import ActionController
+from carl_tui.ui.follow import Follower
 from carl_tui.ui.keys import ALL_KEYS
 from carl_tui.ui.messages import StoreChanged
-from carl_tui.ui.screens.help import HelpScreen
-from carl_tui.ui.screens.pickers import MetricPicker, ProjectPicker, RunPicker
-from carl_tui.ui.screens.skipped import SkippedScreen
 from carl_tui.ui.themes import load_themes
 from carl_tui.ui.widgets.job_bar import JobBar
 from carl_tui.ui.widgets.log_panel import LogPanel
 from carl_tui.ui.widgets.metrics_table import MetricsTable
 from carl_tui.ui.widgets.phase_panel import PhasePanel
-from carl_tui.ui.widgets.plots import Line, MetricPlot, phi_plot_decorations
+from carl_tui.ui.widgets.plots import MetricPlot
 from carl_tui.ui.widgets.status_bar import StatusBar
 
 DEFAULT_THEME = "carl-dark"
+MAX_GRID = 6  # chosen metrics plotted beside phi and entropy
+PLOT_MIN_HEIGHT = 9  # rows a plot needs to be read (frame, ticks, axis label, legend)
+OVERLAY_COLORS = tuple(f"plot-overlay-{i}" for i in range(4))
 
 
 @dataclass
@@ -69,9 +76,13 @@ class DashboardConfig:
     launch_defaults: Any = None  # the launch form's LaunchSpec; None: LaunchSpec()
     clock: Callable[[], float] = time.time  # for "updated 3s ago"; fixed in snapshot tests
     title: str = "carl-tui"
+    chart: chart.ChartSettings = field(default_factory=chart.ChartSettings)
+    plot_metrics: Sequence[str] = ()  # metrics plotted in the grid from the start
+    alerts: AlertConfig | None = None  # None: read the config file
+    save_dir: str = "."  # where ctrl+s writes the screen and the plotted data
 
 
-class CarlApp(ActionsMixin, App[None]):
+class CarlApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "carl-tui"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -83,23 +94,36 @@ class CarlApp(ActionsMixin, App[None]):
         super().__init__()
         self.config = config
         self.store = config.store or RunStore(vocab_size=config.vocab_size)
-        self.runners = [SourceRunner(s, self._emit) for s in config.sources]
-        self.current_run: str | None = None
+        self.follower = Follower(self, self.store, config.sources, config.run)
+        self.controller = ActionController(self, self.store, self.follower, config)
         self.hidden_metrics: set[str] = set()
-        self.focus_metric: str | None = None
-        self.snapshot: RunSnapshot | None = None
-        self._seen_version = -1
-        self._seen_store_version = -1
+        self.grid_metrics: list[str] = list(config.plot_metrics)[:MAX_GRID]
+        self.grid_hidden = 0  # chosen plots that do not fit the terminal
+        self.compare: list[str] = []  # run keys overlaid on every plot
+        self.overlay = False  # every run of the project overlaid
+        self.chart = config.chart
+        self.alert_config, self._alert_problem = (
+            (config.alerts, "") if config.alerts is not None else load_alert_config())
+        self.notices_shown: list[str] = []  # texts of notifications raised, for tests/help
         self._theme_names: list[str] = []
         self._log_auto_shown = False
-        self._pending_follow: str | None = None
-        self._follow_project: str | None = None
-        self.overlay = False
-        self._next_pull = 0.0
-        self._pull_posted = False
         self._screen_built = False
-        self.notices_shown: list[str] = []  # texts of notifications raised, for tests/help
+        self._quitting = False
         self.title = config.title
+
+    # -- what tests and the controller read ------------------------------------
+
+    @property
+    def snapshot(self) -> RunSnapshot | None:
+        return self.follower.snapshot
+
+    @property
+    def current_run(self) -> str | None:
+        return self.follower.current_run
+
+    @property
+    def local_jobs(self):
+        return self.controller.local_jobs
 
     # -- layout ----------------------------------------------------------------
 
@@ -107,9 +131,10 @@ class CarlApp(ActionsMixin, App[None]):
         yield Header(show_clock=False)
         with Horizontal(id="main"):
             with Vertical(id="plots"):
-                yield MetricPlot("phi (order parameter)", id="phi-plot", classes="panel")
-                yield MetricPlot("entropy (nats)", id="entropy-plot", classes="panel")
-                yield MetricPlot("", id="focus-plot", classes="panel -hidden")
+                yield MetricPlot(mn.PHI, color_var="plot-phi", id="phi-plot", classes="panel")
+                yield MetricPlot(mn.ENTROPY, color_var="plot-entropy", id="entropy-plot",
+                                 classes="panel")
+                yield Vertical(id="grid")
             with Vertical(id="side"):
                 yield PhasePanel(id="phase", classes="panel")
                 yield MetricsTable(id="metrics", classes="panel")
@@ -120,8 +145,7 @@ class CarlApp(ActionsMixin, App[None]):
 
     def on_load(self) -> None:
         # Start reading before the screen is built: a long history loads meanwhile.
-        for runner in self.runners:
-            self._start_runner(runner)
+        self.follower.start()
 
     def on_mount(self) -> None:
         for theme in load_themes():
@@ -137,102 +161,72 @@ class CarlApp(ActionsMixin, App[None]):
         self.query_one("#phase").border_title = "phase"
         self.query_one("#metrics").border_title = "metrics"
         self.query_one("#log").border_title = "log"
+        if self._alert_problem:
+            self.notify(self._alert_problem, severity="warning", timeout=10)
+        self._sync_grid()
+        self._layout_for(self.size.width, self.size.height)
         self.set_interval(self.config.refresh_interval, self.pull)
         self.set_interval(1.0, self._refresh_status)
-        # Colours of the phase panel come from the theme: redraw on a change.
         self.theme_changed_signal.subscribe(self, lambda _theme: self._show(self.snapshot))
+        self.controller.start()
         self._screen_built = True  # data may have arrived before the screen was built
         self.pull()
 
     def on_unmount(self) -> None:
-        for runner in self.runners:
-            runner.stop(timeout=0.5)
+        self.follower.stop(timeout=0.3)
         if self.config.on_exit is not None:
             self.config.on_exit()
 
+    def on_resize(self, event) -> None:
+        self._layout_for(event.size.width, event.size.height)
+        self.call_after_refresh(self._fit_grid)
+
+    def _layout_for(self, width: int, height: int) -> None:
+        """80x24 stacks the essentials; 120x36 narrows the side; 200x60 plots two columns."""
+        screen = self.screen
+        compact = width < 110 or height < 30
+        screen.set_class(compact, "-compact")
+        screen.set_class(not compact and width < 150, "-medium")
+        screen.set_class(width >= 180 and height >= 50, "-wide")
+
+    async def action_quit(self) -> None:
+        self._quitting = True  # keys pressed after q must not reach widgets being removed
+        self.exit()
+
+    async def run_action(self, action, default_namespace=None) -> bool:
+        if self._quitting:
+            return False
+        return await super().run_action(action, default_namespace)
+
     # -- moving data to the screen -------------------------------------------
 
-    def _emit(self, events) -> None:
-        """Called from source threads: store the events, wake the UI once."""
-        self.store.apply(events)
-        if not self._pull_posted:
-            self._pull_posted = True
-            self.post_message(StoreChanged())
-
     def on_store_changed(self, _message: StoreChanged) -> None:
-        self._pull_posted = False
         self.pull()
 
     def pull(self) -> None:
-        """Take a snapshot of the current run if the store changed, and show it."""
-        store = self.store
-        if not self._screen_built or self._seen_store_version == store.version:
+        """Show the run on screen if the store changed."""
+        if not self._screen_built or self._quitting:
             return
-        if time.perf_counter() < self._next_pull and any(r.catching_up for r in self.runners):
-            # Loading a backlog of history: show progress about once a second and
-            # leave the CPU to the loading; the moment it is done, paint.
-            return
-        self._seen_store_version = store.version
-        if self._pending_follow and self.store.run_version(self._pending_follow) >= 0:
-            self.current_run, self._pending_follow = self._pending_follow, None
-            self._seen_version = -1
-        if self._follow_project:
-            runs = [r for r in store.runs() if r.project == self._follow_project]
-            if runs:
-                self.current_run, self._follow_project = runs[0].key, None
-                self._seen_version = -1
-        if self.current_run is None:
-            self._choose_initial_run()
-        for notice in store.take_notices():
-            # Other runs only interrupt for what matters: crystallisation, a job's state.
-            mine = self.current_run is None or notice.run.key == self.current_run
-            if mine or notice.kind in ("phase_transition", "job"):
-                self.notices_shown.append(notice.text)
-                self.notify(
-                    notice.text,
-                    title=notice.run.label,
-                    severity=notice.severity,  # type: ignore[arg-type]
-                    timeout=10 if notice.kind == "phase_transition" else 5,
-                )
-        if self.current_run is not None:
-            version = store.run_version(self.current_run)
-            if version != self._seen_version:
-                self._seen_version = version
-                t0 = time.perf_counter()
-                self.snapshot = store.snapshot(self.current_run, max_points=self._plot_points())
-                self._show(self.snapshot)
-                # Plots render later, in the compositor: count their last render too.
-                cost = time.perf_counter() - t0
-                cost += sum(p.render_cost for p in self.query(MetricPlot) if p.display)
-                self._next_pull = time.perf_counter() + max(10 * cost, 1.0)
-        self._refresh_status()
+        if self.follower.pull(self._plot_points(), self._show, self._announce,
+                              self._render_cost):
+            self._refresh_status()
+
+    def _render_cost(self) -> float:
+        return sum(p.render_cost for p in self.query(MetricPlot) if p.display)
 
     def _plot_points(self) -> int:
         """Points per series worth drawing: a few per braille dot of the widest plot."""
-        width = max(self.query_one("#phi-plot").size.width, 40)
-        return 4 * width  # min and max for each of the 2 braille dots of a cell
-
-    def _choose_initial_run(self) -> None:
-        runs = self.store.runs()
-        if not runs:
-            return
-        want = self.config.run
-        if want:
-            for r in runs:
-                if want in (r.key, r.run_id, r.name):
-                    self.current_run = r.key
-                    return
-        self.current_run = runs[0].key
+        return 4 * max(self.query_one("#phi-plot").size.width, 40)
 
     def _show(self, snap: RunSnapshot | None) -> None:
-        if snap is None:
+        if snap is None or self._quitting:
             return
         self.sub_title = f"{snap.run.label} · {snap.meta.get('model', snap.run.source)}"
         self._show_plots(snap)
         phase_panel = self.query_one(PhasePanel)
         phase_panel.show(snap)
         phase_panel.set_class(snap.gate.fired, "-crystallised")
-        self.query_one(MetricsTable).show(snap, self.hidden_metrics)
+        self.query_one(MetricsTable).show(snap, self.hidden_metrics, self.chart.smoothing)
         log = self.query_one(LogPanel)
         if snap.log_total and log.has_class("-hidden") and not self._log_auto_shown:
             # A run with log lines (a job) shows its log once; v hides it.
@@ -240,109 +234,204 @@ class CarlApp(ActionsMixin, App[None]):
             log.remove_class("-hidden")
         log.show(snap)
 
-    def _overlay_lines(self, snap: RunSnapshot, metric: str) -> list[Line]:
-        """The same metric of the other runs of this project (at most 7), when overlaid."""
-        if not self.overlay:
+    def _overlays(self, snap: RunSnapshot, metric: str) -> list[chart.Overlay]:
+        """The same metric of the runs compared with this one (or of its whole project)."""
+        if self.compare:
+            keys = [k for k in self.compare if k != snap.run.key]
+        elif self.overlay:
+            keys = [r.key for r in self.store.runs()
+                    if r.project == snap.run.project and r.key != snap.run.key]
+        else:
             return []
-        lines = []
-        others = [r for r in self.store.runs() if r.project == snap.run.project and r.key != snap.run.key]
-        for i, run in enumerate(others[:7]):
-            other = self.store.snapshot(run.key, max_points=500)
+        out = []
+        for i, key in enumerate(keys[:7]):
+            other = self.store.snapshot(key, max_points=500)
             s = other.series.get(metric) if other else None
             if s is not None:
-                lines.append(Line(run.label, s.steps, s.values, f"plot-overlay-{i % 4}"))
-        return lines
+                out.append(chart.Overlay(other.run.label, s,
+                                         chart.x_map_for(other, self.chart.x_axis),
+                                         OVERLAY_COLORS[i % len(OVERLAY_COLORS)]))
+        return out
 
     def _show_plots(self, snap: RunSnapshot) -> None:
-        phi = snap.series.get(mn.PHI)
-        ent = snap.series.get(mn.ENTROPY)
-        overlay_key = self.store.version if self.overlay else None
-        gate_step = snap.gate.trigger_step if snap.gate.fired else None
-        phi_title = "phi (derived from entropy)" if snap.phi_derived else "phi (order parameter)"
-        if phi is None and ent is not None and snap.vocab_size is None:
-            phi_title = "phi: needs the vocabulary size (--vocab-size)"
+        compared = (tuple(self.compare), self.overlay, self.store.version if (
+            self.compare or self.overlay) else None)
         with self.batch_update():
-            self.query_one("#phi-plot", MetricPlot).show(
-                self._overlay_lines(snap, mn.PHI)
-                + ([Line(snap.run.label, phi.steps, phi.values, "plot-phi")] if phi else []),
-                title=phi_title,
-                key=(snap.run.key, snap.version, self.theme, overlay_key),
-                **phi_plot_decorations(gate_step),
-            )
-            points, ent_title = [], "entropy (nats)"
-            if snap.gate.peak_entropy is not None and snap.gate.peak_entropy_step is not None:
-                peak, at = float(snap.gate.peak_entropy), snap.gate.peak_entropy_step
-                points.append((float(at), peak, "", "plot-peak"))
-                ent_title = f"entropy (nats) · peak {peak:.3g} at step {at} (●)"
-            self.query_one("#entropy-plot", MetricPlot).show(
-                self._overlay_lines(snap, mn.ENTROPY)
-                + ([Line(snap.run.label, ent.steps, ent.values, "plot-entropy")] if ent else []),
-                vlines=phi_plot_decorations(gate_step)["vlines"],
-                points=points,
-                title=ent_title,
-                key=(snap.run.key, snap.version, self.theme, overlay_key),
-            )
-            focus_plot = self.query_one("#focus-plot", MetricPlot)
-            if self.focus_metric and not focus_plot.has_class("-hidden"):
-                s = snap.series.get(self.focus_metric)
-                focus_plot.show(
-                    [Line(self.focus_metric, s.steps, s.values, "plot-extra")] if s else [],
-                    title=self.focus_metric,
-                    key=(snap.run.key, snap.version, self.focus_metric, self.theme),
-                )
+            for plot in self.query(MetricPlot):
+                if not plot.display:
+                    continue
+                plot.show_run(snap, self._overlays(snap, plot.metric), self.chart,
+                              key=(snap.run.key, snap.version, self.theme, compared))
+
+    def _announce(self, notice: Notice) -> None:
+        """A notice from the store; alerts also ring and reach the desktop."""
+        text = notice.text
+        self.notices_shown.append(text)
+        cfg = self.alert_config
+        alert = notice.kind in cfg.kinds
+        if not alert or cfg.notice:
+            self.notify(text, title=notice.run.label, severity=notice.severity,  # type: ignore[arg-type]
+                        timeout=10 if alert else 5)
+        if alert and cfg.bell:
+            self.bell()
+        if alert and cfg.desktop and not self.is_headless and self._driver is not None:
+            self._driver.write(desktop_sequences(f"carl-tui · {notice.run.label}", text))
+
+    def notify(self, message: str, *, title: str = "", **kw: Any) -> None:  # type: ignore[override]
+        """Every notice is secret-free, whatever put its text together."""
+        super().notify(redact(str(message)), title=redact(title), **kw)
 
     def _refresh_status(self) -> None:
         """The status bar and the job line (ages tick every second)."""
-        self.query_one(StatusBar).show(self.store.summary(), self.snapshot, self.config.clock())
-        self._refresh_job_bar()
+        if self._quitting or not self._screen_built:
+            return
+        snap = self.snapshot
+        self.query_one(StatusBar).show(self.store.summary(), snap, self.config.clock())
+        self.query_one(JobBar).show(snap.job if snap else None, snap.usage if snap else None)
 
-    def add_source(self, source: Source, *, follow: str | None = None) -> SourceRunner:
-        """Start polling another source (a launched job, a chosen project); with
-        `follow`, switch to that run key as soon as it has data."""
-        runner = SourceRunner(source, self._emit)
-        self.runners.append(runner)
-        self._start_runner(runner)
-        if follow:
-            self.follow(follow)
+    # -- what other parts call -------------------------------------------------------
+
+    def add_source(self, source: Source, *, follow: str | None = None):
+        runner = self.follower.add_source(source, follow=follow)
+        self.pull()
         return runner
 
-    def _start_runner(self, runner: SourceRunner) -> None:
-        self.run_worker(
-            runner.run,
-            name=runner.source.name,
-            group="sources",
-            description=f"polling {runner.source.name}",
-            thread=True,
-            exit_on_error=False,
-        )
-
     def follow(self, run_key: str) -> None:
-        """Show this run now, or as soon as its first event arrives."""
-        self._pending_follow = run_key
-        self._seen_store_version = -1
+        self.follower.follow(run_key)
         self.pull()
 
     def switch_run(self, key: str) -> None:
-        self.current_run = key
-        self._seen_version = -1
-        self._seen_store_version = -1
+        self.follower.switch_run(key)
         self.pull()
 
-    # -- workers -----------------------------------------------------------------
+    # -- workers -------------------------------------------------------------------
 
     @on(Worker.StateChanged)
     def _worker_state(self, event: Worker.StateChanged) -> None:
+        """The one place a failed background job becomes a notice: never a traceback,
+        never a secret."""
         if event.state == WorkerState.ERROR:
-            error = event.worker.error
-            self.notify(
-                f"{event.worker.description or event.worker.name} failed: {error}",
-                severity="error",
-                timeout=10,
-            )
+            what = event.worker.description or event.worker.name
+            self.notify(describe(event.worker.error), title=f"{what} failed",
+                        severity="error", timeout=10)
 
-    # -- actions -----------------------------------------------------------------
+    # -- keys: the action controller's -------------------------------------------------
+
+    def action_launch(self) -> None:
+        self.controller.launch()
+
+    def action_stop_job(self) -> None:
+        self.controller.stop()
+
+    def action_push_checkpoint(self) -> None:
+        self.controller.push()
+
+    def action_diagnose(self) -> None:
+        self.controller.diagnose()
+
+    def action_jobs(self) -> None:
+        self.controller.jobs()
+
+    # -- keys: the view ----------------------------------------------------------------
+
+    def _redraw(self, note: str | None = None) -> None:
+        if self.snapshot is not None:
+            self._show(self.snapshot)
+        if note:
+            self.notify(note, timeout=2)
+
+    def action_cycle_x_axis(self) -> None:
+        axes = chart.X_AXES
+        self.chart = replace(self.chart, x_axis=axes[(axes.index(self.chart.x_axis) + 1)
+                                                    % len(axes)])
+        self._redraw(self.chart.describe())
+
+    def action_cycle_smoothing(self) -> None:
+        steps = chart.SMOOTHING_STEPS
+        i = steps.index(self.chart.smoothing) if self.chart.smoothing in steps else 0
+        self.chart = replace(self.chart, smoothing=steps[(i + 1) % len(steps)])
+        self._redraw(self.chart.describe())
+
+    def action_cycle_range(self) -> None:
+        ranges = chart.RANGES
+        i = ranges.index(self.chart.last_n) if self.chart.last_n in ranges else 0
+        self.chart = replace(self.chart, last_n=ranges[(i + 1) % len(ranges)])
+        self._redraw(self.chart.describe())
+
+    def action_toggle_log(self) -> None:
+        metric = self.query_one(MetricsTable).selected_metric
+        if not metric:
+            self.notify("select a metric in the table first", severity="warning")
+            return
+        self.chart = replace(self.chart, log_y=self.chart.log_y ^ {metric})
+        on = metric in self.chart.log_y
+        if on and metric not in (mn.PHI, mn.ENTROPY) and metric not in self.grid_metrics:
+            self.grid_metrics.append(metric)
+            self._sync_grid()
+        self._redraw(f"{metric}: {'log' if on else 'linear'} scale")
+
+    def action_toggle_grid_metric(self) -> None:
+        metric = self.query_one(MetricsTable).selected_metric
+        if not metric:
+            self.notify("select a metric in the table first", severity="warning")
+            return
+        if metric in (mn.PHI, mn.ENTROPY):
+            self.notify(f"{metric} always has its own plot", timeout=2)
+            return
+        if metric in self.grid_metrics:
+            self.grid_metrics.remove(metric)
+        elif len(self.grid_metrics) >= MAX_GRID:
+            self.notify(f"at most {MAX_GRID} plots in the grid: press f on one to remove it",
+                        severity="warning")
+            return
+        else:
+            self.grid_metrics.append(metric)
+        self._sync_grid()
+        self._redraw()
+        self.call_after_refresh(self._say_hidden)
+
+    def _say_hidden(self) -> None:
+        if self._fit_grid():
+            self.notify(f"{self.grid_hidden} chosen plot(s) wait for a taller terminal "
+                        "(f on a metric removes it from the grid)", timeout=4)
+
+    def _sync_grid(self) -> None:
+        """One plot per chosen metric in the grid, in the order chosen."""
+        grid = self.query_one("#grid")
+        have = {p.metric: p for p in grid.query(MetricPlot)}
+        for metric, plot in have.items():
+            if metric not in self.grid_metrics:
+                plot.remove()
+        for metric in self.grid_metrics:
+            if metric not in have:
+                grid.mount(MetricPlot(metric, color_var="plot-extra", classes="panel"))
+        self.call_after_refresh(self._fit_grid)
+
+    def _fit_grid(self) -> int:
+        """Show as many grid plots as fit at a readable height (the rest wait for a bigger
+        terminal); every plot gets the same height. Returns how many are hidden."""
+        grid = self.query_one("#grid")
+        plots = [p for p in grid.query(MetricPlot) if p.metric in self.grid_metrics]
+        plots.sort(key=lambda p: self.grid_metrics.index(p.metric))
+        compact = self.screen.has_class("-compact")
+        cols = 2 if self.screen.has_class("-wide") else 1
+        height = self.query_one("#plots").size.height
+        rows_fit = 0 if compact else max(0, height // PLOT_MIN_HEIGHT - 2)
+        shown = min(len(plots), rows_fit * cols)
+        for i, plot in enumerate(plots):
+            plot.display = i < shown
+        rows = -(-shown // cols)
+        grid.display = rows > 0
+        grid.styles.height = f"{rows}fr" if rows else 0
+        grid.styles.grid_size_columns = cols
+        self.grid_hidden = len(plots) - shown
+        return self.grid_hidden
+
+    # -- keys: pickers and panels ------------------------------------------------------
 
     def action_help(self) -> None:
+        from carl_tui.ui.screens.help import HelpScreen
+
         self.push_screen(HelpScreen(self.key_help()))
 
     def key_help(self) -> list[tuple[str, str, str, str]]:
@@ -357,65 +446,74 @@ class CarlApp(ActionsMixin, App[None]):
         return rows
 
     def action_skipped(self) -> None:
+        from carl_tui.ui.screens.skipped import SkippedScreen
+
         self.push_screen(SkippedScreen(self.store.summary()))
 
     def action_pick_run(self) -> None:
+        from carl_tui.ui.screens.pickers import RunPicker
+
         runs = [(r.key, f"{r.label}  [{r.source}: {r.project}]") for r in self.store.runs()]
         if not runs:
             self.notify("no runs yet", severity="warning")
             return
+        self.push_screen(RunPicker(runs, self.current_run),
+                         lambda key: self.switch_run(key) if key else None)
 
-        def chosen(key: str | None) -> None:
-            if key:
-                self.switch_run(key)
+    def action_compare(self) -> None:
+        from carl_tui.ui.screens.pickers import ComparePicker
 
-        self.push_screen(RunPicker(runs, self.current_run), chosen)
+        runs = [r for r in self.store.runs() if r.key != self.current_run]
+        if not runs:
+            self.notify("no other runs to compare with yet", severity="warning")
+            return
+        items = [(r.key, f"{r.label}  [{r.source}: {r.project}]", r.key in self.compare)
+                 for r in runs]
+
+        def chosen(keys: set[str] | None) -> None:
+            if keys is None:
+                return
+            self.compare = [r.key for r in runs if r.key in keys]
+            self._redraw(f"comparing with {len(self.compare)} run(s)" if self.compare
+                         else "comparison off")
+
+        self.push_screen(ComparePicker(items), chosen)
 
     def action_pick_metrics(self) -> None:
-        if self.snapshot is None:
+        from carl_tui.ui.screens.pickers import MetricPicker
+
+        snap = self.snapshot
+        if snap is None:
             self.notify("no metrics yet", severity="warning")
             return
+        names = sorted(snap.series, key=mn.display_order)
 
-        def chosen(hidden: set[str] | None) -> None:
-            if hidden is not None:
-                self.hidden_metrics = hidden
-                self.query_one(MetricsTable).show(self.snapshot, hidden)
+        def chosen(shown: set[str] | None) -> None:
+            if shown is not None:
+                self.hidden_metrics = {m for m in names if m not in shown}
+                self._redraw()
 
-        self.push_screen(MetricPicker(sorted(self.snapshot.series), self.hidden_metrics), chosen)
-
-    def action_toggle_focus_plot(self) -> None:
-        plot = self.query_one("#focus-plot", MetricPlot)
-        metric = self.query_one(MetricsTable).selected_metric
-        if plot.has_class("-hidden") or (metric and metric != self.focus_metric):
-            if not metric:
-                self.notify("select a metric in the table first", severity="warning")
-                return
-            self.focus_metric = metric
-            plot.remove_class("-hidden")
-        else:
-            plot.add_class("-hidden")
-        if self.snapshot is not None:
-            self._show_plots(self.snapshot)
+        self.push_screen(MetricPicker([(m, m, m not in self.hidden_metrics) for m in names]),
+                         chosen)
 
     def action_toggle_overlay(self) -> None:
         self.overlay = not self.overlay
-        if self.snapshot is not None:
-            self._show_plots(self.snapshot)
-        self.notify("overlay: " + ("all runs of the project" if self.overlay else "off"), timeout=2)
+        self._redraw("overlay: " + ("every run of the project" if self.overlay else "off"))
 
     def action_pick_project(self) -> None:
         if self.config.list_projects is None or self.config.open_project is None:
             self.notify("this source has no projects to choose from", severity="warning")
             return
-        self._load_projects()
+        self.run_worker(self._load_projects, thread=True, exclusive=True, group="projects",
+                        exit_on_error=False, description="listing projects")
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="projects",
-          description="listing projects")
     def _load_projects(self) -> None:
         names = self.config.list_projects()  # type: ignore[misc]
         self.call_from_thread(self._show_project_picker, names)
 
     def _show_project_picker(self, names: list[str]) -> None:
+        from carl_tui.ui.screens.pickers import ProjectPicker
+
         if not names:
             self.notify("no projects found", severity="warning")
             return
@@ -428,13 +526,13 @@ class CarlApp(ActionsMixin, App[None]):
             if runs:  # already open: just show it
                 self.switch_run(runs[0].key)
                 return
-            self.add_source(self.config.open_project(name))  # type: ignore[misc]
-            self._follow_project = name
+            self.follower.add_source(self.config.open_project(name))  # type: ignore[misc]
+            self.follower.follow_project(name)
             self.notify(f"opening project {name}", timeout=3)
 
         self.push_screen(ProjectPicker([(n, n) for n in names], current), chosen)
 
-    def action_toggle_log(self) -> None:
+    def action_toggle_log_panel(self) -> None:
         log = self.query_one(LogPanel)
         log.toggle_class("-hidden")
         if not log.has_class("-hidden"):
@@ -451,12 +549,23 @@ class CarlApp(ActionsMixin, App[None]):
         self.theme = names[(i + 1) % len(names)]
         self.notify(f"theme: {self.theme}", timeout=2)
 
+    def action_save_view(self) -> None:
+        from carl_tui.ui.save import save_view
+
+        try:
+            svg, csv_path = save_view(self, self.config.save_dir)
+        except OSError as exc:
+            self.notify(f"could not save: {describe(exc)}", severity="error")
+            return
+        self.notify(f"saved the screen to {svg} and the plotted data to {csv_path}", timeout=8)
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Every dashboard action is in the command palette."""
         yield from super().get_system_commands(screen)
         for b in self.BINDINGS:
             if isinstance(b, Binding) and b.id and b.action not in ("quit", "help"):
-                yield SystemCommand(b.description, b.tooltip, lambda a=b.action: self.run_action(a))
+                yield SystemCommand(b.description, b.tooltip,
+                                    lambda a=b.action: self.run_action(a))
         yield SystemCommand("Help", "List every key", self.action_help)
 
 

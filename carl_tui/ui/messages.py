@@ -67,12 +67,3 @@ class DiagnosisFinished(Message):
 class JobsListed(Message):
     rows: list[Any] = field(default_factory=list)  # hub.JobRow
     error: str = ""
-
-
-@dataclass
-class StopFinished(Message):
-    """A stop ended: the job's final stage, or why it could not be stopped."""
-
-    label: str
-    stage: str = ""
-    error: str = ""

@@ -15,21 +15,9 @@ from textual.widgets import DataTable, Label, Static
 
 from carl_tui.errors import CarlError, describe
 from carl_tui.hub import JobRow
+from carl_tui.ui.format import duration_text
 from carl_tui.ui.messages import JobsListed
 from carl_tui.ui.widgets.job_bar import STAGE_STYLE
-
-
-def age_text(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    s = max(0.0, seconds)
-    if s < 60:
-        return f"{s:.0f}s"
-    if s < 3600:
-        return f"{s / 60:.0f}m"
-    if s < 86400:
-        return f"{s / 3600:.0f}h"
-    return f"{s / 86400:.0f}d"
 
 
 class JobsScreen(ModalScreen[JobRow | None]):
@@ -98,7 +86,7 @@ class JobsScreen(ModalScreen[JobRow | None]):
             table.add_row(
                 Text(mark + r.stage, style=STAGE_STYLE.get(r.stage, "")),
                 r.flavor,
-                age_text(r.age_s),
+                duration_text(r.age_s, coarse=True),
                 r.id,
                 r.label if len(r.label) <= 60 else r.label[:59] + "…",
                 key=r.id,

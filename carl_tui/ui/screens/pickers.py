@@ -62,30 +62,37 @@ class ProjectPicker(ListPicker):
     TITLE = "Open a Trackio project (enter to open, esc to cancel)"
 
 
-class MetricPicker(ModalScreen[set[str] | None]):
-    """Dismisses with the set of metrics to hide, or None when cancelled."""
+class ChecklistPicker(ModalScreen[set[str] | None]):
+    """Tick items on and off; dismisses with the keys ticked, or None when cancelled."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "dismiss(None)", "Cancel", id="metrics.cancel"),
-        Binding("enter", "apply", "Apply", id="metrics.apply", priority=True),
+        Binding("escape", "dismiss(None)", "Cancel", id="checklist.cancel"),
+        Binding("enter", "apply", "Apply", id="checklist.apply", priority=True),
     ]
-    DEFAULT_CSS = _CSS.format(name="MetricPicker")
+    DEFAULT_CSS = _CSS.format(name="ChecklistPicker")
+    TITLE = "Choose (space toggles, enter applies, esc cancels)"
 
-    def __init__(self, metrics: list[str], hidden: set[str]):
+    def __init__(self, items: list[tuple[str, str, bool]]):
+        """items: (key, label, ticked)."""
         super().__init__()
-        self._metrics = metrics
-        self._hidden = hidden
+        self._items = items
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Metrics shown (space toggles, enter applies, esc cancels)")
-            yield SelectionList[str](
-                *[(m, m, m not in self._hidden) for m in self._metrics], id="metrics"
-            )
+            yield Label(self.TITLE)
+            yield SelectionList[str](*[(label, key, on) for key, label, on in self._items],
+                                     id="checklist")
 
     def on_mount(self) -> None:
         self.query_one(SelectionList).highlighted = 0
 
     def action_apply(self) -> None:
-        shown = set(self.query_one(SelectionList).selected)
-        self.dismiss({m for m in self._metrics if m not in shown})
+        self.dismiss(set(self.query_one(SelectionList).selected))
+
+
+class MetricPicker(ChecklistPicker):
+    TITLE = "Metrics shown in the table (space toggles, enter applies, esc cancels)"
+
+
+class ComparePicker(ChecklistPicker):
+    TITLE = "Runs to overlay on every plot (space toggles, enter applies, esc cancels)"

@@ -6,6 +6,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from carl_tui.events import JobStatus, JobUsage
+from carl_tui.ui.format import duration_text
 
 STAGE_STYLE = {
     "SCHEDULING": "bold yellow",
@@ -15,17 +16,6 @@ STAGE_STYLE = {
     "ERROR": "bold red",
     "DELETED": "dim",
 }
-
-
-def duration_text(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    s = int(max(0.0, seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 def job_text(job: JobStatus, usage: JobUsage | None = None) -> Text:

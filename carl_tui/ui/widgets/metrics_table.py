@@ -10,27 +10,20 @@ from textual.widgets.data_table import CellDoesNotExist
 
 from carl_tui.metric_names import display_order
 from carl_tui.store.snapshot import RunSnapshot, SeriesView
+from carl_tui.ui.chart import trend_value
+from carl_tui.ui.format import value_text
 
 COLUMNS = ("metric", "last", "trend", "min", "max", "step")
 METRIC_WIDTH = 22
 
-def fmt_value(v: float | None) -> str:
-    if v is None:
-        return "–"
-    a = abs(v)
-    if a != 0 and (a < 1e-3 or a >= 1e5):
-        return f"{v:.3e}"
-    return f"{v:.4f}" if a < 10 else f"{v:.2f}"
-
-
-def trend_text(s: SeriesView) -> Text:
-    """An arrow and the change of the recent mean, coloured neutral."""
+def trend_text(s: SeriesView, trend: float) -> Text:
+    """An arrow and the change of the recent values, coloured neutral."""
     scale = max(abs(s.max or 0), abs(s.min or 0), 1e-12)
-    rel = s.trend / scale
+    rel = trend / scale
     if abs(rel) < 0.005:
         return Text("→", style="dim")
-    arrow = "↑" if s.trend > 0 else "↓"
-    return Text(f"{arrow} {s.trend:+.3g}", style="bold" if abs(rel) > 0.05 else "")
+    arrow = "↑" if trend > 0 else "↓"
+    return Text(f"{arrow} {trend:+.3g}", style="bold" if abs(rel) > 0.05 else "")
 
 
 class MetricsTable(DataTable):
@@ -48,7 +41,9 @@ class MetricsTable(DataTable):
             # allowed to push the numbers out of view.
             self.add_column(col, key=col, width=METRIC_WIDTH if col == "metric" else None)
 
-    def show(self, snap: RunSnapshot | None, hidden: Collection[str] = ()) -> None:
+    def show(
+        self, snap: RunSnapshot | None, hidden: Collection[str] = (), smoothing: float = 0.0
+    ) -> None:
         wanted = {} if snap is None else {
             name: snap.series[name]
             for name in sorted(snap.series, key=display_order)
@@ -60,25 +55,25 @@ class MetricsTable(DataTable):
             selected = self.selected_metric
             self.clear()
             for name, s in wanted.items():
-                self.add_row(*self._cells(name, s), key=name)
+                self.add_row(*self._cells(name, s, smoothing), key=name)
             if selected in wanted:
                 self.move_cursor(row=list(wanted).index(selected))
             return
         for name, s in wanted.items():
-            for col, value in zip(COLUMNS, self._cells(name, s)):
+            for col, value in zip(COLUMNS, self._cells(name, s, smoothing)):
                 self.update_cell(name, col, value, update_width=True)
 
     @staticmethod
-    def _cells(name: str, s: SeriesView) -> tuple:
+    def _cells(name: str, s: SeriesView, smoothing: float) -> tuple:
         label = f"{name} (derived)" if s.derived else name
         if len(label) > METRIC_WIDTH:
             label = label[: METRIC_WIDTH - 1] + "…"
         return (
             label,
-            fmt_value(s.last),
-            trend_text(s),
-            fmt_value(s.min),
-            fmt_value(s.max),
+            value_text(s.last),
+            trend_text(s, trend_value(s, smoothing)),
+            value_text(s.min),
+            value_text(s.max),
             "–" if s.last_step is None else str(int(s.last_step)),
         )
 

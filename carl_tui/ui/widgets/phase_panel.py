@@ -8,12 +8,9 @@ from rich.text import Text
 from textual.widgets import Static
 
 from carl_tui.store.snapshot import RunSnapshot
+from carl_tui.ui.format import short_value
 
 PHASE_ORDER = ("baseline", "melting", "transition", "crystallisation", "converged")
-
-
-def _fmt(v: float | None, digits: int = 3) -> str:
-    return "–" if v is None else f"{v:.{digits}g}"
 
 
 class PhasePanel(Static):
@@ -38,7 +35,7 @@ class PhasePanel(Static):
             title.append(f" {phase.phase.upper()} ", style=f"bold reverse {self._color(phase.phase)}")
             title.append(f"  since step {phase.since_step}", style="dim")
             if phase.stage == "reward" and any(k == "accuracy" for _, _, k in phase.history):
-                title.append(f"  (reward stage from step {phase.stage_start})", style="dim")
+                title.append("  · reward stage", style="dim")
         else:
             title.append("phase: waiting for accuracy/entropy", style="dim")
 
@@ -59,7 +56,7 @@ class PhasePanel(Static):
         for label, text, style in _gate_rows(snap):
             t.add_row(label, Text(text, style=style))
         if gate.peak_entropy is not None:
-            t.add_row("peak entropy", f"{_fmt(gate.peak_entropy)} at step {gate.peak_entropy_step}")
+            t.add_row("peak entropy", f"{short_value(gate.peak_entropy)} at step {gate.peak_entropy_step}")
         reported = {m.kind: m.step for m in snap.markers}
         if "phase_transition" in reported and reported["phase_transition"] != gate.trigger_step:
             t.add_row("run's gate", f"fired at step {reported['phase_transition']}")
@@ -80,7 +77,7 @@ def _gate_rows(snap: RunSnapshot) -> list[tuple[str, str, str]]:
     last = gate.window_values[-1] if gate.window_values else None
     rows = [("gate", f"not fired: {gate.above}/{gate.window} of {gate.metric} ≥ "
              f"{gate.threshold:g}, needs {gate.min_above}"
-             + (f" (last {_fmt(last, 4)})" if last is not None else ""), "")]
+             + (f" (last {short_value(last, 4)})" if last is not None else ""), "")]
     if phase in ("crystallisation", "converged"):
         rows.append(("why", (f"the phase reads trends against this run's own scale; the gate "
                      f"waits for {gate.metric} ≥ {gate.threshold:g}"), "dim"))

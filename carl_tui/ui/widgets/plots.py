@@ -1,76 +1,72 @@
-"""Plots of phi, entropy and any chosen metric, drawn with textual-plotext."""
+"""A plot of one metric of the run on screen, drawn with textual-plotext.
+
+The plot builds what it shows from the snapshot (`ui/chart.py::build_view`:
+traces, reference marks, the entropy peak, the gate and cascade steps, ticks)
+and draws it. The title sits in the panel's border and the legend in its
+bottom border, so nothing is ever drawn over the data. A plot redraws only
+when what it shows changed, and not while it is hidden.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-import numpy as np
+from rich.text import Text
 from textual.color import Color, ColorParseError
 from textual_plotext import PlotextPlot
 
-from carl_tui.coherence.constants import SIGMA
+from carl_tui.store import RunSnapshot
+from carl_tui.ui.chart import DEFAULT_SETTINGS, ChartSettings, Overlay, PlotView, build_view
 
-
-@dataclass(frozen=True)
-class Line:
-    """One line to draw: a run's series, with its label and theme colour variable."""
-
-    label: str
-    steps: np.ndarray
-    values: np.ndarray
-    color_var: str = "plot-phi"
-
-
-def _rgb(app, var: str, fallback: str = "white") -> tuple[int, int, int] | str:
-    value = app.theme_variables.get(var)
-    if not value:
-        return fallback
-    try:
-        return Color.parse(value).rgb
-    except ColorParseError:
-        return fallback
+FAINT = 0.35  # how much of a line's colour a faint (raw, under the smoothed) trace keeps
 
 
 class MetricPlot(PlotextPlot):
-    """A line plot over steps. Call `show(...)` with the data; it redraws only
-    when something changed and the widget is visible."""
+    """Call `show_run(...)`; the plot rebuilds its view when the size or data change."""
 
     DEFAULT_CSS = """
     MetricPlot { height: 1fr; min-height: 6; }
     """
 
-    def __init__(self, title: str, *, id: str | None = None, classes: str | None = None):
+    def __init__(self, metric: str, *, color_var: str = "plot-extra", id: str | None = None,
+                 classes: str | None = None):
         super().__init__(id=id, classes=classes)
-        self.title = title
-        self._lines: tuple[Line, ...] = ()
-        self._hlines: tuple[tuple[float, str, str], ...] = ()
-        self._vlines: tuple[tuple[float, str, str], ...] = ()
-        self._points: tuple[tuple[float, float, str, str], ...] = ()
+        self.metric = metric
+        self.color_var = color_var
+        self.view = PlotView(title=metric, empty="waiting for data…")
+        self._inputs: tuple | None = None
         self._key: object = None
+        self._drawn: object = None
         self.render_cost = 0.0  # seconds the last render took (plotext is pure Python)
 
-    def show(
+    def show_run(
         self,
-        lines: Sequence[Line],
+        snap: RunSnapshot | None,
+        overlays: Sequence[Overlay] = (),
+        settings: ChartSettings = DEFAULT_SETTINGS,
         *,
-        hlines: Sequence[tuple[float, str, str]] = (),
-        vlines: Sequence[tuple[float, str, str]] = (),
-        points: Sequence[tuple[float, float, str, str]] = (),
-        title: str | None = None,
         key: object = None,
     ) -> None:
-        """Set what to draw. hlines/vlines: (position, label, colour var);
-        points: (x, y, label, colour var). `key` identifies the data: an equal
-        key skips the redraw."""
-        if key is not None and key == self._key and title in (None, self.title):
+        """What to show; `key` identifies the data (an equal key skips the work)."""
+        key = (key, settings, self.metric)
+        if key == self._key and self._drawn == (key, self.size):
             return
         self._key = key
-        if title is not None:
-            self.title = title
-        self._lines, self._hlines = tuple(lines), tuple(hlines)
-        self._vlines, self._points = tuple(vlines), tuple(points)
+        self._inputs = (snap, tuple(overlays), settings)
+        self.redraw()
+
+    @property
+    def lines(self) -> list[str]:
+        """Labels of the traces drawn (one per run; smoothed runs count once)."""
+        return [t.label for t in self.view.traces if not t.faint]
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.redraw())
+        self.redraw()
+
+    def on_resize(self) -> None:
         self.redraw()
 
     def render(self):
@@ -79,56 +75,72 @@ class MetricPlot(PlotextPlot):
         self.render_cost = time.perf_counter() - t0
         return result
 
-    def on_mount(self) -> None:
-        super().on_mount()
-        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.redraw())
-        self.redraw()
-
     def redraw(self) -> None:
-        if not self.is_mounted:
+        if not self.is_mounted or self._inputs is None:
+            if self.is_mounted:
+                self.border_title = self.view.title
             return
+        snap, overlays, settings = self._inputs
+        w, h = self.size.width or 80, self.size.height or 20
+        self.view = build_view(self.metric, snap, overlays, settings, color_var=self.color_var,
+                               width=w, height=h)
+        self._drawn = (self._key, self.size)
+        self._draw(self.view)
+
+    def _rgb(self, var: str, faint: bool = False):
+        value = self.app.theme_variables.get(var)
+        try:
+            color = Color.parse(value) if value else Color.parse("white")
+        except ColorParseError:
+            color = Color.parse("white")
+        if faint:
+            bg = Color.parse(self.app.theme_variables.get("surface") or "black")
+            color = bg.blend(color, FAINT)
+        return color.rgb
+
+    def _draw(self, view: PlotView) -> None:
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        plt.title(self.title)
-        plt.xlabel("step")
-        app = self.app
-        any_data = False
-        for line in self._lines:
-            if line.steps.size:
-                any_data = True
-                plt.plot(
-                    line.steps.tolist(),
-                    line.values.tolist(),
-                    label=line.label,
-                    color=_rgb(app, line.color_var),
-                    marker="braille",
-                )
-        if any_data:
-            xs = [x for ln in self._lines if ln.steps.size for x in (ln.steps[0], ln.steps[-1])]
-            ys = [y for ln in self._lines if ln.values.size for y in (ln.values.min(), ln.values.max())]
-            ys += [y for y, _, _ in self._hlines] + [y for _, y, _, _ in self._points]
-            x0, x1 = float(min(xs)), float(max(xs))
-            y0, y1 = float(min(ys)), float(max(ys))
-            # Reference lines are drawn as labelled series so the legend names them.
-            for y, label, var in self._hlines:
-                plt.plot([x0, x1], [y, y], label=label or None, color=_rgb(app, var), marker="braille")
-            for x, label, var in self._vlines:
-                plt.plot([x, x], [y0, y1], label=label or None, color=_rgb(app, var), marker="braille")
-            for x, y, label, var in self._points:
-                plt.scatter([x], [y], color=_rgb(app, var), marker="●")
-                if label:
-                    plt.text(label, x=x, y=y, color=_rgb(app, var), alignment="left")
-        else:
-            plt.text("waiting for data…", x=0.5, y=0.5, alignment="center")
+        self.border_title = view.title
+        self.border_subtitle = self._legend(view)
+        if view.empty:
+            plt.text(view.empty, x=0.5, y=0.5, alignment="center")
             plt.xlim(0, 1)
             plt.ylim(0, 1)
+            plt.xticks([], [])
+            plt.yticks([], [])
+            self.refresh()
+            return
+        plt.xlabel(view.x_label)
+        (x0, x1), (y0, y1) = view.xlim, view.ylim
+        for t in sorted(view.traces, key=lambda t: not t.faint):  # faint ones underneath
+            plt.plot(t.xs.tolist(), t.ys.tolist(), color=self._rgb(t.color_var, t.faint),
+                     marker="braille")
+        for m in view.marks:
+            color = self._rgb(m.color_var)
+            if m.kind == "hline":
+                plt.plot([x0, x1], [m.y, m.y], color=color, marker="braille")
+            elif m.kind == "vline":
+                plt.plot([m.x, m.x], [y0, y1], color=color, marker="braille")
+            else:
+                plt.scatter([m.x], [m.y], color=color, marker="●")
+        plt.xlim(x0, x1 if x1 > x0 else x0 + 1)
+        plt.ylim(y0, y1)
+        plt.xticks(list(view.xticks[0]), list(view.xticks[1]))
+        plt.yticks(list(view.yticks[0]), list(view.yticks[1]))
         self.refresh()
 
+    def _legend(self, view: PlotView) -> Text:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        if view.log_y:
+            t.append("log scale  ", style="dim")
+        for i, item in enumerate(view.legend):
+            if i:
+                t.append("  ")
+            t.append(item.symbol + " ", style=self._style(item.color_var))
+            t.append(item.text)
+        return t
 
-def phi_plot_decorations(gate_step: int | None) -> dict:
-    """SIGMA line and the crystallisation marker for the phi plot."""
-    vlines = (
-        [(float(gate_step), f"crystallised @ {gate_step}", "plot-gate")] if gate_step is not None else []
-    )
-    return {"hlines": [(SIGMA, f"σ = {SIGMA:g}", "plot-sigma")], "vlines": vlines}
+    def _style(self, var: str) -> str:
+        return self.app.theme_variables.get(var) or "bold"

@@ -8,6 +8,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from carl_tui.store.snapshot import RunSnapshot, StoreSummary
+from carl_tui.ui.format import age_text
 
 STATE_STYLE = {
     "live": "bold green",
@@ -17,17 +18,6 @@ STATE_STYLE = {
     "error": "bold red",
     "idle": "dim",
 }
-
-
-def age_text(t: float | None, now: float | None = None) -> str:
-    if t is None:
-        return "never"
-    dt = max(0.0, (time.time() if now is None else now) - t)
-    if dt < 60:
-        return f"{dt:.0f}s ago"
-    if dt < 3600:
-        return f"{dt / 60:.0f}m ago"
-    return f"{dt / 3600:.1f}h ago"
 
 
 class StatusBar(Static):

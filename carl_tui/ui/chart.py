@@ -1,0 +1,386 @@
+"""What a plot shows, computed from a snapshot: no Textual, no drawing.
+
+`build_view` turns a run's series (and the runs overlaid on it) plus the
+chart controls into a `PlotView`: the traces to draw (raw, faint, when
+smoothed), the reference marks that fall inside the view, the legend (which
+names everything, including references outside the view, so nothing is ever
+drawn over the data), the axis limits and the ticks.
+
+Chart controls (`ChartSettings`), shared by every plot:
+
+- x axis: the step, the wall time since the run's first logged row, or the
+  tokens seen (`num_tokens`) when the run logs them;
+- smoothing: TensorBoard's debiased exponential moving average over the
+  points drawn, with weight `smoothing` (0 = off); the raw points stay,
+  faint;
+- range: the whole run, or the last N steps; the y axis fits what is shown;
+- log scale per metric (values <= 0 are not drawn on a log axis).
+
+Ticks fall on round numbers (1, 2, 5 x 10^k): steps are integers and read
+12k / 3M when large; times read as durations (90s, 5m, 1h30m).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from carl_tui import metric_names as mn
+from carl_tui.coherence.constants import SIGMA
+from carl_tui.store import RunSnapshot, SeriesView
+from carl_tui.ui.format import count_text, duration_text
+
+X_AXES = ("step", "time", "tokens")
+SMOOTHING_STEPS = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)
+RANGES: tuple[int | None, ...] = (None, 100, 1_000, 10_000, 100_000)
+TOKENS = "num_tokens"
+
+
+@dataclass(frozen=True)
+class ChartSettings:
+    x_axis: str = "step"
+    smoothing: float = 0.0
+    last_n: int | None = None
+    log_y: frozenset[str] = frozenset()
+
+    def describe(self) -> str:
+        parts = [f"x: {self.x_axis}"]
+        parts.append(f"smoothing {self.smoothing:g}" if self.smoothing else "raw")
+        parts.append(f"last {count_text(self.last_n)} steps" if self.last_n else "whole run")
+        return " · ".join(parts)
+
+
+DEFAULT_SETTINGS = ChartSettings()
+
+
+@dataclass(frozen=True)
+class Trace:
+    label: str
+    xs: np.ndarray
+    ys: np.ndarray
+    color_var: str
+    faint: bool = False
+
+
+@dataclass(frozen=True)
+class Mark:
+    kind: str  # "hline", "vline", "point"
+    x: float
+    y: float
+    color_var: str
+
+
+@dataclass(frozen=True)
+class LegendItem:
+    symbol: str
+    text: str
+    color_var: str
+
+
+@dataclass(frozen=True)
+class PlotView:
+    title: str
+    traces: tuple[Trace, ...] = ()
+    marks: tuple[Mark, ...] = ()
+    legend: tuple[LegendItem, ...] = ()
+    xlim: tuple[float, float] = (0.0, 1.0)
+    ylim: tuple[float, float] = (0.0, 1.0)
+    xticks: tuple[tuple[float, ...], tuple[str, ...]] = ((), ())
+    yticks: tuple[tuple[float, ...], tuple[str, ...]] = ((), ())
+    x_label: str = "step"
+    empty: str = ""  # shown instead of a plot when there is nothing to draw
+    log_y: bool = False
+
+
+@dataclass(frozen=True)
+class Overlay:
+    """Another run's series on the same plot."""
+
+    label: str
+    series: SeriesView
+    x_map: SeriesView | None  # wall time or tokens by step, for its x axis
+    color_var: str
+
+
+@dataclass
+class _Frame:
+    traces: list[Trace] = field(default_factory=list)
+    xs: list[np.ndarray] = field(default_factory=list)
+    ys: list[np.ndarray] = field(default_factory=list)
+
+
+# -- numbers -------------------------------------------------------------------------------
+
+
+def ema(values: np.ndarray, weight: float) -> np.ndarray:
+    """TensorBoard's smoothing: debiased exponential moving average, NaNs passed over."""
+    if weight <= 0 or values.size == 0:
+        return values
+    out = np.empty_like(values, dtype=np.float64)
+    last, n = 0.0, 0
+    for i, v in enumerate(values.tolist()):
+        if math.isnan(v):
+            out[i] = math.nan
+            continue
+        n += 1
+        last = last * weight + (1 - weight) * v
+        out[i] = last / (1 - weight**n)
+    return out
+
+
+def trend_value(s: SeriesView, smoothing: float = 0.0, k: int = 10) -> float:
+    """The table's trend: without smoothing, the mean of the last k values minus the
+    mean of the k before; with smoothing, how much the smoothed curve moved over the
+    last k values (the plot's own smoothing)."""
+    if smoothing <= 0 or s.tail.size < 2:
+        return s.trend
+    sm = ema(s.tail.astype(np.float64), smoothing)
+    return float(sm[-1] - sm[max(0, sm.size - 1 - k)])
+
+
+def nice_ticks(lo: float, hi: float, target: int = 5, integer: bool = False) -> list[float]:
+    """Round numbers (1, 2, 5 x 10^k) inside [lo, hi], about `target` of them."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return []
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / max(target, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    if integer:
+        step = max(1.0, round(step))
+    first = math.ceil(lo / step - 1e-9) * step
+    ticks, t = [], first
+    while t <= hi + 1e-9 * step:
+        ticks.append(round(t, 12))
+        t += step
+    return ticks
+
+
+def _decimals(step: float) -> int:
+    """Decimals that show every multiple of `step` exactly (0.25 -> 2, 0.1 -> 1, 5 -> 0)."""
+    for d in range(7):
+        if abs(round(step, d) - step) <= 1e-9 * max(1.0, abs(step)):
+            return d
+    return 6
+
+
+def _value_label(v: float, step: float) -> str:
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 1e4:
+        return count_text(v)
+    if a < 1e-3:
+        return f"{v:.2g}"
+    return f"{v:.{_decimals(step)}f}"
+
+
+def tick_labels(ticks: Sequence[float], kind: str) -> tuple[str, ...]:
+    """Labels for ticks of `kind`: step / tokens (integers, k/M), time (durations), value,
+    log (decades of the value)."""
+    if kind in ("step", "tokens"):
+        return tuple(count_text(round(t)) for t in ticks)
+    if kind == "time":
+        return tuple(_duration_tick(t) for t in ticks)
+    if kind == "log":
+        return tuple(_value_label(10**t, 10**t) if t == int(t) else "" for t in ticks)
+    step = (ticks[1] - ticks[0]) if len(ticks) > 1 else (abs(ticks[0]) if ticks else 1.0)
+    return tuple(_value_label(t, step) for t in ticks)
+
+
+def _duration_tick(seconds: float) -> str:
+    if seconds == 0:
+        return "0"
+    text = duration_text(seconds)
+    return text[:-3] if text.endswith(("00s", "00m", "00h")) else text
+
+
+def _time_ticks(lo: float, hi: float, target: int) -> list[float]:
+    """Round durations: seconds, minutes, hours."""
+    span = max(hi - lo, 1e-9)
+    for step in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800,
+                 21600, 43200, 86400):
+        if span / step <= target:
+            break
+    first = math.ceil(lo / step) * step
+    return [float(t) for t in np.arange(first, hi + 1e-9, step)]
+
+
+# -- x axes ----------------------------------------------------------------------------------
+
+
+def x_map_for(snap: RunSnapshot, x_axis: str) -> SeriesView | None:
+    """The series that maps steps to the x axis: wall time or tokens; None for steps."""
+    if x_axis == "time":
+        return snap.wall
+    if x_axis == "tokens":
+        return snap.series.get(TOKENS)
+    return None
+
+
+def to_x(steps: np.ndarray, x_map: SeriesView | None, x_axis: str) -> np.ndarray | None:
+    """Steps on the x axis; None when the run does not log what the axis needs."""
+    if x_axis == "step":
+        return steps.astype(np.float64)
+    if x_map is None or x_map.steps.size < 1:
+        return None
+    order = np.argsort(x_map.steps, kind="stable")
+    ms, idx = np.unique(x_map.steps[order], return_index=True)
+    mv = x_map.values[order][idx]
+    if x_axis == "time":
+        mv = mv - np.nanmin(mv)
+    if ms.size == 1:
+        return np.full(steps.shape, mv[0], dtype=np.float64)
+    return np.interp(steps.astype(np.float64), ms, mv)
+
+
+# -- the view --------------------------------------------------------------------------------
+
+
+def build_view(
+    metric: str,
+    snap: RunSnapshot | None,
+    overlays: Sequence[Overlay] = (),
+    settings: ChartSettings = DEFAULT_SETTINGS,
+    *,
+    color_var: str = "plot-extra",
+    width: int = 80,
+    height: int = 20,
+) -> PlotView:
+    title = _title(metric, snap)
+    if snap is None:
+        return PlotView(title=title, empty="waiting for data…")
+    x_axis = settings.x_axis
+    main = snap.series.get(metric)
+    lo_step = None
+    if settings.last_n and snap.last_step is not None:
+        lo_step = snap.last_step - settings.last_n
+    log_y = metric in settings.log_y
+    frame = _Frame()
+    for o in overlays:
+        _add_trace(frame, o.label, o.series, o.x_map, o.color_var, settings, lo_step, log_y)
+    x_map = x_map_for(snap, x_axis)
+    if main is not None:
+        _add_trace(frame, snap.run.label, main, x_map, color_var, settings, lo_step, log_y)
+    if main is not None and to_x(main.steps[:1], x_map, x_axis) is None:
+        need = "wall times" if x_axis == "time" else TOKENS
+        return PlotView(title=title, empty=f"this run logs no {need}: press x for another axis")
+    if not frame.xs or not any(x.size for x in frame.xs):
+        empty = "waiting for data…" if main is None else "no points in this range"
+        if metric == mn.PHI and main is None and snap.vocab_size is None \
+                and mn.ENTROPY in snap.series:
+            empty = "phi needs the vocabulary size: set --vocab-size"
+        return PlotView(title=title, empty=empty, log_y=log_y)
+    xs = np.concatenate(frame.xs)
+    ys = np.concatenate(frame.ys)
+    xlim = (float(xs.min()), float(xs.max()))
+    ylim = _fit(float(np.nanmin(ys)), float(np.nanmax(ys)))
+    marks, legend = _decorations(metric, snap, x_map, settings, xlim, ylim, log_y)
+    drawn = [t for t in frame.traces if not t.faint]
+    if len(drawn) > 1:  # one run alone is named in the header; several need names
+        legend = [LegendItem("━", t.label, t.color_var) for t in drawn] + legend
+    xt = (_time_ticks(*xlim, max(2, width // 12)) if x_axis == "time"
+          else nice_ticks(*xlim, max(2, width // 12), integer=True))
+    yt = nice_ticks(*ylim, max(2, height // 2), integer=log_y)
+    return PlotView(
+        title=title,
+        traces=tuple(frame.traces),
+        marks=tuple(marks),
+        legend=tuple(legend),
+        xlim=xlim,
+        ylim=ylim,
+        xticks=(tuple(xt), tick_labels(xt, x_axis)),
+        yticks=(tuple(yt), tick_labels(yt, "log" if log_y else "value")),
+        x_label={"step": "step", "time": "time since start", "tokens": "tokens seen"}[x_axis],
+        log_y=log_y,
+    )
+
+
+def _title(metric: str, snap: RunSnapshot | None) -> str:
+    if metric == mn.PHI:
+        derived = snap is not None and snap.phi_derived
+        return "phi (derived from entropy)" if derived else "phi (order parameter)"
+    if metric == mn.ENTROPY:
+        return "entropy (nats)"
+    return metric
+
+
+def _add_trace(frame: _Frame, label: str, s: SeriesView, x_map: SeriesView | None,
+               color_var: str, settings: ChartSettings, lo_step: float | None,
+               log_y: bool) -> None:
+    steps, values = s.steps, s.values
+    if lo_step is not None:
+        keep = steps >= lo_step
+        steps, values = steps[keep], values[keep]
+    xs = to_x(steps, x_map, settings.x_axis)
+    if xs is None or xs.size == 0:
+        return
+    ys = values.astype(np.float64)
+    if log_y:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ys = np.where(ys > 0, np.log10(np.where(ys > 0, ys, 1.0)), np.nan)
+        ok = ~np.isnan(ys)
+        xs, ys = xs[ok], ys[ok]
+        if ys.size == 0:
+            return
+    if settings.smoothing > 0:
+        frame.traces.append(Trace(label, xs, ys, color_var, faint=True))
+        ys_s = ema(ys, settings.smoothing)
+        frame.traces.append(Trace(label, xs, ys_s, color_var))
+    else:
+        frame.traces.append(Trace(label, xs, ys, color_var))
+    frame.xs.append(xs)
+    frame.ys.append(ys)
+
+
+def _fit(lo: float, hi: float) -> tuple[float, float]:
+    """A y range with a little room around the data."""
+    if hi == lo:
+        pad = abs(hi) * 0.05 or 0.5
+        return lo - pad, hi + pad
+    pad = (hi - lo) * 0.05
+    return lo - pad, hi + pad
+
+
+def _decorations(metric, snap, x_map, settings, xlim, ylim, log_y):
+    """Reference lines, the gate and cascade steps and the entropy peak: marks inside
+    the view, and a legend entry for each (an arrow when it is outside the view)."""
+    marks: list[Mark] = []
+    legend: list[LegendItem] = []
+    if metric == mn.PHI and not log_y:
+        if ylim[0] <= SIGMA <= ylim[1]:
+            marks.append(Mark("hline", 0.0, SIGMA, "plot-sigma"))
+            legend.append(LegendItem("┄", f"σ = {SIGMA:g}", "plot-sigma"))
+        else:
+            arrow = "↓" if SIGMA < ylim[0] else "↑"  # off the view: an edge arrow, no stretch
+            legend.append(LegendItem("┄", f"σ = {SIGMA:g} {arrow}", "plot-sigma"))
+    steps_marks = []
+    if snap.gate.fired and snap.gate.trigger_step is not None:
+        steps_marks.append((snap.gate.trigger_step, f"crystallised @ {snap.gate.trigger_step}",
+                            "plot-gate"))
+    if snap.cascade.trigger_step is not None:
+        steps_marks.append((snap.cascade.trigger_step, f"CARL on @ {snap.cascade.trigger_step}",
+                            "plot-peak"))
+    for step, text, var in steps_marks:
+        x = to_x(np.array([step]), x_map, settings.x_axis)
+        if x is not None and xlim[0] <= x[0] <= xlim[1]:
+            marks.append(Mark("vline", float(x[0]), 0.0, var))
+            legend.append(LegendItem("│", text, var))
+        else:
+            side = "←" if x is not None and x[0] < xlim[0] else "→"
+            legend.append(LegendItem("│", f"{text} {side}", var))
+    g = snap.gate
+    if metric == mn.ENTROPY and g.peak_entropy is not None and g.peak_entropy_step is not None:
+        x = to_x(np.array([g.peak_entropy_step]), x_map, settings.x_axis)
+        y = math.log10(g.peak_entropy) if log_y and g.peak_entropy > 0 else g.peak_entropy
+        text = f"peak {g.peak_entropy:.3g} at step {g.peak_entropy_step}"
+        if x is not None and xlim[0] <= x[0] <= xlim[1] and ylim[0] <= y <= ylim[1]:
+            marks.append(Mark("point", float(x[0]), float(y), "plot-peak"))
+            legend.append(LegendItem("●", text, "plot-peak"))
+        else:
+            legend.append(LegendItem("●", f"{text} (off view)", "plot-peak"))
+    return marks, legend

@@ -1,0 +1,283 @@
+"""The keys that act: launch (`l`), stop (`s`), push (`p`), diagnose (`d`), jobs (`j`).
+
+`ActionController` is handed what it needs (the app to show screens and
+notices on, the store, the follower to watch new runs, the config) and
+called by the app's action methods. Blocking work (HTTP, stopping a process)
+runs in thread workers; a failure is raised and shown by the app's one
+worker-error handler; results come back through `call_from_thread`. The
+clients are made by `DashboardConfig` factories, so tests point them at
+loopback servers. Screens, the Hub and Claude are imported on first use.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from carl_tui.actions.local_job import RUNNING, STOPPING, LocalJob
+from carl_tui.events import RunMeta, RunRef
+from carl_tui.identity import HF_JOB, job_run
+
+if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.store import RunStore
+    from carl_tui.ui.app import CarlApp, DashboardConfig
+    from carl_tui.ui.follow import Follower
+
+STOP_WAIT_S = 120.0  # how long `s` waits for a cancelled job to report CANCELED
+LOCAL_GRACE_S = 30.0  # after the interrupt, before terminate
+
+
+class ActionController:
+    def __init__(self, app: CarlApp, store: RunStore, follower: Follower, config: DashboardConfig):
+        self.app = app
+        self.store = store
+        self.follower = follower
+        self.config = config
+        self.local_jobs: dict[str, LocalJob] = {}  # run key -> process started with `l`
+        self._local_runs: dict[str, RunRef] = {}
+        self._local_stages: dict[str, str] = {}
+
+    def start(self) -> None:
+        for run, local in self.config.local_jobs:
+            self.adopt_local_job(run, local)
+        self.app.set_interval(2.0, self.watch_local_jobs)
+
+    def adopt_local_job(self, run: RunRef, local: LocalJob) -> None:
+        """Show this local process's state as the run's job status; `s` can stop it."""
+        self.local_jobs[run.key] = local
+        self._local_runs[run.key] = run
+        event = local.status_event(run)
+        self._local_stages[run.key] = event.stage
+        self.store.apply([event])
+
+    def watch_local_jobs(self) -> None:
+        """Report a local run's end (completed, failed) as its job status."""
+        for key, job in list(self.local_jobs.items()):
+            event = job.status_event(self._local_runs[key])
+            if self._local_stages.get(key) != event.stage:
+                self._local_stages[key] = event.stage
+                self.store.apply([event])
+
+    def _worker(self, fn, *args, group: str, description: str, exclusive: bool = False) -> None:
+        self.app.run_worker(partial(fn, *args), thread=True, group=group, exclusive=exclusive,
+                            exit_on_error=False, description=description)
+
+    def _notify(self, text: str, **kw: Any) -> None:
+        self.app.call_from_thread(self.app.notify, text, **kw)
+
+    # -- clients (factories from the config; defaults are the real ones) ---------------
+
+    def jobs_client(self):
+        factory = self.config.jobs_client_factory
+        if factory:
+            return factory()
+        from carl_tui.actions.jobs import JobsClient
+
+        return JobsClient(endpoint=self.config.hub_endpoint)
+
+    def diagnoser(self):
+        factory = self.config.diagnoser_factory
+        if factory:
+            return factory()
+        from carl_tui.actions.diagnosis import Diagnoser
+
+        return Diagnoser()
+
+    def hub_api(self):
+        """An `HfApi` with the user's token (never shown) for the configured endpoint."""
+        from carl_tui.hub import make_api
+
+        return make_api(None, endpoint=self.config.hub_endpoint)
+
+    def job_source(self, job_id: str, namespace: str):
+        factory = self.config.job_source_factory
+        if factory:
+            return factory(job_id, namespace)
+        from carl_tui.sources.hf_jobs import HfJobSource
+
+        return HfJobSource(job_id, namespace=namespace, api=self.hub_api())
+
+    def _current_snapshot(self):
+        key = self.follower.current_run
+        return self.store.snapshot(key) if key else None
+
+    # -- l: launch -------------------------------------------------------------------
+
+    def launch(self) -> None:
+        from carl_tui.actions.launch_spec import LaunchSpec
+        from carl_tui.ui.screens.launch import LaunchScreen
+
+        defaults = self.config.launch_defaults or LaunchSpec()
+        starter = self.config.local_starter or LocalJob.start
+        self.app.push_screen(LaunchScreen(defaults, self.jobs_client, starter), self._launched)
+
+    def _launched(self, outcome) -> None:
+        if outcome is None:
+            return
+        spec = outcome.spec
+        if outcome.job is not None:
+            job = outcome.job
+            self.store.apply([RunMeta(job.run, {"model": spec.model, "method": spec.method,
+                                                "push_repo": spec.output_repo}),
+                              job.status_event()])
+            self.follower.add_source(self.job_source(job.job_id, job.namespace),
+                                     follow=job.run.key)
+            self.app.notify(f"Launched job {job.job_id} on {job.flavor}; following it.",
+                            timeout=6)
+            return
+        if outcome.local is None or outcome.stream_path is None:
+            return
+        from carl_tui.sources.open import open_file
+
+        run, local = outcome.run, outcome.local
+        self.store.apply([RunMeta(run, {"model": spec.model, "method": spec.method,
+                                        "output_dir": str(Path(spec.output_dir).resolve()),
+                                        "push_repo": spec.output_repo})])
+        self.adopt_local_job(run, local)
+        self.follower.add_source(open_file(outcome.stream_path, "jsonl", run=run),
+                                 follow=run.key)
+        self.app.notify(f"Started {run.label} on this machine (pid {local.pid}). It keeps "
+                        f"running if you quit; watch it again with --watch "
+                        f"{outcome.stream_path}. Its output: {local.log_path}.", timeout=8)
+
+    # -- s: stop -----------------------------------------------------------------------
+
+    def stop(self) -> None:
+        from carl_tui.ui.screens.confirm import ConfirmScreen
+
+        key = self.follower.current_run
+        if key in self.local_jobs:
+            self._confirm_local_stop(key)
+            return
+        snap = self._current_snapshot()
+        job = snap.job if snap is not None else None
+        if snap is None or job is None or snap.run.source != HF_JOB:
+            self.app.notify("The current run has no job to stop.", severity="warning")
+            return
+        from carl_tui.hub import TERMINAL_STAGES
+
+        if job.stage in TERMINAL_STAGES:
+            self.app.notify(f"Job {job.job_id} has already ended ({job.stage}).")
+            return
+        namespace = snap.run.project
+        flavor = f" on {job.flavor}" if job.flavor else ""
+        body = (f"Job {job.job_id} ({job.stage}{flavor}) in {namespace} will be cancelled on "
+                "Hugging Face Jobs. Training since its last push is lost.")
+        run = snap.run
+
+        def cancel(yes: bool | None) -> None:
+            if yes:
+                self._worker(self._cancel_remote, job.job_id, namespace, run, group="stop",
+                             description=f"cancelling job {job.job_id}", exclusive=True)
+
+        self.app.push_screen(ConfirmScreen(f"Cancel job {job.job_id}?", body, "Cancel job"),
+                             cancel)
+
+    def _confirm_local_stop(self, key: str) -> None:
+        from carl_tui.ui.screens.confirm import ConfirmScreen
+
+        local, label = self.local_jobs[key], self._local_runs[key].label
+        if local.poll() not in (RUNNING, STOPPING):
+            self.app.notify(f"{label} has already ended ({local.poll()}).")
+            return
+        body = (f"The local run {label} (pid {local.pid}) gets an interrupt, so the trainer "
+                f"can save and exit; it is terminated if still running after "
+                f"{LOCAL_GRACE_S:.0f} s.")
+
+        def stop(yes: bool | None) -> None:
+            if yes:
+                self._worker(self._stop_local, key, group="stop",
+                             description=f"stopping {label}")
+
+        self.app.push_screen(ConfirmScreen(f"Stop {label}?", body, "Stop"), stop)
+
+    def _cancel_remote(self, job_id: str, namespace: str, run: RunRef) -> None:
+        from carl_tui.actions.jobs import status_event
+        from carl_tui.hub import TERMINAL_STAGES
+
+        client = self.jobs_client()
+        client.cancel(job_id, namespace=namespace)
+        state = client.wait_for(
+            job_id, TERMINAL_STAGES, namespace=namespace, timeout=STOP_WAIT_S, interval=1.0,
+            on_state=lambda st: self.store.apply([status_event(st, run)]),
+        )
+        self._notify(f"Job {job_id}: {state.stage}", title="stop", timeout=5)
+
+    def _stop_local(self, key: str) -> None:
+        local, run = self.local_jobs[key], self._local_runs[key]
+        local.stop(grace=LOCAL_GRACE_S)
+        event = local.status_event(run)
+        self._local_stages[key] = event.stage
+        self.store.apply([event])
+        self._notify(f"{run.label}: {event.stage}", title="stop", timeout=5)
+
+    # -- p: push ---------------------------------------------------------------------
+
+    def _run_output_dir(self, meta) -> str | None:
+        config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+        return meta.get("output_dir") or config.get("output_dir") or self.config.output_dir
+
+    def push(self) -> None:
+        from carl_tui.actions.push import push_choices, push_folder
+        from carl_tui.ui.screens.push import PushScreen
+
+        snap = self._current_snapshot()
+        meta = dict(snap.meta) if snap is not None else {}
+        out = self._run_output_dir(meta)
+        if not out:
+            self.app.notify("No output directory is known for this run: its metadata has no "
+                            "output_dir and the dashboard was given none.", severity="warning",
+                            timeout=8)
+            return
+        config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+        repo = str(meta.get("push_repo") or config.get("hub_model_id")
+                   or self.config.push_repo or "")
+        output_dir = Path(str(out)).expanduser()
+        endpoint = self.config.hub_endpoint
+
+        def pusher(folder, repo_id, progress):
+            return push_folder(folder, repo_id, endpoint=endpoint, private=True,
+                               progress=progress)
+
+        def pushed(result) -> None:
+            if result is not None:
+                self.app.notify(f"Pushed to {result.repo_id}: {result.commit_url}", timeout=8)
+
+        self.app.push_screen(
+            PushScreen(push_choices(output_dir), repo, pusher, output_dir=output_dir), pushed
+        )
+
+    # -- d: diagnosis -------------------------------------------------------------------
+
+    def diagnose(self) -> None:
+        from carl_tui.actions.diagnosis import build_summary
+        from carl_tui.ui.screens.diagnosis import DiagnosisScreen
+
+        snap = self._current_snapshot()
+        if snap is None:
+            self.app.notify("No run to diagnose yet.", severity="warning")
+            return
+        self.app.push_screen(DiagnosisScreen(build_summary(snap), snap.run.label,
+                                             self.diagnoser))
+
+    # -- j: jobs panel ---------------------------------------------------------------------
+
+    def jobs(self) -> None:
+        from carl_tui.hub import list_jobs
+        from carl_tui.ui.screens.jobs import JobsScreen
+
+        snap = self.follower.snapshot
+        current = snap.job.job_id if snap is not None and snap.job is not None else None
+        self.app.push_screen(JobsScreen(lambda: list_jobs(None, api=self.hub_api()), current),
+                             self._job_chosen)
+
+    def _job_chosen(self, row) -> None:
+        if row is None:
+            return
+        key = job_run(row.namespace, row.id).key
+        if self.follower.follows_job(row.id):
+            self.follower.follow(key)
+        else:
+            self.follower.add_source(self.job_source(row.id, row.namespace), follow=key)
+        self.app.notify(f"Following job {row.id} ({row.stage}).", timeout=4)

@@ -1,0 +1,152 @@
+"""Following runs: sources feed the store in worker threads; the UI thread takes
+snapshots of the run on screen when the store changed.
+
+`Follower` owns the source runners and the choice of the run on screen
+(the preferred one, a run to follow as soon as it appears, a project just
+opened). Threads talk to the UI only by posting one collapsing message
+(`StoreChanged`, which replaces a queued older one); they never touch widgets.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from carl_tui.sources.base import Source, SourceRunner
+from carl_tui.store import Notice, RunSnapshot, RunStore
+from carl_tui.ui.messages import StoreChanged
+
+if TYPE_CHECKING:  # pragma: no cover
+    from textual.app import App
+
+# Notices from runs not on screen interrupt only for these.
+ALWAYS_SHOWN = ("phase_transition", "job")
+
+
+class Follower:
+    def __init__(self, app: App, store: RunStore, sources: Sequence[Source], preferred: str | None):
+        self.app = app
+        self.store = store
+        self.preferred = preferred
+        self.runners = [SourceRunner(s, self.emit) for s in sources]
+        self.current_run: str | None = None
+        self.snapshot: RunSnapshot | None = None
+        self._seen_version = -1
+        self._seen_store_version = -1
+        self._pending_follow: str | None = None
+        self._follow_project: str | None = None
+        self._next_pull = 0.0
+        self._posted = threading.Event()
+
+    # -- sources ---------------------------------------------------------------
+
+    def start(self) -> None:
+        for runner in self.runners:
+            self._start(runner)
+
+    def _start(self, runner: SourceRunner) -> None:
+        # A daemon thread of the runner's own rather than a Textual worker: a source
+        # blocked in I/O (a hung server, a FIFO nobody writes) must never hold up quitting.
+        runner.start()
+
+    def add_source(self, source: Source, *, follow: str | None = None) -> SourceRunner:
+        """Start polling another source (a launched job, a chosen project); with
+        `follow`, switch to that run key as soon as it has data."""
+        runner = SourceRunner(source, self.emit)
+        self.runners.append(runner)
+        self._start(runner)
+        if follow:
+            self.follow(follow)
+        return runner
+
+    def follows_job(self, job_id: str) -> bool:
+        return any(getattr(r.source, "job_id", None) == job_id for r in self.runners)
+
+    def stop(self, timeout: float = 0.3) -> None:
+        """Stop every runner without waiting on their I/O for long (a hung server
+        must not hold up quitting: runner threads are daemons)."""
+        for runner in self.runners:
+            runner.stop(timeout=0)
+        deadline = time.monotonic() + timeout
+        for runner in self.runners:
+            runner.join(max(0.0, deadline - time.monotonic()))
+
+    def emit(self, events) -> None:
+        """Called from source threads: store the events, wake the UI once."""
+        self.store.apply(events)
+        if not self._posted.is_set():
+            self._posted.set()
+            self.app.post_message(StoreChanged())
+
+    @property
+    def catching_up(self) -> bool:
+        return any(r.catching_up for r in self.runners)
+
+    # -- the run on screen -----------------------------------------------------
+
+    def follow(self, run_key: str) -> None:
+        """Show this run now, or as soon as its first event arrives."""
+        self._pending_follow = run_key
+        self._seen_store_version = -1
+
+    def follow_project(self, project: str) -> None:
+        self._follow_project = project
+        self._seen_store_version = -1
+
+    def switch_run(self, key: str) -> None:
+        self.current_run = key
+        self._seen_version = -1
+        self._seen_store_version = -1
+
+    def pull(
+        self, max_points: int, show: Callable[[RunSnapshot], None],
+        notify: Callable[[Notice], None], render_cost: Callable[[], float],
+    ) -> bool:
+        """Take a snapshot of the current run if the store changed and `show` it;
+        hand new notices to `notify`. False when there was nothing new."""
+        self._posted.clear()
+        store = self.store
+        if self._seen_store_version == store.version:
+            return False
+        if time.perf_counter() < self._next_pull and self.catching_up:
+            # Loading a backlog of history: show progress about once a second and
+            # leave the CPU to the loading; the moment it is done, paint.
+            return False
+        self._seen_store_version = store.version
+        self._choose_run()
+        for notice in store.take_notices():
+            mine = self.current_run is None or notice.run.key == self.current_run
+            if mine or notice.kind in ALWAYS_SHOWN:
+                notify(notice)
+        if self.current_run is None:
+            return True
+        version = store.run_version(self.current_run)
+        if version == self._seen_version:
+            return True
+        self._seen_version = version
+        t0 = time.perf_counter()
+        self.snapshot = store.snapshot(self.current_run, max_points=max_points)
+        if self.snapshot is not None:
+            show(self.snapshot)
+        cost = time.perf_counter() - t0 + render_cost()
+        self._next_pull = time.perf_counter() + max(10 * cost, 1.0)
+        return True
+
+    def _choose_run(self) -> None:
+        store = self.store
+        if self._pending_follow and store.run_version(self._pending_follow) >= 0:
+            self.current_run, self._pending_follow = self._pending_follow, None
+            self._seen_version = -1
+        if self._follow_project:
+            runs = [r for r in store.runs() if r.project == self._follow_project]
+            if runs:
+                self.current_run, self._follow_project = runs[0].key, None
+                self._seen_version = -1
+        if self.current_run is None:
+            runs = store.runs()
+            want = self.preferred
+            match = [r for r in runs if want and want in (r.key, r.run_id, r.name)]
+            if match or runs:
+                self.current_run = (match or runs)[0].key
