@@ -29,21 +29,22 @@ logged has to be recovered from what is around it. What the bytes show
   move the step.
 - When stdout is block-buffered (`python train.py > log 2>&1` without `-u`,
   `nohup`, SLURM), dicts arrive in bursts long after their bars. The bars still
-  show each `tqdm.write` in order on stderr: a clear immediately followed by
-  the redrawn bar, with no dict between. Those redraws are the steps of the
-  dicts still in stdout's buffer, first in first out; the last dict of a burst
-  is followed directly by its own redraw.
+  show each `tqdm.write` in order on stderr: a clear (`\r<spaces>\r`)
+  immediately followed by the redrawn bar, with no dict between. Those redraws
+  are the steps of the dicts still in stdout's buffer, first in first out (a
+  burst may hold only the oldest of them: two layers of buffering); a burst
+  written out in the middle of a `tqdm.write` is followed by that write's redraw.
 
 So `TrainerLogParser` holds a dict back until the training bar drawn after it
 (or until `flush()`), and takes the step from that redraw, or from the queued
 redraws of a buffered burst. A dict that cannot be placed that way (no bar
 after it yet at `flush()`, progress bars off, a burst that does not add up)
 gets the best estimate with `step_known=False`: within the bounds given by
-the bars around it (and the training's total), from the run's logging cadence,
-confirmed by its `epoch` when the cadence and the epoch agree on exactly one
-step (then it is known). A later redraw that shows a predicted step was wrong
-is counted in `mispredicted`, and predictions are not trusted again in that
-training.
+the bars around it (and the training's total), from the run's logging cadence
+and its `epoch` (proportional to the step in most runs). It is known only when
+the bounds leave one step, or when the cadence and the epoch agree on exactly
+one step. A later redraw that shows a predicted step was wrong is counted in
+`mispredicted`, and predictions are not trusted again in that training.
 
 Guarantees: steps never go backwards; two dicts of the same kind (training
 logs, or evaluation logs of one prefix) never share a step (an evaluation at
