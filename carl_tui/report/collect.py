@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from carl_tui.errors import CarlError, describe
 from carl_tui.events import Event, SourceStatus
-from carl_tui.sources.base import Backoff
+from carl_tui.sources.base import Backoff, status_of
 from carl_tui.store import RunStore
 
 
@@ -63,6 +63,7 @@ def collect(
                 time.sleep(min(max(wait, 0.01), 0.2))
     finally:
         for s in sources:
+            store.apply([status_of(s, "finished" if getattr(s, "finished", False) else "live")])
             with contextlib.suppress(Exception):  # closing must not hide the result
                 s.close()
 

@@ -62,6 +62,27 @@ class Backoff:
 
 
 
+def status_of(source: object, state: str, message: str = "", **kw) -> SourceStatus:
+    """The source's health as the status bar shows it: state, message, what it skipped
+    (by reason) and what it read but does not plot."""
+    tally = getattr(source, "tally", None)
+    reasons: tuple[tuple[str, int, str], ...] = ()
+    notes: tuple[tuple[str, int], ...] = ()
+    if isinstance(tally, InputTally):
+        reasons = tuple((r.reason, r.count, r.example) for r in tally.reasons())
+        notes = tally.notes()
+    return SourceStatus(
+        source=getattr(source, "name", type(source).__name__),
+        state=state,  # type: ignore[arg-type]
+        message=message,
+        skipped=_skipped(source),
+        limitation=getattr(source, "limitation", ""),
+        skip_reasons=reasons,
+        not_plotted=notes,
+        **kw,
+    )
+
+
 def _skipped(source: object) -> int:
     """Skipped input so far: the source's tally, else its `skipped` count."""
     tally = getattr(source, "tally", None)
@@ -122,28 +143,7 @@ class SourceRunner:
 
     def _status(self, state: str, message: str = "", **kw) -> None:
         self.last_state = state
-        limitation = getattr(self.source, "limitation", "")
-        tally = getattr(self.source, "tally", None)
-        reasons: tuple[tuple[str, int, str], ...] = ()
-        notes: tuple[tuple[str, int], ...] = ()
-        if isinstance(tally, InputTally):
-            reasons = tuple((r.reason, r.count, r.example) for r in tally.reasons())
-            notes = tally.notes()
-        self.emit(
-            [
-                SourceStatus(
-                    source=self.source.name,
-                    state=state,  # type: ignore[arg-type]
-                    message=message,
-                    last_good=self.last_good,
-                    skipped=_skipped(self.source),
-                    limitation=limitation,
-                    skip_reasons=reasons,
-                    not_plotted=notes,
-                    **kw,
-                )
-            ]
-        )
+        self.emit([status_of(self.source, state, message, last_good=self.last_good, **kw)])
 
     def poll_once(self) -> float:
         """One poll; returns how long to wait before the next one."""

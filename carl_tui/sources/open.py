@@ -94,9 +94,10 @@ def check_request(req: SourceRequest) -> None:
         _check_file("--watch", req.watch, req.must_exist)
     if req.replay is not None:
         _check_file("replay", req.replay, True)
-    for flag, value in (("--tensorboard", req.tensorboard), ("--wandb", req.wandb)):
-        if value is not None:
-            _check_dir(flag, value, req.must_exist)
+    if req.tensorboard is not None:
+        _check_dir("--tensorboard", req.tensorboard, req.must_exist)
+    if req.wandb is not None and not req.wandb.endswith(".wandb"):  # a run's log file is fine too
+        _check_dir("--wandb", req.wandb, req.must_exist)
     if req.file_format not in ("auto", "jsonl", "trainer-log"):
         raise RequestError("--format must be auto, jsonl or trainer-log")
 

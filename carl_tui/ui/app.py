@@ -82,6 +82,26 @@ class DashboardConfig:
     save_dir: str = "."  # where ctrl+s writes the screen and the plotted data
 
 
+class _Widgets:
+    """The dashboard's widgets, held so that no code path depends on which screen is on
+    top (a query from the app searches the active screen, a modal one included)."""
+
+    def __init__(self) -> None:
+        self.plots: Vertical | None = None
+        self.phi = MetricPlot(mn.PHI, color_var="plot-phi", id="phi-plot", classes="panel")
+        self.entropy = MetricPlot(mn.ENTROPY, color_var="plot-entropy", id="entropy-plot",
+                                  classes="panel")
+        self.grid = Vertical(id="grid")
+        self.phase = PhasePanel(id="phase", classes="panel")
+        self.table = MetricsTable(id="metrics", classes="panel")
+        self.log = LogPanel(id="log", classes="panel -hidden")
+        self.job_bar = JobBar(id="job-bar")
+        self.status = StatusBar(id="status")
+
+    def all_plots(self) -> list[MetricPlot]:
+        return [self.phi, self.entropy, *self.grid.query(MetricPlot)]
+
+
 class CarlApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "carl-tui"
@@ -128,19 +148,19 @@ class CarlApp(App[None]):
     # -- layout ----------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
+        w = self.ui = _Widgets()
         yield Header(show_clock=False)
         with Horizontal(id="main"):
-            with Vertical(id="plots"):
-                yield MetricPlot(mn.PHI, color_var="plot-phi", id="phi-plot", classes="panel")
-                yield MetricPlot(mn.ENTROPY, color_var="plot-entropy", id="entropy-plot",
-                                 classes="panel")
-                yield Vertical(id="grid")
+            with Vertical(id="plots") as w.plots:
+                yield w.phi
+                yield w.entropy
+                yield w.grid
             with Vertical(id="side"):
-                yield PhasePanel(id="phase", classes="panel")
-                yield MetricsTable(id="metrics", classes="panel")
-        yield LogPanel(id="log", classes="panel -hidden")
-        yield JobBar(id="job-bar")
-        yield StatusBar(id="status")
+                yield w.phase
+                yield w.table
+        yield w.log
+        yield w.job_bar
+        yield w.status
         yield Footer()
 
     def on_load(self) -> None:
@@ -158,9 +178,9 @@ class CarlApp(App[None]):
         self.theme = wanted
         if self.config.keymap:
             self.set_keymap(self.config.keymap)
-        self.query_one("#phase").border_title = "phase"
-        self.query_one("#metrics").border_title = "metrics"
-        self.query_one("#log").border_title = "log"
+        self.ui.phase.border_title = "phase"
+        self.ui.table.border_title = "metrics"
+        self.ui.log.border_title = "log"
         if self._alert_problem:
             self.notify(self._alert_problem, severity="warning", timeout=10)
         self._sync_grid()
@@ -183,7 +203,7 @@ class CarlApp(App[None]):
 
     def _layout_for(self, width: int, height: int) -> None:
         """80x24 stacks the essentials; 120x36 narrows the side; 200x60 plots two columns."""
-        screen = self.screen
+        screen = self.screen_stack[0]  # the dashboard's, whatever dialog is on top
         compact = width < 110 or height < 30
         screen.set_class(compact, "-compact")
         screen.set_class(not compact and width < 150, "-medium")
@@ -212,22 +232,22 @@ class CarlApp(App[None]):
             self._refresh_status()
 
     def _render_cost(self) -> float:
-        return sum(p.render_cost for p in self.query(MetricPlot) if p.display)
+        return sum(p.render_cost for p in self.ui.all_plots() if p.display)
 
     def _plot_points(self) -> int:
         """Points per series worth drawing: a few per braille dot of the widest plot."""
-        return 4 * max(self.query_one("#phi-plot").size.width, 40)
+        return 4 * max(self.ui.phi.size.width, 40)
 
     def _show(self, snap: RunSnapshot | None) -> None:
         if snap is None or self._quitting:
             return
         self.sub_title = f"{snap.run.label} · {snap.meta.get('model', snap.run.source)}"
         self._show_plots(snap)
-        phase_panel = self.query_one(PhasePanel)
+        phase_panel = self.ui.phase
         phase_panel.show(snap)
         phase_panel.set_class(snap.gate.fired, "-crystallised")
-        self.query_one(MetricsTable).show(snap, self.hidden_metrics, self.chart.smoothing)
-        log = self.query_one(LogPanel)
+        self.ui.table.show(snap, self.hidden_metrics, self.chart.smoothing)
+        log = self.ui.log
         if snap.log_total and log.has_class("-hidden") and not self._log_auto_shown:
             # A run with log lines (a job) shows its log once; v hides it.
             self._log_auto_shown = True
@@ -257,7 +277,7 @@ class CarlApp(App[None]):
         compared = (tuple(self.compare), self.overlay, self.store.version if (
             self.compare or self.overlay) else None)
         with self.batch_update():
-            for plot in self.query(MetricPlot):
+            for plot in self.ui.all_plots():
                 if not plot.display:
                     continue
                 plot.show_run(snap, self._overlays(snap, plot.metric), self.chart,
@@ -286,8 +306,8 @@ class CarlApp(App[None]):
         if self._quitting or not self._screen_built:
             return
         snap = self.snapshot
-        self.query_one(StatusBar).show(self.store.summary(), snap, self.config.clock())
-        self.query_one(JobBar).show(snap.job if snap else None, snap.usage if snap else None)
+        self.ui.status.show(self.store.summary(), snap, self.config.clock())
+        self.ui.job_bar.show(snap.job if snap else None, snap.usage if snap else None)
 
     # -- what other parts call -------------------------------------------------------
 
@@ -359,7 +379,7 @@ class CarlApp(App[None]):
         self._redraw(self.chart.describe())
 
     def action_toggle_log(self) -> None:
-        metric = self.query_one(MetricsTable).selected_metric
+        metric = self.ui.table.selected_metric
         if not metric:
             self.notify("select a metric in the table first", severity="warning")
             return
@@ -371,7 +391,7 @@ class CarlApp(App[None]):
         self._redraw(f"{metric}: {'log' if on else 'linear'} scale")
 
     def action_toggle_grid_metric(self) -> None:
-        metric = self.query_one(MetricsTable).selected_metric
+        metric = self.ui.table.selected_metric
         if not metric:
             self.notify("select a metric in the table first", severity="warning")
             return
@@ -397,7 +417,7 @@ class CarlApp(App[None]):
 
     def _sync_grid(self) -> None:
         """One plot per chosen metric in the grid, in the order chosen."""
-        grid = self.query_one("#grid")
+        grid = self.ui.grid
         have = {p.metric: p for p in grid.query(MetricPlot)}
         for metric, plot in have.items():
             if metric not in self.grid_metrics:
@@ -410,12 +430,13 @@ class CarlApp(App[None]):
     def _fit_grid(self) -> int:
         """Show as many grid plots as fit at a readable height (the rest wait for a bigger
         terminal); every plot gets the same height. Returns how many are hidden."""
-        grid = self.query_one("#grid")
+        grid = self.ui.grid
         plots = [p for p in grid.query(MetricPlot) if p.metric in self.grid_metrics]
         plots.sort(key=lambda p: self.grid_metrics.index(p.metric))
-        compact = self.screen.has_class("-compact")
-        cols = 2 if self.screen.has_class("-wide") else 1
-        height = self.query_one("#plots").size.height
+        main = self.screen_stack[0]
+        compact = main.has_class("-compact")
+        cols = 2 if main.has_class("-wide") else 1
+        height = self.ui.plots.size.height
         rows_fit = 0 if compact else max(0, height // PLOT_MIN_HEIGHT - 2)
         shown = min(len(plots), rows_fit * cols)
         for i, plot in enumerate(plots):
@@ -533,13 +554,13 @@ class CarlApp(App[None]):
         self.push_screen(ProjectPicker([(n, n) for n in names], current), chosen)
 
     def action_toggle_log_panel(self) -> None:
-        log = self.query_one(LogPanel)
+        log = self.ui.log
         log.toggle_class("-hidden")
         if not log.has_class("-hidden"):
             log.show(self.snapshot)
 
     def action_toggle_follow(self) -> None:
-        log = self.query_one(LogPanel)
+        log = self.ui.log
         log.set_follow(not log.follow)
         self.notify("log: " + ("following" if log.follow else "paused"), timeout=2)
 

@@ -22,8 +22,6 @@ def _slug(text: str) -> str:
 
 
 def save_view(app: CarlApp, folder: str | Path) -> tuple[Path, Path]:
-    from carl_tui.ui.widgets.plots import MetricPlot
-
     folder = Path(folder).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
     snap = app.snapshot
@@ -35,7 +33,7 @@ def save_view(app: CarlApp, folder: str | Path) -> tuple[Path, Path]:
     with open(data, "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(["plot", "run", "x_axis", "x", "value", "smoothed"])
-        for plot in app.query(MetricPlot):
+        for plot in app.ui.all_plots():
             if not plot.display:
                 continue
             view = plot.view
