@@ -175,4 +175,38 @@ class SourceStatus:
     not_plotted: tuple[tuple[str, int], ...] = ()
 
 
-Event = ScalarBatch | RunMeta | LogLines | Marker | Progress | JobStatus | JobUsage | SourceStatus
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """One GPU in a system sample. Memory in MiB (2**20 bytes), power in watts,
+    utilization in percent (0-100); None where the source did not report it."""
+
+    index: int
+    utilization: float | None = None
+    memory_used_mb: float | None = None
+    memory_total_mb: float | None = None
+    power_w: float | None = None
+    temperature_c: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SystemSample:
+    """A sample of the machine a run trains on (Trackio's system metrics, a job's
+    metrics stream): per GPU, CPU percent and RAM in MiB. Samples are dated by
+    wall time (epoch seconds); `step` is None unless the source knows one. A
+    sample may carry only some of this (Trackio logs GPU and CPU rows apart)."""
+
+    run: RunRef
+    step: int | None
+    wall_time: float | None
+    gpus: tuple[GpuSample, ...] = ()
+    cpu_percent: float | None = None
+    memory_mb: float | None = None
+    memory_total_mb: float | None = None
+
+
+Event = (
+    ScalarBatch | RunMeta | LogLines | Marker | Progress | JobStatus | JobUsage | SourceStatus
+    | SystemSample
+)
