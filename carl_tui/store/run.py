@@ -11,7 +11,7 @@ import numpy as np
 
 from carl_tui import metric_names as mn
 from carl_tui.coherence.gates import PhaseTransitionGate
-from carl_tui.events import JobStatus, JobUsage, Marker, Progress, RunRef, ScalarBatch
+from carl_tui.events import JobStatus, JobUsage, Marker, Progress, RunRef, ScalarBatch, SystemSample
 from carl_tui.store import roles
 from carl_tui.store.alerts import AlertWatch
 from carl_tui.store.cascade import CascadeTracker
@@ -25,6 +25,7 @@ from carl_tui.store.snapshot import (
     RunSnapshot,
     SeriesView,
 )
+from carl_tui.store.system import SystemTrack
 
 LOG_TAIL = 2000
 MAX_MARKERS = 1000
@@ -62,6 +63,7 @@ class RunState:
         self.job: JobStatus | None = None
         self.usage: JobUsage | None = None
         self.progress: Progress | None = None
+        self.system = SystemTrack()  # machine samples (GPUs, CPU, RAM)
         self.version = 0
         self.updated_at: float | None = None
         self.steps_logged = 0
@@ -126,6 +128,12 @@ class RunState:
     def set_usage(self, usage: JobUsage) -> None:
         self.usage = usage
         self._touch()
+
+    def add_system(self, sample: SystemSample) -> None:
+        """A machine sample: shown, not data of the run (`updated_at` stays: a stalled
+        training whose GPU monitor still logs must not look fresh)."""
+        self.system.add(sample)
+        self.version += 1
 
     def set_progress(self, progress: Progress) -> None:
         self.progress = progress
@@ -291,6 +299,7 @@ class RunState:
             phi_derived=self.phi_derived,
             steps_logged=self.steps_logged,
             first_step=self.first_step,
+            system=self.system.view(),
         )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from carl_tui.events import JobStatus, JobUsage, Marker, Progress, RunRef, SourceStatus
+from carl_tui.store.system import SystemView
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ class RunSnapshot:
     first_step: int | None = None
     events: tuple[RunEvent, ...] = ()
     wall: SeriesView | None = None  # wall time (epoch s) by step: the x axis "time"
+    system: SystemView | None = None  # GPUs, CPU, RAM (store/system.py)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from carl_tui.events import (
     RunRef,
     ScalarBatch,
     SourceStatus,
+    SystemSample,
 )
 from carl_tui.store.run import RunState
 from carl_tui.store.sanitize import clean_event
@@ -86,6 +87,8 @@ class RunStore:
                     st.set_usage(ev)
                 elif isinstance(ev, Progress):
                     st.set_progress(ev)
+                elif isinstance(ev, SystemSample):
+                    st.add_system(ev)
                 else:  # an unknown event is a programming error, not user input
                     raise TypeError(f"unknown event {type(ev).__name__}")
                 key = ev.run.key
