@@ -97,3 +97,13 @@ def spec_events(run_ref):
 @pytest.fixture
 def ln20() -> float:
     return math.log(20)
+
+
+@pytest.fixture(scope="session")
+def trainer_logs(tmp_path_factory):
+    """Stdout of real tiny TRL runs with the true step of every printed dict beside each
+    (tests/data/make_trainer_stdout.py), made once per session: name -> log path."""
+    pytest.importorskip("trl")
+    from tests.data.make_trainer_stdout import generate
+
+    return generate(tmp_path_factory.mktemp("trainer-stdout"), workers=2)

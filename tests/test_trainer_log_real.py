@@ -27,16 +27,11 @@ from carl_tui.sources.trainer_log import (
     looks_like_trainer_log,
     parse_progress,
 )
-from tests.data.make_trainer_stdout import RUNS, generate, true_steps
+from tests.data.make_trainer_stdout import RUNS, true_steps
 
 pytestmark = pytest.mark.timeout(240)
 
 WITH_BARS = [name for name, spec in RUNS.items() if not spec.get("no_bars")]
-
-
-@pytest.fixture(scope="session")
-def logs(tmp_path_factory):
-    return generate(tmp_path_factory.mktemp("trainer-stdout"), workers=2)
 
 
 def expected(log) -> list[tuple[int, bool]]:
@@ -77,9 +72,9 @@ def check_order(items):
 
 
 @pytest.mark.parametrize("name", WITH_BARS)
-def test_every_dict_gets_the_trainers_global_step(logs, name):
-    text = logs[name].read_bytes().decode("utf-8")
-    want = expected(logs[name])
+def test_every_dict_gets_the_trainers_global_step(trainer_logs, name):
+    text = trainer_logs[name].read_bytes().decode("utf-8")
+    want = expected(trainer_logs[name])
     items, parser = parse(text)
     assert [(m.step, m.summary) for m in items] == want
     assert all(m.step_known for m in items)
@@ -88,11 +83,11 @@ def test_every_dict_gets_the_trainers_global_step(logs, name):
     assert len(want) >= 11  # enough logs for the check to mean something
 
 
-def test_the_logs_have_the_stale_bars_of_real_runs(logs):
+def test_the_logs_have_the_stale_bars_of_real_runs(trainer_logs):
     """Before the fix a dict took the step of the last bar drawn before it: with the
     default rate limit that bar is behind for most dicts (the bug users saw)."""
     for name in ("sft_ls5", "grpo_ls1"):
-        text = logs[name].read_bytes().decode("utf-8")
+        text = trainer_logs[name].read_bytes().decode("utf-8")
         last, before = None, []
         for line in text.split("\n"):
             for segment in line.split("\r"):
@@ -101,16 +96,16 @@ def test_the_logs_have_the_stale_bars_of_real_runs(logs):
                     last = bar.step
                 elif segment.startswith("{'loss'"):
                     before.append(last)
-        truth = [s for s, summary in expected(logs[name]) if not summary]
+        truth = [s for s, summary in expected(trainer_logs[name]) if not summary]
         stale = sum(b != t for b, t in zip(before, truth))
         assert len(before) == len(truth) and stale >= len(truth) // 3, (name, stale)
 
 
-def test_progress_bars_off_steps_are_flagged_estimates(logs):
+def test_progress_bars_off_steps_are_flagged_estimates(trainer_logs):
     """disable_tqdm=True: the Trainer prints only the dicts. The logging cadence given as a
     hint places them, and every step says it is an estimate."""
-    text = logs["sft_no_bars"].read_bytes().decode("utf-8")
-    truth = expected(logs["sft_no_bars"])
+    text = trainer_logs["sft_no_bars"].read_bytes().decode("utf-8")
+    truth = expected(trainer_logs["sft_no_bars"])
     items, _ = parse(text)
     assert len(items) == len(truth)
     assert not any(m.step_known for m in items if not m.summary)
@@ -131,15 +126,15 @@ def _cr_as_newline(text: str) -> list[str]:
 @pytest.mark.parametrize("split", [_no_escapes, _cr_as_newline,
                                    lambda t: [line.rstrip() for line in t.split("\n")]],
                          ids=["escapes-stripped", "cr-as-newline", "trailing-spaces-cut"])
-def test_log_services_that_rewrite_lines(logs, split):
+def test_log_services_that_rewrite_lines(trainer_logs, split):
     """Logs passed through a service that strips terminal escapes, cuts trailing spaces,
     or turns carriage returns into line breaks: the same steps. (With carriage returns
     turned into line breaks, tqdm's clear-then-redraw can no longer be told from a clear
     and a later bar: the dicts of buffered stdout become flagged estimates.)"""
     for name in WITH_BARS:
-        text = logs[name].read_bytes().decode("utf-8")
+        text = trainer_logs[name].read_bytes().decode("utf-8")
         items, _ = parse(text, split=split)
-        want = expected(logs[name])
+        want = expected(trainer_logs[name])
         assert [m.summary for m in items] == [summary for _, summary in want], name
         if split is _cr_as_newline and RUNS[name].get("buffered"):
             assert [m.step for m in items if m.step_known] == [], name
@@ -150,11 +145,11 @@ def test_log_services_that_rewrite_lines(logs, split):
 
 
 @pytest.mark.parametrize("name", WITH_BARS)
-def test_flushing_after_every_line_never_claims_a_wrong_step(logs, name):
+def test_flushing_after_every_line_never_claims_a_wrong_step(trainer_logs, name):
     """The worst case for a live caller: flushed whenever idle, here after every line.
     Steps may be estimated (flagged); a step given as known is the true one."""
-    text = logs[name].read_bytes().decode("utf-8")
-    want = expected(logs[name])
+    text = trainer_logs[name].read_bytes().decode("utf-8")
+    want = expected(trainer_logs[name])
     items, parser = parse(text, flush_each=True)
     assert len(items) == len(want)
     wrong = [(m.step, w) for m, (w, summary) in zip(items, want)
@@ -166,8 +161,8 @@ def test_flushing_after_every_line_never_claims_a_wrong_step(logs, name):
         assert estimated <= len(items) // 2 + 2, estimated  # most are still known
 
 
-def test_real_logs_are_told_from_jsonl(logs):
-    for path in logs.values():
+def test_real_logs_are_told_from_jsonl(trainer_logs):
+    for path in trainer_logs.values():
         head = path.read_bytes()[:4096]
         assert looks_like_trainer_log(head), path.name
 
@@ -178,8 +173,8 @@ def _steps(events):
     return [int(s) for e in events if isinstance(e, ScalarBatch) for s in e.steps]
 
 
-def test_file_source_reads_a_finished_log(logs):
-    path = logs["sft_save_eval"]
+def test_file_source_reads_a_finished_log(trainer_logs):
+    path = trainer_logs["sft_save_eval"]
     source = TrainerLogSource(path, idle_flush_s=0.0)
     events = []
     for _ in range(3):
@@ -204,10 +199,10 @@ def test_file_source_reads_a_finished_log(logs):
 
 
 @pytest.mark.parametrize("name", ["grpo_ls1", "grpo_ls1_buffered", "sft_resume"])
-def test_file_source_follows_a_growing_log(logs, name, tmp_path):
+def test_file_source_follows_a_growing_log(trainer_logs, name, tmp_path):
     """The log is written in pieces of random size while the source polls: the same steps,
     every one known (nothing is idle long enough to be flushed before its bar)."""
-    data = logs[name].read_bytes()
+    data = trainer_logs[name].read_bytes()
     target = tmp_path / "train.log"
     target.write_bytes(b"")
     source = TrainerLogSource(target, idle_flush_s=3600)
@@ -220,16 +215,16 @@ def test_file_source_follows_a_growing_log(logs, name, tmp_path):
         events += source.poll()
     source.idle_flush_s = 0.0
     events += source.poll()
-    want = [s for s, summary in expected(logs[name]) if not summary]
+    want = [s for s, summary in expected(trainer_logs[name]) if not summary]
     assert _steps(events) == want
     assert not any("steps_estimated" in e.meta for e in events if isinstance(e, RunMeta))
     source.close()
 
 
-def test_file_source_idle_flush_marks_estimates(logs, tmp_path):
+def test_file_source_idle_flush_marks_estimates(trainer_logs, tmp_path):
     """Polled while idle after every line: the last dict is released before its bar; where
     its step is only an estimate, the run's meta says so; known steps are the true ones."""
-    data = logs["sft_ls7"].read_bytes()
+    data = trainer_logs["sft_ls7"].read_bytes()
     target = tmp_path / "nohup.out"
     target.write_bytes(b"")
     source = TrainerLogSource(target, idle_flush_s=0.0)
@@ -240,7 +235,7 @@ def test_file_source_idle_flush_marks_estimates(logs, tmp_path):
         events += source.poll()
         time.sleep(0)  # no idle time needed: idle_flush_s is 0
     events += source.poll()
-    want = [s for s, summary in expected(logs["sft_ls7"]) if not summary]
+    want = [s for s, summary in expected(trainer_logs["sft_ls7"]) if not summary]
     assert len(_steps(events)) == len(want)
     assert any(e.meta.get("steps_estimated") for e in events if isinstance(e, RunMeta))
     assert source.parser.mispredicted == 0
@@ -257,7 +252,7 @@ def test_file_source_waits_for_a_missing_file(tmp_path):
 
 # -- the job source's conversion --------------------------------------------------------
 
-def test_job_source_line_events(logs):
+def test_job_source_line_events(trainer_logs):
     """HfJobSource._line_events on a real log, without a Hub: exact steps, and the
     steps_estimated meta for a log whose steps could only be estimated."""
     pytest.importorskip("huggingface_hub")
@@ -265,12 +260,12 @@ def test_job_source_line_events(logs):
 
     for name, estimated in (("grpo_ls2", False), ("sft_no_bars", True)):
         src = HfJobSource("job", namespace="alice", api=object())
-        lines = logs[name].read_bytes().decode("utf-8").split("\n")
+        lines = trainer_logs[name].read_bytes().decode("utf-8").split("\n")
         events = src._line_events(lines)
         src._logs_done = True
         events += src._line_events([])
         assert src.parser.pending == 0
-        want = [s for s, summary in expected(logs[name]) if not summary]
+        want = [s for s, summary in expected(trainer_logs[name]) if not summary]
         if not estimated:
             assert _steps(events) == want
         else:

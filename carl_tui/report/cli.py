@@ -37,7 +37,7 @@ def run_report(args) -> int:
     try:
         collect(opened.sources, store, timeout=args.timeout, on_events=batches)
     except CarlError as exc:
-        return _fail(f"could not read {described}: {exc}")
+        return _fail(f"could not read it: {exc}")
     run = pick_run(store, opened.run)
     if run is None:
         runs = ", ".join(r.label for r in store.runs())
@@ -46,8 +46,8 @@ def run_report(args) -> int:
         return _fail(f"{described} holds no run yet")
     snap = store.snapshot(run.key, max_points=2)
     if snap is None or not snap.series:
-        return _fail(f"run {run.label} has no metrics yet (nothing a Trainer log dict, a stream "
-                     f"line or a tracker row could give)")
+        return _fail(f"run {run.label} has no metrics: no Trainer log dict, stream line or "
+                     "tracker row with a number in it")
     if args.command == "summary":
         d = summary_dict(snap, described, store.summary())
         print(json.dumps(d) if args.json else summary_text(d))

@@ -63,6 +63,12 @@ def collect(
                 time.sleep(min(max(wait, 0.01), 0.2))
     finally:
         for s in sources:
+            drain = getattr(s, "drain", None)
+            held = drain() if callable(drain) else []
+            if held:
+                store.apply(held)
+                if on_events is not None:
+                    on_events(held)
             store.apply([status_of(s, "finished" if getattr(s, "finished", False) else "live")])
             with contextlib.suppress(Exception):  # closing must not hide the result
                 s.close()

@@ -44,6 +44,11 @@ class Source(Protocol):
     def close(self) -> None: ...
 
 
+# Optional: `drain() -> list[Event]` releases what a source holds back waiting for more
+# input (a Trainer log dict waiting for the bar that places it). Readers that stop at the
+# end of what is there now (`summary`, `export`) call it once before closing.
+
+
 class Backoff:
     """Capped exponential backoff with jitter: base, 2*base, 4*base, ... <= cap."""
 

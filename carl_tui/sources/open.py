@@ -175,7 +175,8 @@ def open_sources(req: SourceRequest) -> Opened:
         path = Path(req.replay)
         return Opened([ReplaySource(path, speed=speed)], f"carl-tui · replay {path.name}", req.run)
     if req.watch is not None:
-        return Opened([open_file(req.watch, req.file_format)], f"carl-tui · {req.watch}", req.run)
+        source = open_file(req.watch, req.file_format, settled=req.must_exist)
+        return Opened([source], f"carl-tui · {req.watch}", req.run)
     if req.trackio is not None:
         return _open_trackio_remote(req)
     if req.job is not None:
@@ -187,9 +188,15 @@ def open_sources(req: SourceRequest) -> Opened:
     return _open_trackio_local(req)
 
 
-def open_file(path: str | os.PathLike, file_format: str = "auto", run=None):
-    """A source for a file another process writes: a JSONL stream or a Trainer log."""
+def open_file(path: str | os.PathLike, file_format: str = "auto", run=None, *,
+              settled: bool = False):
+    """A source for a file another process writes: a JSONL stream or a Trainer log.
+    `settled`: the file is complete (summary, export): decide its format now, even when
+    its content says nothing (then it is read as a stream, which holds no run)."""
     path = Path(path)
+    if file_format == "auto" and settled and path.is_file():
+        with open(path, "rb") as fh:
+            file_format = sniff_format(fh.read(SNIFF_BYTES)) or "jsonl"
     if file_format == "auto":
         return AutoFileSource(path, run=run)
     return _file_source(path, file_format, run)

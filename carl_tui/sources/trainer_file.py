@@ -125,5 +125,10 @@ class TrainerLogSource:
     def _clean(self, values: dict[str, float], rename: bool) -> dict[str, float]:
         return clean_values(values, rename, self.tally.skip)
 
+    def drain(self) -> list[Event]:
+        """Release the dicts held back for the bar that would place them: the reader is
+        stopping here (`summary`, `export`), so nothing more will come to place them."""
+        return self._convert([], list(self.parser.flush())) if self.parser.pending else []
+
     def close(self) -> None:
         self._follower.close()

@@ -6,8 +6,9 @@ on: tiny steps are much faster than its 0.1 s `mininterval`, so most steps are
 never drawn, as on a fast GPU), `report_to="none"`, and stdout and stderr
 going to ONE file, as a job's log or `python train.py > train.log 2>&1` holds
 them. A callback writes the Trainer's `state.global_step` at every `on_log` to
-a side file (`NAME.steps.jsonl`, one `{"step": ..., "keys": [...]}` per
-printed dict), so every dict's true step is known.
+a side file (`NAME.steps.jsonl`, one `{"step": ..., "keys": [...], "values": {...}}`
+per printed dict: the values as the Trainer logged them, before printing), so every
+dict's true step is known.
 
 Runs of one call share a process per worker (importing torch and TRL costs
 more than the runs): each run's output goes to its own file by redirecting
@@ -81,7 +82,10 @@ def _child(outdir: str, names: list[str]) -> None:  # pragma: no cover - runs in
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             with self.path.open("a") as f:
-                f.write(json.dumps({"step": state.global_step, "keys": sorted(logs or {})}) + "\n")
+                values = {k: float(v) for k, v in (logs or {}).items()
+                          if isinstance(v, (int, float)) and not isinstance(v, bool)}
+                f.write(json.dumps({"step": state.global_step, "keys": sorted(logs or {}),
+                                    "values": values}) + "\n")
 
     out = Path(outdir)
 
@@ -239,7 +243,8 @@ def write_fixture() -> None:
 
 
 def true_steps(log: Path) -> list[dict]:
-    """The side file of a run's log: one `{"step", "keys"}` per printed dict, in order."""
+    """The side file of a run's log: one `{"step", "keys", "values"}` per printed dict, in
+    order."""
     side = log.with_name(log.name.removesuffix(".log") + ".steps.jsonl")
     return [json.loads(line) for line in side.read_text().splitlines()]
 
