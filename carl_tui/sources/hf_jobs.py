@@ -99,6 +99,7 @@ class HfJobSource:
         self._last_status: tuple | None = None
         self._logs_done = False
         self._meta_sent = False
+        self._last_line_at = time.monotonic()
 
     def __repr__(self) -> str:
         return f"HfJobSource(job_id={self.job_id!r}, namespace={self.namespace!r})"
@@ -142,6 +143,13 @@ class HfJobSource:
                 message, retry = errors[0]
                 raise SourceError(message, retry=retry)
         return events
+
+    def drain(self) -> list[Event]:
+        """Release the dicts held back for a bar (the reader stops here: summary, export)."""
+        if not self.parser.pending:
+            return []
+        return trainer_events(self.run, list(self.parser.flush()), self._clean,
+                              wall_time=time.time())
 
     def close(self) -> None:
         self._stop.set()
@@ -191,8 +199,7 @@ class HfJobSource:
             items.extend(self.parser.feed(line))
         if lines:
             self._last_line_at = now
-        last = getattr(self, "_last_line_at", now)
-        if self.parser.pending and (self._logs_done or now - last >= idle_flush_s):
+        if self.parser.pending and (self._logs_done or now - self._last_line_at >= idle_flush_s):
             items.extend(self.parser.flush())
         self.skipped += self.parser.take_unreadable()[0]  # dict lines that could not be read
         out: list[Event] = [LogLines(self.run, tuple(lines))] if lines else []
