@@ -12,7 +12,8 @@ replay, so every line arrives once, in order.
 
 Log lines become `LogLines` (raw, as printed), `ScalarBatch` (the Trainer's
 dict lines, see `trainer_log`), `Progress` (tqdm bars) and, for the
-end-of-training summary, `RunMeta`.
+end-of-training summary, `RunMeta`. Each metrics sample becomes a `JobUsage`
+(the job bar's totals) and a `SystemSample` (per GPU, for the system panel).
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ from typing import Any
 
 from carl_tui.events import (
     Event,
+    GpuSample,
     JobStatus,
     JobUsage,
     LogLines,
     RunMeta,
     RunRef,
+    SystemSample,
 )
 from carl_tui.hub import (
     TERMINAL_STAGES,
@@ -55,6 +58,7 @@ from carl_tui.sources.trainer_log import (
 log = logging.getLogger(__name__)
 
 SOURCE = HF_JOB
+MAX_GPUS = 64  # GPU ids numbered per job; more are ignored (a sample is one machine)
 
 
 class HfJobSource:
@@ -99,6 +103,7 @@ class HfJobSource:
         self._last_status: tuple | None = None
         self._logs_done = False
         self._meta_sent = False
+        self._gpu_index: dict[str, int] = {}  # the Jobs API's GPU id -> index, first seen first
         self._last_line_at = time.monotonic()
 
     def __repr__(self) -> str:
@@ -114,7 +119,7 @@ class HfJobSource:
         if not self._threads:
             self._start_threads()
         lines: list[str] = []
-        usage: list[JobUsage] = []
+        usage: list[JobUsage | SystemSample] = []
         events: list[Event] = []
         budget = self.max_lines_per_poll
         while budget > 0:
@@ -127,7 +132,7 @@ class HfJobSource:
                 budget -= 1
             elif kind == "status":
                 events.extend(self._status_events(item))
-            elif kind == "usage":
+            elif kind in ("usage", "system"):
                 usage.append(item)
             elif kind == "logs_done":
                 self._logs_done = True
@@ -329,6 +334,9 @@ class HfJobSource:
                     usage = usage_from_sample(self.run, sample)
                     if usage is not None:
                         self._q.put(("usage", usage))
+                    system = system_from_sample(self.run, sample, self._gpu_index, time.time())
+                    if system is not None:
+                        self._q.put(("system", system))
                 backoff.reset()
                 delay = 1.0
             except Exception as exc:  # noqa: BLE001 - usage is optional: log, retry quietly
@@ -337,14 +345,62 @@ class HfJobSource:
             self._stop.wait(delay)
 
 
+def _num(x: Any) -> float | None:
+    v = valid_number(x)
+    return v if v is not None and math.isfinite(v) else None
+
+
+def _mib(x: Any) -> float | None:
+    v = _num(x)
+    return v / 2**20 if v is not None else None
+
+
+def system_from_sample(
+    run: RunRef,
+    sample: Any,
+    gpu_index: dict[str, int] | None = None,
+    wall_time: float | None = None,
+) -> SystemSample | None:
+    """A Jobs metrics sample -> SystemSample: one GpuSample per entry of its `gpus` dict
+    (utilization %, memory in MiB; the API reports no power or temperature), CPU %
+    and RAM. The API names GPUs by an id: `gpu_index` (kept by the caller across
+    samples) numbers them in the order first seen, so a GPU keeps its index.
+    None for a sample that is not a dict or holds none of these."""
+    if not isinstance(sample, dict):
+        return None
+    index = gpu_index if gpu_index is not None else {}
+    gpus = sample.get("gpus") if isinstance(sample.get("gpus"), dict) else {}
+    out: list[GpuSample] = []
+    for gid, g in gpus.items():
+        if not isinstance(g, dict) or (str(gid) not in index and len(index) >= MAX_GPUS):
+            continue
+        i = index.setdefault(str(gid), len(index))
+        out.append(GpuSample(
+            index=i,
+            utilization=_num(g.get("utilization")),
+            memory_used_mb=_mib(g.get("memory_used_bytes")),
+            memory_total_mb=_mib(g.get("memory_total_bytes")),
+        ))
+    cpu = _num(sample.get("cpu_usage_pct"))
+    used, total = _mib(sample.get("memory_used_bytes")), _mib(sample.get("memory_total_bytes"))
+    if not out and cpu is None and used is None and total is None:
+        return None
+    return SystemSample(
+        run=run,
+        step=None,
+        wall_time=wall_time,
+        gpus=tuple(sorted(out, key=lambda g: g.index)),
+        cpu_percent=cpu,
+        memory_mb=used,
+        memory_total_mb=total,
+    )
+
+
 def usage_from_sample(run: RunRef, sample: Any) -> JobUsage | None:
     """A Jobs metrics sample (`cpu_usage_pct`, `memory_used_bytes`, `gpus`) -> JobUsage."""
     if not isinstance(sample, dict):
         return None
-
-    def num(x: Any) -> float | None:
-        v = valid_number(x)
-        return v if v is not None and math.isfinite(v) else None
+    num = _num
 
     mem = num(sample.get("memory_used_bytes"))
     gpus = sample.get("gpus") if isinstance(sample.get("gpus"), dict) else {}

@@ -8,6 +8,7 @@ the file name keeps only `[A-Za-z0-9_-]` of the project name. Tables read:
     metrics(id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, timestamp TEXT,
             run_name TEXT, step INTEGER, metrics TEXT|BLOB (JSON), ...)
     configs(id, run_id, run_name, config TEXT|BLOB (JSON), created_at)
+    system_metrics, alerts (see `trackio_system.py`: GPU/CPU samples, alerts)
 
 Databases written before Trackio 0.24 have no `run_id`; runs are then keyed by
 `run_name`. Runs are keyed by `run_id` otherwise (names repeat).
@@ -21,7 +22,9 @@ The x axis is `train/global_step` when a row has it (Trainer runs: Trackio's
 own step also counts TRL's profiling rows), else Trackio's step. Trackio
 writes NaN/Infinity as the strings "NaN"/"Infinity"; like other invalid values
 they are skipped and counted. A run's config becomes a `RunMeta` when Trackio
-has stored it.
+has stored it. System rows become `SystemSample`s and alerts `Marker(kind="alert")`s,
+each read once by id like the metrics; a database without those tables (written
+before Trackio had them) is read without them until they appear.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import numpy as np
 import orjson
 
 from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
+from carl_tui.sources import trackio_system as ts
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.rows import build_columns, iso_to_epoch
 
@@ -216,12 +220,18 @@ class TrackioLocalSource:
         self.limitation = ""
         self.last_id = 0  # resume position in the metrics table
         self.last_config_id = 0
+        self.last_system_id = 0  # resume position in the system_metrics table
+        self.last_alert_id = 0  # resume position in the alerts table
+        self.alert_rows = max(1, min(self.batch_rows, 1000))
         self.behind = False
         self._conn: sqlite3.Connection | None = None
         self._key = "run_id"
         self._has_configs = True
         self._names: dict[str, str] = {}  # run key -> run name
         self._meta_sent: set[str] = set()
+        self._system_key: str | None = None  # run column of system_metrics, None: no table
+        self._alert_key: str | None = None  # run column of alerts, None: no table
+        self._last_x: dict[str, int] = {}  # run key -> newest step seen (alerts without one)
 
     @property
     def interval(self) -> float:
@@ -248,11 +258,23 @@ class TrackioLocalSource:
             self._conn = conn
         return self._conn
 
+    def _find_tables(self, conn: sqlite3.Connection) -> None:
+        """Which of the system_metrics and alerts tables exist yet, and their run column."""
+        for attr, table in (("_system_key", "system_metrics"), ("_alert_key", "alerts")):
+            if getattr(self, attr) is None:
+                cols = _columns(conn, table)
+                if cols:
+                    setattr(self, attr, "run_id" if "run_id" in cols else "run_name")
+
     def poll(self) -> list[Event]:
         conn = self._open()
         try:
             rows = _retry(self._fetch, conn)
             configs = _retry(self._fetch_configs, conn) if self._has_configs else []
+            if self._system_key is None or self._alert_key is None:
+                _retry(self._find_tables, conn)
+            system = _retry(self._fetch_system, conn) if self._system_key else []
+            alerts = _retry(self._fetch_alerts, conn) if self._alert_key else []
         except SourceError:
             self.close()  # reopen next time: the file may have been replaced
             raise
@@ -261,7 +283,17 @@ class TrackioLocalSource:
         if rows:
             events.extend(self._batches(rows))
             self.last_id = rows[-1][0]
-        self.behind = len(rows) >= self.batch_rows
+        if system:
+            events.extend(self._system_events(system))
+            self.last_system_id = system[-1][0]
+        if alerts:
+            events.extend(self._alert_events(alerts))
+            self.last_alert_id = alerts[-1][0]
+        self.behind = (
+            len(rows) >= self.batch_rows
+            or len(system) >= self.batch_rows
+            or len(alerts) >= self.alert_rows
+        )
         return events
 
     def _fetch(self, conn: sqlite3.Connection) -> list[tuple]:
@@ -277,6 +309,48 @@ class TrackioLocalSource:
             f"SELECT id, {key}, run_name, config FROM configs WHERE id > ? ORDER BY id",
             (self.last_config_id,),
         ).fetchall()
+
+    def _fetch_system(self, conn: sqlite3.Connection) -> list[tuple]:
+        sql = ts.system_sql(self._system_key or "run_id", self.last_system_id, self.batch_rows)
+        return conn.execute(sql).fetchall()
+
+    def _fetch_alerts(self, conn: sqlite3.Connection) -> list[tuple]:
+        sql = ts.alerts_sql(
+            self._alert_key or "run_id", self._key, self.last_alert_id, self.alert_rows
+        )
+        return conn.execute(sql).fetchall()
+
+    def _system_events(self, rows: list[tuple]) -> list[Event]:
+        events: list[Event] = []
+        for _id, key, name, stamp, blob in rows:
+            key, name = str(key), str(name)
+            if not self._wanted(key, name):
+                continue
+            self._names.setdefault(key, name)
+            metrics = ts.load_json(blob)
+            if metrics is None:
+                self.skipped += 1
+                continue
+            sample, bad = ts.system_sample(self._ref(key), metrics, iso_to_epoch(stamp))
+            self.skipped += bad
+            if sample is not None:
+                events.append(sample)
+        return events
+
+    def _alert_events(self, rows: list[tuple]) -> list[Event]:
+        events: list[Event] = []
+        for _id, key, name, title, text, level, step, stamp, at_metrics in rows:
+            key, name = str(key), str(name)
+            if not self._wanted(key, name):
+                continue
+            self._names.setdefault(key, name)
+            events.append(
+                ts.alert_marker(
+                    self._ref(key), title=title, text=text, level=level, step=step,
+                    timestamp=stamp, at_metrics=at_metrics, fallback_step=self._last_x.get(key),
+                )
+            )
+        return events
 
     def _wanted(self, key: str, name: str) -> bool:
         return self.runs is None or key in self.runs or name in self.runs
@@ -328,6 +402,9 @@ class TrackioLocalSource:
                 parsed, default_steps=default_steps, step_keys=STEP_KEYS, time_key=None
             )
             self.skipped += cols.skipped
+            if len(cols.steps):
+                newest = int(cols.steps.max())
+                self._last_x[key] = max(newest, self._last_x.get(key, newest))
             batch = ScalarBatch(
                 self._ref(key), cols.steps, cols.columns, wall_time=iso_to_epoch(run_rows[-1][4])
             )

@@ -12,6 +12,12 @@ that are new since the last one, so a poll costs what arrived, not what the
 run has accumulated. `id` is SQLite's autoincrement key: rows become visible
 in id order, so "id greater than the last one seen" never skips or repeats.
 
+System metrics (`system_metrics`) and alerts (`alerts`) are read the same way,
+by id, one page each per poll (see `trackio_system.py`): `SystemSample`s and
+`Marker(kind="alert")`s, each once. They are optional: a database without
+those tables is probed again every few polls, and a failure to read them never
+stops the metrics (it shows as the source's limitation until it clears).
+
 Servers without `query_project` fall back to `get_logs`, which the server
 down-samples; `limitation` says so for the status bar.
 
@@ -38,12 +44,16 @@ from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
 from carl_tui.hub import HubToken, find_token
 from carl_tui.metric_names import canonical, is_metric_key, valid_number
 from carl_tui.redact import redact
+from carl_tui.sources import trackio_system as ts
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.rows import iso_to_epoch
 
 SOURCE = "trackio-remote"
 PAGE_ROWS = 10_000  # query_project's own cap
 MAX_PAGES_PER_POLL = 10
+ALERT_PAGE_ROWS = 1000
+MISSING_TABLE_RECHECK_POLLS = 10  # polls between probes for a table the database lacks
+EXTRA_TABLES = ("system_metrics", "alerts")
 X_KEY = "train/global_step"
 NOT_AUTHORISED = "not authorised: set HF_TOKEN or run `hf auth login`"
 FALLBACK_LIMITATION = "server has no incremental queries: history down-sampled by the server"
@@ -182,6 +192,12 @@ class TrackioRemoteSource:
         self._runs_seen: dict[str, str] = {}  # run_id -> name
         self._pending_config: dict[str, int] = {}  # run_id -> attempts left
         self._fallback_last: dict[str, int] = {}  # run_id -> last step emitted
+        self.last_system_id = 0  # resume position in the system_metrics table
+        self.last_alert_id = 0  # resume position in the alerts table
+        self._extra_col: dict[str, str] = {}  # table -> its run column, once known
+        self._extra_wait: dict[str, int] = {}  # table -> polls until the next probe
+        self._extra_errors: dict[str, str] = {}  # table -> why it could not be read
+        self._last_x: dict[str, int] = {}  # run_id -> newest step seen (alerts without one)
         self.bytes_received = 0  # response bytes, for benchmarks
         self.requests = 0
 
@@ -335,11 +351,11 @@ class TrackioRemoteSource:
 
     # -- incremental mode ------------------------------------------------
 
-    def _run_filter(self) -> str:
+    def _run_filter(self, col: str | None = None) -> str:
         if not self.runs:
             return ""
         names = ", ".join(_sql_str(r) for r in self.runs)
-        if self._run_col == "run_id":
+        if (col or self._run_col) == "run_id":
             return f" AND (run_id IN ({names}) OR run_name IN ({names}))"
         return f" AND run_name IN ({names})"
 
@@ -371,6 +387,87 @@ class TrackioRemoteSource:
         else:
             self.behind = True
         events.extend(self._configs())
+        events.extend(self._extras())
+        return events
+
+    # -- system metrics and alerts ---------------------------------------
+
+    def _extras(self) -> list[Event]:
+        """New system samples and alerts; best effort (see the module doc)."""
+        events: list[Event] = []
+        for table in EXTRA_TABLES:
+            wait = self._extra_wait.get(table, 0)
+            if wait > 0:
+                self._extra_wait[table] = wait - 1
+                continue
+            try:
+                col = self._extra_col.get(table) or self._table_col(table)
+                events.extend(self._poll_system(col) if table == "system_metrics"
+                              else self._poll_alerts(col))
+            except (SourceError, _UnknownApi) as exc:
+                message = str(exc) or type(exc).__name__
+                if ts.is_missing_table(message):
+                    self._extra_wait[table] = MISSING_TABLE_RECHECK_POLLS
+                    self._extra_errors.pop(table, None)
+                else:
+                    self._extra_errors[table] = message
+            else:
+                self._extra_errors.pop(table, None)
+        self.limitation = "; ".join(
+            f"{table.replace('_', ' ')} not read: {msg}" for table, msg in self._extra_errors.items()
+        )
+        return events
+
+    def _table_col(self, table: str) -> str:
+        data = self._call("query_project", project=self.project,
+                          query=f"SELECT * FROM {table} WHERE 0")
+        cols = data.get("columns") if isinstance(data, dict) else None
+        if not isinstance(cols, list):
+            raise SourceError(f"malformed reply from {self.url} (query without columns)")
+        col = "run_id" if "run_id" in cols else "run_name"
+        self._extra_col[table] = col
+        return col
+
+    def _poll_system(self, col: str) -> list[Event]:
+        rows = self._query(
+            ts.system_sql(col, self.last_system_id, PAGE_ROWS, self._run_filter(col))
+        )
+        events: list[Event] = []
+        for row in rows:
+            rid = str(row.get("run_id") or row.get("run_name") or "")
+            metrics = ts.load_json(row.get("metrics"))
+            if metrics is None:
+                self.skipped += 1
+                continue
+            ref = RunRef(SOURCE, self.project or "", rid, str(row.get("run_name") or rid))
+            sample, bad = ts.system_sample(ref, metrics, iso_to_epoch(row.get("timestamp")))
+            self.skipped += bad
+            if sample is not None:
+                events.append(sample)
+        if rows:
+            self.last_system_id = max(self.last_system_id, max(int(r["id"]) for r in rows))
+        self.behind = self.behind or len(rows) >= PAGE_ROWS
+        return events
+
+    def _poll_alerts(self, col: str) -> list[Event]:
+        sql = ts.alerts_sql(
+            col, self._run_col, self.last_alert_id, ALERT_PAGE_ROWS, self._run_filter(col)
+        )
+        rows = self._query(sql)
+        events: list[Event] = []
+        for row in rows:
+            rid = str(row.get("run_id") or row.get("run_name") or "")
+            ref = RunRef(SOURCE, self.project or "", rid, str(row.get("run_name") or rid))
+            events.append(
+                ts.alert_marker(
+                    ref, title=row.get("title"), text=row.get("text"), level=row.get("level"),
+                    step=row.get("step"), timestamp=row.get("timestamp"),
+                    at_metrics=row.get("at_metrics"), fallback_step=self._last_x.get(rid),
+                )
+            )
+        if rows:
+            self.last_alert_id = max(self.last_alert_id, max(int(r["id"]) for r in rows))
+        self.behind = self.behind or len(rows) >= ALERT_PAGE_ROWS
         return events
 
     def _rows_to_events(self, rows: list[dict[str, Any]]) -> list[Event]:
@@ -427,7 +524,11 @@ class TrackioRemoteSource:
                 events.append(
                     RunMeta(ref, {"trackio_url": self.url, "trackio_project": self.project})
                 )
-            events.append(ScalarBatch.from_rows(ref, points, wall_time=newest.get(rid)))
+            batch = ScalarBatch.from_rows(ref, points, wall_time=newest.get(rid))
+            if len(batch):
+                top = int(batch.steps.max())
+                self._last_x[rid] = max(top, self._last_x.get(rid, top))
+            events.append(batch)
         return events
 
     def _configs(self) -> list[Event]:
