@@ -1,5 +1,7 @@
-"""Online phase classifier: reproduces the reference table, uses only the past,
-is scale-free in entropy, and update_many equals a loop of update calls."""
+"""Online phase classifier: reproduces the reference table, puts every edge of
+gradual noisy runs within a step at any run length, reads a GRPO reward on its
+own scale, keeps pure noise in baseline, uses only the past, and update_many
+equals both a loop of update calls and a plain-Python reference of the rules."""
 
 from __future__ import annotations
 
@@ -12,6 +14,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from carl_tui.coherence import PHASES, Phase, PhaseClassifier
+from tests.trajectories import (
+    PHASE_NAMES,
+    REWARD_SCALES,
+    TABLE_EDGES,
+    grpo_story,
+    noise_run,
+    sft_story,
+)
 
 NAN = math.nan
 
@@ -26,7 +36,7 @@ TABLE = [
 
 
 def table_run(seed: int, acc_noise: float = 0.01, ent_noise: float = 0.08):
-    """A noisy trajectory shaped like the table: (accuracy, entropy, expected labels)."""
+    """A noisy trajectory with the table's instant steps: (accuracy, entropy, labels)."""
     rng = np.random.default_rng(seed)
     acc, ent, labels = [], [], []
     for n, phase, a, e in TABLE:
@@ -40,6 +50,24 @@ def run_loop(acc, ent, steps=None, **kw):
     c = PhaseClassifier(**kw)
     steps = range(len(acc)) if steps is None else steps
     return [c.update(s, a, e) for s, a, e in zip(steps, acc, ent)], c
+
+
+def starts(labels, steps) -> dict[str, int | None]:
+    """First step at which each phase (or a later one) is reached."""
+    labels = np.asarray(labels)
+    out = {}
+    for k, name in enumerate(PHASE_NAMES):
+        idx = np.flatnonzero(labels >= k)
+        out[name] = int(steps[idx[0]]) if idx.size else None
+    return out
+
+
+def classify(traj, **kw) -> np.ndarray:
+    progress = traj.progress if traj.progress_key != "entropy" else np.full(len(traj), NAN)
+    return PhaseClassifier(**kw).update_many(traj.steps, progress, traj.entropy)
+
+
+# ------------------------------------------------------------------ the spec's table
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -97,31 +125,6 @@ def test_entropy_only_run():
     assert math.isnan(c.accuracy) and c.entropy_baseline == pytest.approx(1.0, abs=0.1)
 
 
-def test_accuracy_only_run_stops_at_crystallisation():
-    acc, _, _ = table_run(4)
-    labels, _ = run_loop(acc, np.full_like(acc, NAN))
-    # No entropy: no melting (baseline until the climb) and no convergence call.
-    assert labels[:20] == [Phase.BASELINE] * 20
-    assert labels[20:25] == [Phase.TRANSITION] * 5
-    assert labels[25:] == [Phase.CRYSTALLISATION] * 21
-
-
-def test_task_reward_without_entropy_spike():
-    """A GRPO-like run: entropy drifts down, reward climbs; no melting phase."""
-    steps = np.arange(300)
-    reward = 0.05 + 0.93 / (1 + np.exp(-(steps - 120) / 12))
-    entropy = 2.0 * (0.08 + 0.92 * np.exp(-steps / 60))
-    labels, c = run_loop(reward, entropy)
-    kinds = [p for p, _ in c.timeline]
-    assert kinds == [Phase.BASELINE, Phase.TRANSITION, Phase.CRYSTALLISATION, Phase.CONVERGED]
-    assert Phase.MELTING not in labels
-    starts = dict(c.timeline)
-    # Transition once reward progress >= 0.25; crystallisation once >= 0.9.
-    q = (reward - np.median(reward[:5])) / (1 - np.median(reward[:5]))
-    assert starts[Phase.TRANSITION] == int(np.argmax(q >= 0.25))
-    assert starts[Phase.CRYSTALLISATION] == int(np.argmax(q >= 0.9))
-
-
 def test_phase_enum_and_indices():
     assert [p.value for p in PHASES] == [
         "baseline",
@@ -137,67 +140,463 @@ def test_phase_enum_and_indices():
     assert c.update(7, NAN, NAN) is Phase.BASELINE and c.timeline == [(Phase.BASELINE, 7)]
 
 
-def test_update_many_table_and_million_steps():
-    acc, ent, expected = table_run(5)
+# ------------------------------------------------- gradual, noisy runs of any length
+
+LENGTHS = (46, 200, 1000)
+RAMPS = (0, 1, 2, 3, 4, 5)
+#: (accuracy noise, entropy noise per step, log-normal)
+NOISES = ((0.003, 0.02), (0.01, 0.05), (0.02, 0.08))
+
+
+def edge_errors(trajs, **kw) -> dict[str, int]:
+    """Largest |first step of the phase - true edge| over the runs, per phase."""
+    worst = dict.fromkeys(PHASE_NAMES[1:], 0)
+    for traj in trajs:
+        got = starts(classify(traj, **kw), traj.steps)
+        for phase in PHASE_NAMES[1:]:
+            if got[phase] is None:
+                worst[phase] = 10**9
+            else:
+                worst[phase] = max(worst[phase], abs(got[phase] - traj.edges[phase]))
+    return worst
+
+
+@pytest.mark.parametrize("length", LENGTHS)
+def test_every_edge_within_one_step_on_gradual_noisy_runs(length):
+    """The table's story over `length` steps, each change spread over 0 to 5 noisy
+    steps centred on its boundary (linear or smoothstep, entropy moving in log or
+    linear space), three noise levels, six seeds, levels nudged by each seed."""
+    runs = [sft_story(length, ramp, an, en, seed)
+            for ramp, (an, en), seed in itertools.product(RAMPS, NOISES, range(6))]
+    # one width per change, mixed
+    rng = np.random.default_rng(length)
+    runs += [sft_story(length, tuple(int(w) for w in rng.integers(0, 6, 4)), 0.01, 0.05, 100 + s)
+             for s in range(6)]
+    assert {r.params["shape"] for r in runs} == {"linear", "smooth"}
+    assert {r.params["entropy_space"] for r in runs} == {"log", "linear"}
+    errors = edge_errors(runs)
+    assert max(errors.values()) <= 1, errors
+
+
+def test_edges_follow_the_stretch():
+    """The same story over 46, 200 and 1000 steps: each edge is where the table's
+    boundary lands after stretching (not a fixed number of steps in)."""
+    for length in LENGTHS:
+        traj = sft_story(length, 3, 0.01, 0.05, seed=7)
+        got = starts(classify(traj), traj.steps)
+        for phase, boundary in zip(PHASE_NAMES[1:], TABLE_EDGES):
+            assert abs(got[phase] - round(boundary * length / 46)) <= 1
+
+
+@pytest.mark.parametrize("length", LENGTHS)
+def test_entropy_only_runs(length):
+    """No accuracy: every edge within a step while the entropy's noise is small
+    (2%); with noisier entropy (5%, 8%) never early, and late by a few steps at most."""
+    quiet = [sft_story(length, r, 0.01, 0.02, s, accuracy=False)
+             for r, s in itertools.product(RAMPS, range(4))]
+    assert max(edge_errors(quiet).values()) <= 1
+    for noise in (0.05, 0.08):
+        for traj in (sft_story(length, r, 0.01, noise, s, accuracy=False)
+                     for r, s in itertools.product(RAMPS, range(4))):
+            got = starts(classify(traj), traj.steps)
+            for phase in PHASE_NAMES[1:]:
+                assert -1 <= got[phase] - traj.edges[phase] <= 5, (traj.name, phase)
+
+
+def test_million_step_run_in_batches():
+    """The table's story over a million steps with gaps in both metrics, in the
+    store's way (one call per batch): every edge within a step."""
+    traj = sft_story(1_000_000, 3, 0.01, 0.05, seed=3)
+    acc, ent = traj.progress.copy(), traj.entropy.copy()
+    acc[1::3] = NAN
+    ent[2::5] = NAN
     c = PhaseClassifier()
-    idx = c.update_many(np.arange(46), acc, ent)
-    assert idx.dtype == np.int8 and [PHASES[i] for i in idx] == expected
-    # A long run, stretched: one reference step -> 20,000 logged steps.
-    rep = 20_000
-    big_acc, big_ent = np.repeat(acc, rep), np.repeat(ent, rep)
-    big_acc[1::3] = NAN
-    big_ent[2::5] = NAN
-    d = PhaseClassifier()
-    out = d.update_many(np.arange(big_acc.size), big_acc, big_ent)
-    assert [p for p, _ in d.timeline] == list(PHASES)
-    assert [s for _, s in d.timeline] == [0, 10 * rep, 20 * rep, 25 * rep, 35 * rep]
+    out = np.concatenate([c.update_many(traj.steps[a:a + 250_000], acc[a:a + 250_000],
+                                        ent[a:a + 250_000]) for a in range(0, 1_000_000, 250_000)])
+    assert [p for p, _ in c.timeline] == list(PHASES)
+    for (phase, step), truth in zip(c.timeline[1:], TABLE_EDGES):
+        assert abs(step - traj.edges[phase.value]) <= 1, (phase, step, truth)
     assert (np.diff(out) >= 0).all()
+    one = PhaseClassifier().update_many(traj.steps, acc, ent)
+    assert np.array_equal(one, out)
+
+
+def test_accuracy_only_run_reads_its_climb():
+    """No entropy: the phases come from accuracy alone. A climb is a transition, its
+    end crystallisation; no melting without entropy."""
+    traj = grpo_story(200, (0, 1), "absent", seed=1)
+    labels = classify(traj)
+    assert _MELTING not in labels
+    got = starts(labels, traj.steps)
+    assert traj.edges["transition"] <= got["transition"] <= traj.edges["crystallisation"]
+    assert traj.edges["crystallisation"] <= got["crystallisation"]
+
+
+_MELTING = Phase.MELTING.index
+
+
+# ------------------------------------------------------------ GRPO: any reward scale
+
+
+@pytest.mark.parametrize("length", LENGTHS)
+@pytest.mark.parametrize("entropy", ["flat", "decay", "absent"])
+def test_grpo_reward_scale_gives_the_same_phases(length, entropy):
+    """The same GRPO story with rewards in [0, 1], [-1, 3] and [0, 10] gets the same
+    label at every step; and those labels make sense: baseline until the climb
+    starts, transition while it climbs, crystallisation once it levels off."""
+    for seed in range(4):
+        runs = [grpo_story(length, scale, entropy, seed) for scale in REWARD_SCALES]
+        labels = [classify(r) for r in runs]
+        for other in labels[1:]:
+            assert np.array_equal(other, labels[0])
+        traj = runs[1]  # [-1, 3]
+        assert _MELTING not in labels[0]
+        got = starts(labels[0], traj.steps)
+        climb = traj.edges["crystallisation"] - traj.edges["transition"]
+        # Seen once it stands out of the noise: within the first 80% of the climb.
+        assert traj.edges["transition"] - 1 <= got["transition"]
+        assert got["transition"] <= traj.edges["transition"] + 0.8 * climb
+        # Its end is seen once two windows agree: after the top, within 7% of the run.
+        assert traj.edges["crystallisation"] - 1 <= got["crystallisation"]
+        assert got["crystallisation"] <= traj.edges["crystallisation"] + 0.07 * length + 2
+        if got["converged"] is not None:
+            assert got["converged"] > got["crystallisation"]
+
+
+def test_old_failure_reward_above_one_is_not_a_transition_from_step_4():
+    """A [-1, 3] reward that sits low for a while: no transition until it climbs."""
+    traj = grpo_story(200, (-1.0, 3.0), "flat", seed=2)
+    got = starts(classify(traj), traj.steps)
+    assert got["transition"] >= traj.edges["transition"] - 1
+
+
+@pytest.mark.parametrize("length", [200, 1000, 5000])
+def test_pure_noise_stays_in_baseline(length):
+    for seed, scale, entropy in itertools.product(range(6), REWARD_SCALES, (True, False)):
+        traj = noise_run(length, seed, scale=scale, entropy=entropy)
+        assert not classify(traj).any(), traj.name
+
+
+# ---------------------------------------------------------- batches, loop, reference
 
 
 def _state(c):
-    return repr(
-        (
-            c.phase,
-            c.timeline,
-            c.accuracy,
-            c.entropy,
-            c.acc_baseline,
-            c.entropy_baseline,
-            c.peak_entropy,
-            c._acc_base,
-            c._ent_base,
-        )
-    )
+    keep = {k: v for k, v in vars(c).items() if k != "timeline"}
+    return repr((c.phase, c.timeline, sorted(keep.items())))
+
+
+def _feed(c, steps, acc, ent, cuts):
+    """Feed in batches cut at `cuts`, some of them single update calls."""
+    got: list[int] = []
+    n = len(steps)
+    for a, b in itertools.pairwise([0, *cuts, n]):
+        if b - a == 1 and a % 2:
+            got.append(c.update(steps[a], acc[a], ent[a]).index)
+        else:
+            got.extend(c.update_many(steps[a:b], acc[a:b], ent[a:b]).tolist())
+    return got
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batches_equal_loop_and_reference_on_runs(seed):
+    rng = np.random.default_rng(seed)
+    runs = [sft_story(200, 3, 0.01, 0.05, seed), sft_story(200, 2, 0.02, 0.08, seed,
+                                                          accuracy=False),
+            grpo_story(200, (-1, 3), "decay", seed), grpo_story(300, (0, 10), "absent", seed)]
+    for traj in runs:
+        n = len(traj)
+        acc = traj.progress.copy() if traj.progress_key != "entropy" else np.full(n, NAN)
+        ent = traj.entropy.copy()
+        acc[rng.random(n) < 0.1] = NAN
+        ent[rng.random(n) < 0.1] = NAN
+        steps = traj.steps.tolist()
+        loop, c_loop = run_loop(acc, ent, steps)
+        cuts = sorted(rng.choice(n, size=12, replace=False).tolist())
+        c_many = PhaseClassifier()
+        got = _feed(c_many, steps, acc, ent, cuts)
+        assert got == [p.index for p in loop]
+        assert _state(c_many) == _state(c_loop)
+        assert got == ref_phases(steps, acc, ent)
 
 
 acc_values = st.one_of(
-    st.sampled_from([NAN, 0.0, 0.03, 0.3, 0.65, 0.95, 0.99, 1.0]), st.floats(0, 1)
+    st.sampled_from([NAN, 0.0, 0.03, 0.3, 0.65, 0.95, 0.99, 1.0, 2.5, -1.0]), st.floats(-1, 3)
 )
-ent_values = st.one_of(st.sampled_from([NAN, 0.1, 1.0, 2.0, 9.3, 0.4]), st.floats(0, 12))
+ent_values = st.one_of(st.sampled_from([NAN, 0.1, 1.0, 2.0, 9.3, 0.4]), st.floats(0.01, 12))
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(acc_values, ent_values), max_size=60), st.data())
-def test_update_many_equals_loop(rows, data):
+def test_update_many_equals_loop_and_reference(rows, data):
     n = len(rows)
     acc = [a for a, _ in rows]
     ent = [e for _, e in rows]
     steps = list(range(5, 5 + 2 * n, 2))
-    labels, loop = run_loop(acc, ent, steps, baseline_points=3)
+    kw = {"baseline_points": 3, "window_fraction": 0.1}
+    labels, loop = run_loop(acc, ent, steps, **kw)
     cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=5)))
-    many = PhaseClassifier(baseline_points=3)
-    got: list[int] = []
-    for a, b in itertools.pairwise([0, *cuts, n]):
-        if b - a == 1 and a % 2:
-            got.append(many.update(steps[a], acc[a], ent[a]).index)
-        else:
-            got.extend(many.update_many(steps[a:b], acc[a:b], ent[a:b]).tolist())
+    many = PhaseClassifier(**kw)
+    got = _feed(many, steps, acc, ent, cuts)
     assert got == [p.index for p in labels]
     assert _state(many) == _state(loop)
     assert all(x <= y for x, y in itertools.pairwise(got))  # phases only move forward
+    assert got == ref_phases(steps, acc, ent, **kw)
+
+
+@st.composite
+def stories(draw):
+    """Piecewise runs: a few segments, A stepping up, entropy jumping, some noise and
+    gaps: they reach every phase, unlike independent random values."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    a_level, e_level = draw(st.floats(-1, 1)), draw(st.floats(0.2, 3))
+    acc, ent = [], []
+    for _ in range(draw(st.integers(2, 5))):
+        n = draw(st.integers(3, 25))
+        a_level += draw(st.sampled_from([0.0, 0.05, 0.5, 2.0]))
+        e_level *= draw(st.sampled_from([0.1, 0.3, 1.0, 3.0, 9.0]))
+        acc += [a_level] * n
+        ent += [e_level] * n
+    noise = draw(st.sampled_from([0.0, 0.01, 0.05]))
+    acc = np.array(acc) + rng.normal(0, noise, len(acc))
+    ent = np.array(ent) * np.exp(rng.normal(0, noise, len(ent)))
+    gaps = draw(st.floats(0, 0.3))
+    acc[rng.random(len(acc)) < gaps] = NAN
+    ent[rng.random(len(ent)) < gaps] = NAN
+    return acc.tolist(), ent.tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(stories(), st.data())
+def test_update_many_equals_loop_and_reference_on_stories(story, data):
+    acc, ent = story
+    n = len(acc)
+    steps = list(range(1, 3 * n + 1, 3))
+    labels, loop = run_loop(acc, ent, steps)
+    cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=5)))
+    many = PhaseClassifier()
+    got = _feed(many, steps, acc, ent, cuts)
+    assert got == [p.index for p in labels]
+    assert _state(many) == _state(loop)
+    assert got == ref_phases(steps, acc, ent)
+
+
+def test_stories_reach_every_phase():
+    """The story strategy is only a check if it reaches the later phases."""
+    from hypothesis import find
+
+    for phase in range(2, 5):
+        story = find(stories(), lambda s, k=phase: max(PhaseClassifier().update_many(
+            np.arange(len(s[0])), np.array(s[0]), np.array(s[1])), default=0) >= k,
+            settings=settings(max_examples=500, database=None))
+        assert max(ref_phases(list(range(len(story[0]))), *story)) >= phase
+
+
+def test_reference_sees_every_phase_on_the_story():
+    """The reference is only a check if the runs it is compared on reach every phase."""
+    traj = sft_story(200, 3, 0.01, 0.05, 0)
+    ref = ref_phases(traj.steps.tolist(), traj.progress, traj.entropy)
+    assert sorted(set(ref)) == [0, 1, 2, 3, 4]
+    grpo = grpo_story(200, (-1, 3), "decay", 0)
+    ref = ref_phases(grpo.steps.tolist(), grpo.progress, grpo.entropy)
+    assert sorted(set(ref)) == [0, 2, 3, 4]
 
 
 def test_update_many_validation():
     with pytest.raises(ValueError):
         PhaseClassifier().update_many([0, 1], [0.1], [1.0, 2.0])
+    with pytest.raises(ValueError):
+        PhaseClassifier(baseline_points=1)
     assert PhaseClassifier().update_many([], [], []).size == 0
+
+
+# ------------------------------------------------------------ the plain-Python reference
+
+
+def ref_phases(steps, acc, ent, baseline_points=5, melt_ratio=2.5, transition_fall=0.72,
+               crystal_fall=0.23, converged_ratio=0.28, rise_z=5.0, guard_z=3.0, fall_z=0.75,
+               level=0.8, stop_z=2.0, window_fraction=0.05, hold=2.0):
+    """The rules of the module docstring, step by step over Python lists."""
+    sqpi2 = math.sqrt(math.pi) / 2
+
+    def sigma(total, count):
+        c = max(count, 1)
+        return sqpi2 * (total / c) * (1.0 + 1.0 / math.sqrt(c))
+
+    def finite(x):
+        return x is not None and math.isfinite(x)
+
+    def dip(n, lsig, margin=0.0):
+        z = fall_z + margin + math.sqrt(2 * math.log(max(n, 2)))
+        return z * math.sqrt(1 + 1 / max(n, 1)) * lsig
+
+    B = baseline_points
+    A: list[float] = []  # known A values
+    P = [0.0]  # running sums of known A
+    E: list[float] = []
+    a0 = e0 = NAN
+    dsum, dcnt, ldsum, ldcnt = 0.0, 0, 0.0, 0
+    best = -math.inf
+    peak = -math.inf
+    phase, melted = 0, False
+    ref_a: list[float] = []
+    ref_le: list[float] = []
+    cref: list[float] = []
+    cseen = 0
+    lsig = 0.0
+    t_calm = t_rise = NAN
+    t_start = t_cryst = NAN
+    sigma_t = NAN
+    seen_climb, best_level = False, -math.inf
+    out = []
+
+    def window(n):
+        return int(min(max(math.ceil(window_fraction * n), 2), 2048))
+
+    def wmean(end, m):  # mean of the m known values ending at count `end`
+        return (P[end] - P[end - m]) / m if end - m >= 0 and end >= 0 else NAN
+
+    for step, x, y in zip(steps, acc, ent):
+        t = float(step)
+        # -- A
+        a_known = finite(x)
+        d = NAN
+        if a_known:
+            if A:
+                d = abs(x - A[-1])
+            A.append(float(x))
+            P.append(P[-1] + float(x))
+            best = max(best, float(x))
+            if len(A) <= B:
+                a0 = float(np.median(A))
+        n_a = len(A)
+        a = A[-1] if A else NAN
+        a_prev = A[-2] if len(A) > 1 else NAN
+        s_before = sigma(dsum, dcnt)
+        ready = (n_a - (1 if a_known else 0)) >= B
+        acc_cal = n_a >= B
+        # -- E
+        e_known = finite(y)
+        ld = NAN
+        if e_known:
+            if E:
+                ld = abs(math.log(max(float(y), 1e-12)) - math.log(max(E[-1], 1e-12)))
+            E.append(float(y))
+            if len(E) <= B:
+                e0 = float(np.median(E))
+            tail = E[-3:]
+            if len(tail) == 3:
+                med = max(min(tail[0], tail[1]), min(max(tail[0], tail[1]), tail[2]))
+            elif len(tail) == 2:
+                med = 0.5 * (tail[0] + tail[1])
+            else:
+                med = tail[0]
+            peak = max(peak, med)
+        e = E[-1] if E else NAN
+        ent_cal = len(E) >= B
+        r = e / max(e0, 1e-12) if ent_cal else NAN
+        le = math.log(max(e, 1e-12)) if E else NAN
+        # -- calm / rising (while before the transition)
+        w = window(n_a)
+        recent, before = wmean(n_a, w), wmean(n_a - w, w)
+        if phase < 2:
+            if a_known and ready and x - a0 <= s_before:
+                t_calm = t
+            if recent - before > (stop_z + 1) * s_before * math.sqrt(2.0 / w):
+                t_rise = t
+        # -- conditions
+        spiking = ent_cal and r >= melt_ratio
+        near_best = (not acc_cal) or a >= a0 + level * (best - a0)
+        low_entropy = ent_cal and r <= converged_ratio
+        target = 0
+        if phase == 0:
+            if spiking:
+                target = 1
+            elif ready and not math.isnan(a_prev) and min(a, a_prev) - a0 > rise_z * s_before:
+                target = 2
+        elif melted:
+            fell = ent_cal and e <= transition_fall * peak
+            crystal = ent_cal and e <= crystal_fall * peak and near_best
+            if phase == 1:
+                if acc_cal:
+                    ref = sum_ref(ref_a)
+                    guard = math.isnan(ref) or a - ref > guard_z * (0.0 if math.isnan(
+                        s_before) else s_before)
+                else:
+                    lref = sum_ref(ref_le)
+                    floor = math.log(max(peak, 1e-12)) - 2 * lsig
+                    lref = floor if math.isnan(lref) else max(lref, floor)
+                    guard = le < lref - dip(len(ref_le), lsig, 1.0)
+                if fell and guard:
+                    target = 2
+                if crystal and guard:
+                    target = 4 if low_entropy else 3
+            elif phase == 2:
+                if crystal:
+                    target = 4 if low_entropy else 3
+            elif phase == 3:
+                used = cref
+                fell_c = bool(used) and le < sum_ref(used) - dip(len(used), lsig)
+                if low_entropy and near_best and fell_c:
+                    target = 4
+        elif phase == 2:
+            noise = sigma_t * math.sqrt(2.0 / w)
+            diff = recent - before
+            seen_now = seen_climb or diff > (stop_z + 1) * noise
+            best_now = best_level if math.isnan(recent) else max(best_level, recent)
+            near = recent >= a0 + level * (best_now - a0)
+            if seen_now and diff <= stop_z * noise and near and acc_cal:
+                target = 4 if low_entropy else 3
+            seen_climb, best_level = seen_now, best_now
+        elif phase == 3:
+            held = t - t_cryst >= hold * (t_cryst - t_start)
+            holds = recent >= a0 + level * (best_level - a0)
+            used = cref
+            fell_c = bool(used) and le < sum_ref(used) - dip(len(used), lsig)
+            if acc_cal and holds and (held or (low_entropy and fell_c)):
+                target = 4
+        # -- enter, then what the new phase keeps
+        old = phase
+        if target > phase:
+            phase = target
+            if old == 0:
+                lsig = sigma(ldsum, ldcnt)
+            if phase == 1:
+                melted = True
+                ref_a = [a] if not math.isnan(a) else []
+                ref_le = [le] if not math.isnan(le) else []
+            if phase == 3:
+                cref, cseen = [], (0 if math.isnan(le) else 1)
+            if old < 2 <= phase:
+                sigma_t = s_before
+                t_start = t if math.isnan(t_calm) else t_calm
+                seen_climb = not math.isnan(t_rise) and (math.isnan(t_calm) or t_rise > t_calm)
+                best_level = -math.inf
+            if old < 3 <= phase:
+                t_cryst = t
+        else:
+            if phase == 1:
+                if a_known:
+                    ref_a.append(float(x))
+                if e_known:
+                    ref_le.append(le)
+            elif phase == 3 and e_known:
+                cseen += 1
+                if cseen > 2:
+                    cref.append(le)
+        if phase < 2 and a_known and not math.isnan(d) and d > 0:
+            dsum += d
+            dcnt += 1
+        calm_e = e_known and e / max(e0, 1e-12) < 1.3
+        if phase == 0 and calm_e and not math.isnan(ld) and ld > 0:
+            ldsum += ld
+            ldcnt += 1
+        out.append(phase)
+    return out
+
+
+def sum_ref(values) -> float:
+    """Mean of a list, added left to right (NaN when empty)."""
+    total = 0.0
+    for v in values:
+        total += v
+    return total / len(values) if values else NAN

@@ -1,26 +1,67 @@
 """Online phase classifier: baseline -> melting -> transition -> crystallisation -> converged.
 
-Features at each step use only the past (carried forward over missing values):
+It reads a progress metric A (token accuracy, or the task reward of an RL run)
+and the entropy E, each against its own history: nothing assumes A lies in
+[0, 1] (a GRPO reward from -1 to 3 gets the same phases as the same story in
+[0, 1]) and E is only compared with itself. Every label uses only the past;
+missing values are carried forward.
 
-- a, e: the last known accuracy (or task reward, in [0, 1]) and entropy;
-- a0, e0: baseline = median of the first `baseline_points` known values of each;
-- q = (a - a0) / (ceiling - a0): accuracy progress from baseline to the ceiling;
-- r = e / e0: entropy relative to baseline (scale-free across models);
-- peak: highest entropy seen so far.
+Calibration, per metric, from the run itself:
 
-Phase conditions (thresholds are constructor arguments):
+- a0, e0: the medians of the first `baseline_points` known values of A and E;
+  nothing is decided on a metric before it has that many values (for A, before
+  the current value).
+- sigma: the noise of A, sqrt(pi)/2 times the mean absolute difference of
+  successive known values (a value logged again unchanged does not count),
+  widened by 1 + 1/sqrt(count) while few are known; read until the transition
+  begins, then frozen. The noise of log E the same way, from its calm values
+  (E < 1.3 * e0) while in baseline.
+- peak: the highest entropy so far, each value first replaced by the median of
+  the last three known ones (one noisy value is not a peak).
+- level of A: the mean of its last W known values, W = window_fraction of the
+  known values so far (2 to 2048): a fixed share of the run, so a run
+  stretched to any length is read the same way.
 
-- MELTING:          r >= melt_ratio (entropy spike).
-- TRANSITION:       q >= transition_progress, or after a spike
-                    (peak >= melt_ratio * e0) entropy fell to <= transition_fall * peak.
-- CRYSTALLISATION:  q >= crystal_progress and r <= crystal_ratio.
-- CONVERGED:        q >= converged_progress and r <= converged_ratio.
+Phases (constants are constructor arguments; the defaults put every edge of
+the spec's phase table within one step when each change is spread over up to
+five noisy steps, at any run length):
 
-For crystallisation and converged a part whose metric was never seen counts as
-satisfied, except that converged needs entropy. Phases only move forward: at
-each step the phase becomes the latest phase whose condition holds, if that is
-later than the current one. So `update_many` can find each change as the first
-index where a condition holds, and equals a loop of `update` calls exactly.
+- MELTING: the entropy spikes, E >= melt_ratio * e0. A run that melted reads
+  the rest of its phases from the entropy ("spike mode"):
+  - TRANSITION: E <= transition_fall * peak, and A rose clearly above its mean
+    during melting (by more than guard_z * sigma); a run without A needs log E
+    clearly below its level during melting instead (see below);
+  - CRYSTALLISATION: E <= crystal_fall * peak, with A near its best
+    (A >= a0 + level * (best - a0)) if A is logged;
+  - CONVERGED: E <= converged_ratio * e0 and A near its best; from
+    crystallisation also log E clearly below its crystallisation level.
+  "Clearly below a level": by more than (fall_z + sqrt(2 ln n)) * sqrt(1 + 1/n)
+  noise units of log E, n the values the level is the mean of: the largest dip
+  noise makes in n values, so a long noisy phase does not end on a dip.
+- Without a spike (GRPO, or an SFT run whose entropy only drifts), from A:
+  - TRANSITION: two known values in a row above a0 + rise_z * sigma, while E
+    is not spiking. Pure noise never does that.
+  - CRYSTALLISATION: the climb stopped: the level is not above the level one
+    window earlier by more than stop_z noise units of the difference, after
+    the climb was once seen rising that way by stop_z + 1 units (since its
+    last calm value, A <= a0 + sigma); and the level is near its best level.
+  - CONVERGED: the level has held near its best for `hold` times as long as
+    the climb took (from its last calm value to crystallisation: the table's
+    proportions), or the entropy fell to converged_ratio * e0 as above.
+
+What it cannot know. Without the entropy, a small early rise of A that holds
+(the table's 3% -> 8% during melting, when A's noise is much smaller than
+that) is a transition: on its own scale it looks like any other rise. A run
+without A reads every phase from the entropy spike, or stays in baseline; with
+very noisy entropy (8% a step) and no A, its transition comes up to a few
+steps late rather than early. A GRPO climb is seen once it stands out of its
+noise (a few noise units), and its end once two windows agree: a slow, noisy
+climb is labelled a little late, never early.
+
+Phases only move forward; each step takes the latest phase whose condition
+holds, if later than the current one. `update` is `update_many` on one step,
+and `update_many` gives the same labels and state however the steps are cut
+into batches (O(n) numpy per batch).
 """
 
 from __future__ import annotations
@@ -47,10 +88,25 @@ class Phase(str, Enum):
 PHASES: tuple[Phase, ...] = tuple(Phase)
 
 _TINY = 1e-12
+_SQRT_PI_2 = math.sqrt(math.pi) / 2
+_BASE, _MELT, _TRANS, _CRYST, _CONV = range(5)
+_TAIL = 4096  # running sums kept: the longest windows compared are half of it
+_CALM = 1.3  # entropy under this times e0 is calm (counts for its noise)
+_MELT_MARGIN = 1.0  # a long spike gives its noise many chances: a wider margin
+_SKIP = 2  # values at the start of crystallisation left out of its entropy level
 
 
-def _known(x) -> bool:
-    return x is not None and math.isfinite(x)
+def _sigma(total, count):
+    """Noise of single values from the sum and count of absolute successive
+    differences, widened while few are known (scalars or arrays)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        n = np.maximum(count, 1)
+        return _SQRT_PI_2 * (total / n) * (1.0 + 1.0 / np.sqrt(n))
+
+
+def _med3(a, b, c):
+    """Median of three (elementwise), exactly one of the inputs."""
+    return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
 
 
 class PhaseClassifier:
@@ -59,35 +115,70 @@ class PhaseClassifier:
     def __init__(
         self,
         baseline_points: int = 5,
-        melt_ratio: float = 2.0,
-        transition_progress: float = 0.25,
-        transition_fall: float = 0.6,
-        crystal_progress: float = 0.9,
-        crystal_ratio: float = 0.5,
-        converged_progress: float = 0.95,
-        converged_ratio: float = 0.25,
-        ceiling: float = 1.0,
+        melt_ratio: float = 2.5,
+        transition_fall: float = 0.72,
+        crystal_fall: float = 0.23,
+        converged_ratio: float = 0.28,
+        rise_z: float = 5.0,
+        guard_z: float = 3.0,
+        fall_z: float = 0.75,
+        level: float = 0.8,
+        stop_z: float = 2.0,
+        window_fraction: float = 0.05,
+        hold: float = 2.0,
     ) -> None:
-        if baseline_points < 1:
-            raise ValueError("baseline_points must be positive")
+        if baseline_points < 2:
+            raise ValueError("baseline_points must be at least 2")
         self.baseline_points = int(baseline_points)
         self.melt_ratio = float(melt_ratio)
-        self.transition_progress = float(transition_progress)
         self.transition_fall = float(transition_fall)
-        self.crystal_progress = float(crystal_progress)
-        self.crystal_ratio = float(crystal_ratio)
-        self.converged_progress = float(converged_progress)
+        self.crystal_fall = float(crystal_fall)
         self.converged_ratio = float(converged_ratio)
-        self.ceiling = float(ceiling)
-        self.accuracy = math.nan  # last known
-        self.entropy = math.nan
+        self.rise_z = float(rise_z)
+        self.guard_z = float(guard_z)
+        self.fall_z = float(fall_z)
+        self.level = float(level)
+        self.stop_z = float(stop_z)
+        self.window_fraction = float(window_fraction)
+        self.hold = float(hold)
+        # Carried values and calibration.
+        self.accuracy = math.nan  # last known A
+        self.entropy = math.nan  # last known E
+        self._acc_prev = math.nan  # the known A before the last one
+        self._ent_prev = (math.nan, math.nan)  # the two known E before the last one
         self._acc_base: list[float] = []
         self._ent_base: list[float] = []
         self.acc_baseline = math.nan
         self.entropy_baseline = math.nan
+        self.acc_count = 0
+        self.ent_count = 0
+        self.best_accuracy = math.nan
         self.peak_entropy = math.nan
+        self._dsum = 0.0  # sum of |successive differences| of A (until the transition)
+        self._dcount = 0
+        self._ldsum = 0.0  # the same for log E (while in baseline)
+        self._ldcount = 0
+        # Per-phase state.
         self._index = 0
         self.timeline: list[tuple[Phase, int]] = []
+        self.melted = False
+        self._ref_sum = 0.0  # A during melting (the transition guard's reference)
+        self._ref_count = 0
+        self._lref_sum = 0.0  # log E during melting (the guard when A is not logged)
+        self._lref_count = 0
+        self._log_sigma_m = math.nan  # noise of log E, frozen when baseline ended
+        self._cref_sum = 0.0  # log E during crystallisation (the convergence guard),
+        self._cref_count = 0  # leaving out its first _SKIP values (the end of the fall)
+        self._cref_seen = 0
+        self._t_trans: float = math.nan
+        self._t_cryst: float = math.nan
+        self._t_calm: float = math.nan  # last step A was within its noise of a0
+        self._t_start: float = math.nan  # where the climb began (the last calm step)
+        self._prefix: list[float] = [0.0]  # running sums of known A, the last _TAIL + 1
+        self._seen_climb = False  # the climb was seen rising, window against window
+        self._t_rise: float = math.nan  # the last step it was seen rising (before)
+        self._best_level = math.nan  # the highest level of A since the transition began
+        self._sigma_t = math.nan  # sigma frozen when the transition began
 
     # ---------------------------------------------------------------- state
 
@@ -99,59 +190,21 @@ class PhaseClassifier:
     def since_step(self) -> int | None:
         return self.timeline[-1][1] if self.timeline else None
 
-    def _enter(self, index: int, step: int) -> None:
-        self._index = index
-        self.timeline.append((PHASES[index], int(step)))
-
-    # ------------------------------------------------------------- features
-
-    def _conditions(self, a, a0, e, e0, peak):
-        """Conditions for phases 1..4 from scalars or arrays (NaN = never seen)."""
-        acc_seen = ~np.isnan(a)
-        ent_seen = ~np.isnan(e)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            q = (a - a0) / np.maximum(self.ceiling - a0, _TINY)
-            r = e / np.maximum(e0, _TINY)
-            spike = peak >= self.melt_ratio * e0
-            fallen = e <= self.transition_fall * peak
-        melt = ent_seen & (r >= self.melt_ratio)
-        trans = (acc_seen & (q >= self.transition_progress)) | (ent_seen & spike & fallen)
-        cryst = (
-            (acc_seen | ent_seen)
-            & (~acc_seen | (q >= self.crystal_progress))
-            & (~ent_seen | (r <= self.crystal_ratio))
-        )
-        conv = ent_seen & (~acc_seen | (q >= self.converged_progress)) & (r <= self.converged_ratio)
-        return melt, trans, cryst, conv
+    @property
+    def noise(self) -> float:
+        """The noise of A used by the rules (frozen once the transition began)."""
+        if self._index >= _TRANS:
+            return self._sigma_t
+        return float(_sigma(self._dsum, self._dcount))
 
     # --------------------------------------------------------------- update
 
     def update(self, step: int, accuracy: float | None, entropy: float | None) -> Phase:
         """Feed one step (either metric may be missing); returns its phase."""
-        if not self.timeline:
-            self._enter(0, step)
-        if _known(accuracy):
-            self.accuracy = float(accuracy)
-            if len(self._acc_base) < self.baseline_points:
-                self._acc_base.append(self.accuracy)
-                self.acc_baseline = float(np.median(self._acc_base))
-        if _known(entropy):
-            self.entropy = float(entropy)
-            if len(self._ent_base) < self.baseline_points:
-                self._ent_base.append(self.entropy)
-                self.entropy_baseline = float(np.median(self._ent_base))
-            if math.isnan(self.peak_entropy) or self.entropy > self.peak_entropy:
-                self.peak_entropy = self.entropy
-        conds = self._conditions(
-            np.float64(self.accuracy),
-            np.float64(self.acc_baseline),
-            np.float64(self.entropy),
-            np.float64(self.entropy_baseline),
-            np.float64(self.peak_entropy),
-        )
-        later = [i + 1 for i, c in enumerate(conds) if bool(c) and i + 1 > self._index]
-        if later:
-            self._enter(max(later), step)
+        a = math.nan if accuracy is None else accuracy
+        e = math.nan if entropy is None else entropy
+        self.update_many(np.array([step]), np.array([a], dtype=np.float64),
+                         np.array([e], dtype=np.float64))
         return self.phase
 
     def update_many(self, steps, accuracy, entropy) -> np.ndarray:
@@ -165,53 +218,369 @@ class PhaseClassifier:
         if n == 0:
             return np.zeros(0, dtype=np.int8)
         if not self.timeline:
-            self._enter(0, s[0])
-        a, a0, self.accuracy, self.acc_baseline = self._carry(
-            acc, self.accuracy, self._acc_base, self.acc_baseline
-        )
-        e, e0, self.entropy, self.entropy_baseline = self._carry(
-            ent, self.entropy, self._ent_base, self.entropy_baseline
-        )
-        ent_known = np.where(np.isfinite(ent), ent, -np.inf)
-        start_peak = -np.inf if math.isnan(self.peak_entropy) else self.peak_entropy
-        peak = np.maximum.accumulate(np.concatenate([[start_peak], ent_known]))[1:]
-        peak = np.where(np.isneginf(peak), np.nan, peak)
-        if not np.isnan(peak[-1]):
-            self.peak_entropy = float(peak[-1])
-        conds = self._conditions(a, a0, e, e0, peak)
+            self.timeline.append((PHASES[0], int(s[0])))
+        t = s.astype(np.float64)
+        f = _Features(self, t, acc, ent)
         labels = np.empty(n, dtype=np.int8)
         pos = 0
-        while True:
-            later = range(self._index + 1, len(PHASES))
-            if pos >= n or not later:
-                labels[pos:] = self._index
+        while pos < n:
+            if self._index == _CONV:
+                labels[pos:] = _CONV
                 break
-            hit = np.zeros(n - pos, dtype=bool)
-            for j in later:
-                hit |= conds[j - 1][pos:]
-            if not hit.any():
+            target = self._targets(f, t, pos)
+            hit = np.flatnonzero(target > self._index)
+            if hit.size == 0:
                 labels[pos:] = self._index
+                self._carry_segment(f, t, pos, n)
                 break
-            t = pos + int(np.argmax(hit))
-            labels[pos:t] = self._index
-            self._enter(max(j for j in later if conds[j - 1][t]), s[t])
-            pos = t
+            j = pos + int(hit[0])
+            labels[pos:j] = self._index
+            self._carry_segment(f, t, pos, j)  # state through j - 1, in the old phase
+            self._enter(int(target[hit[0]]), f, t, j, s)
+            labels[j] = self._index
+            pos = j + 1
+        f.finish(self)
         return labels
 
-    def _carry(self, x: np.ndarray, last: float, base: list[float], base_value: float):
-        """Carry the last known value forward; baseline median after each step."""
-        seen = np.isfinite(x)
-        idx = np.maximum.accumulate(np.where(seen, np.arange(x.size), -1))
-        carried = np.where(idx >= 0, x[np.maximum(idx, 0)], last)
-        # Baseline after each step: median of the first k known values seen so far.
-        known_before = len(base)
-        counts = known_before + np.cumsum(seen)
-        table = np.full(self.baseline_points + 1, np.nan)
-        table[min(known_before, self.baseline_points)] = base_value
-        new_known = x[seen][: max(0, self.baseline_points - known_before)]
-        for v in new_known.tolist():
-            base.append(v)
-            table[len(base)] = float(np.median(base))
-        baseline = table[np.minimum(counts, self.baseline_points)]
-        new_last = float(carried[-1])
-        return carried, baseline, new_last, float(baseline[-1])
+    # ------------------------------------------------------------ internals
+
+    def _targets(self, f: _Features, t: np.ndarray, pos: int) -> np.ndarray:
+        """For steps pos.., the latest phase whose condition holds (0 if none)."""
+        sl = slice(pos, None)
+        a, e, r = f.a[sl], f.e[sl], f.r[sl]
+        acc_seen = f.acc_cal[sl]  # A known and calibrated
+        ent_ok = f.ent_cal[sl]
+        spiking = ent_ok & (r >= self.melt_ratio)
+        out = np.zeros(a.size, dtype=np.int8)
+        i = self._index
+        best = f.best[sl]
+        with np.errstate(invalid="ignore"):
+            near_best = ~acc_seen | (a >= f.a0[sl] + self.level * (best - f.a0[sl]))
+            low_entropy = ent_ok & (r <= self.converged_ratio)
+        if i == _BASE:
+            sigma = f.sigma_before[sl]
+            with np.errstate(invalid="ignore"):
+                lower = np.minimum(a, f.a_prev[sl])
+                risen = f.acc_ready[sl] & (lower - f.a0[sl] > self.rise_z * sigma)
+            out[spiking] = _MELT
+            out[risen & ~spiking] = _TRANS
+            return out
+        if self.melted:
+            peak = f.peak[sl]
+            with np.errstate(invalid="ignore"):
+                fell = ent_ok & (e <= self.transition_fall * peak)
+                crystal = ent_ok & (e <= self.crystal_fall * peak) & near_best
+            if i == _MELT:
+                ref, _ = _running_mean(f.acc_raw[sl], f.acc_known[sl], self._ref_sum,
+                                       self._ref_count)
+                sigma = np.nan_to_num(f.sigma_before[sl])
+                with np.errstate(invalid="ignore"):
+                    guard_a = np.isnan(ref) | (a - ref > self.guard_z * sigma)
+                floor = np.log(np.maximum(peak, _TINY)) - 2 * self._lsigma()
+                guard_e = self._fell_from(f, pos, self._lref_sum, self._lref_count, floor,
+                                          margin=_MELT_MARGIN)
+                guard = np.where(acc_seen, guard_a, guard_e)
+                out[fell & guard] = _TRANS
+                out[crystal & guard] = _CRYST
+                out[crystal & guard & low_entropy] = _CONV
+            elif i == _TRANS:
+                out[crystal] = _CRYST
+                out[crystal & low_entropy] = _CONV
+            else:  # crystallisation
+                fell = self._fell_from(f, pos, self._cref_sum, self._cref_count,
+                                       seen=self._cref_seen)
+                out[low_entropy & near_best & fell] = _CONV
+            return out
+        if i == _TRANS:
+            settled, _, _ = self._stopped(f, pos)
+            settled &= acc_seen
+            out[settled] = _CRYST
+            out[settled & low_entropy] = _CONV
+        elif i == _CRYST:
+            held = t[sl] - self._t_cryst >= self.hold * (self._t_cryst - self._t_start)
+            recent, _, _ = self._levels(f, pos)
+            a0 = f.a0[sl]
+            with np.errstate(invalid="ignore"):
+                holds = recent >= a0 + self.level * (self._best_level - a0)
+            fell = self._fell_from(f, pos, self._cref_sum, self._cref_count,
+                                   seen=self._cref_seen)
+            out[acc_seen & holds & (held | (low_entropy & fell))] = _CONV
+        return out
+
+    def _lsigma(self) -> float:
+        return 0.0 if math.isnan(self._log_sigma_m) else self._log_sigma_m
+
+    def _fell_from(self, f: _Features, pos: int, total: float, count: int, floor=None,
+                   seen: int | None = None, margin: float = 0.0):
+        """log E clearly below its mean over the current phase (or `floor`, if higher):
+        by more than the largest dip its noise makes in that many values. With
+        `seen`, the phase's first _SKIP known values are left out of the mean."""
+        sl = slice(pos, None)
+        known = f.ent_known[sl]
+        if seen is not None:
+            known = known & (seen + np.cumsum(known) > _SKIP)
+        ref, n = _running_mean(f.log_e[sl], known, total, count)
+        if floor is not None:
+            ref = np.fmax(ref, floor)
+        # The largest dip of n noisy values, against a mean of n noisy values.
+        z = self.fall_z + margin + np.sqrt(2 * np.log(np.maximum(n, 2)))
+        z = z * np.sqrt(1 + 1 / np.maximum(n, 1))
+        with np.errstate(invalid="ignore"):
+            fell = f.log_e[sl] < ref - z * self._lsigma()
+        # No level yet: melting lets the fall count; crystallisation waits for one.
+        return fell if seen is not None else np.isnan(ref) | fell
+
+    def _window(self, n: np.ndarray) -> np.ndarray:
+        """Values averaged for the level of A: a fixed share of the run so far."""
+        w = np.ceil(self.window_fraction * n)
+        return np.clip(w, 2, _TAIL // 2).astype(np.int64)
+
+    def _levels(self, f: _Features, pos: int):
+        """The level of A (mean of its last W known values) and of the W before them."""
+        n = f.acc_count[pos:]
+        w = self._window(n)
+        g = n - f._c0 - 1  # the last known value, in batch numbering
+        return f.window_mean(g, w), f.window_mean(g - w, w), w
+
+    def _stopped(self, f: _Features, pos: int):
+        """The climb stopped: its level is not clearly above the level one window
+        earlier (by more than stop_z noise units), after it was once seen clearly
+        above it (stop_z + 1 units); and the level is near its best."""
+        recent, before, w = self._levels(f, pos)
+        noise = self._sigma_t * np.sqrt(2.0 / w)
+        with np.errstate(invalid="ignore"):
+            rising = recent - before > (self.stop_z + 1) * noise
+            flat = recent - before <= self.stop_z * noise
+        seen = self._seen_climb | np.logical_or.accumulate(rising)
+        start_best = -np.inf if math.isnan(self._best_level) else self._best_level
+        best = np.maximum.accumulate(np.concatenate([[start_best], np.nan_to_num(
+            recent, nan=-np.inf)]))[1:]
+        a0 = f.a0[pos:]
+        with np.errstate(invalid="ignore"):
+            near = recent >= a0 + self.level * (best - a0)
+        return seen & flat & near, seen, best
+
+    def _carry_segment(self, f: _Features, t: np.ndarray, a: int, b: int) -> None:
+        """Update the per-phase state over steps a..b-1 spent in the current phase."""
+        if b <= a:
+            return
+        if self._index == _TRANS and not self.melted:
+            _, seen, best = self._stopped(f, a)
+            self._seen_climb = bool(seen[b - a - 1])
+            self._best_level = float(best[b - a - 1])
+        elif self._index == _MELT:
+            known = f.acc_known[a:b]
+            self._ref_sum = _sum_after(self._ref_sum, f.acc_raw[a:b][known])
+            self._ref_count += int(known.sum())
+            known = f.ent_known[a:b]
+            self._lref_sum = _sum_after(self._lref_sum, f.log_e[a:b][known])
+            self._lref_count += int(known.sum())
+        elif self._index == _CRYST:
+            known = f.ent_known[a:b]
+            rank = self._cref_seen + np.cumsum(known)
+            used = known & (rank > _SKIP)
+            self._cref_sum = _sum_after(self._cref_sum, f.log_e[a:b][used])
+            self._cref_count += int(used.sum())
+            self._cref_seen += int(known.sum())
+
+    def _enter(self, index: int, f: _Features, t: np.ndarray, j: int, s: np.ndarray) -> None:
+        """Enter phase `index` at batch position j."""
+        old = self._index
+        if old == _TRANS and not self.melted:  # the best level includes this step
+            self._best_level = float(self._stopped(f, j)[2][0])
+        self._index = index
+        self.timeline.append((PHASES[index], int(s[j])))
+        le = f.log_e[j]
+        if old == _BASE:
+            f.freeze_e = j
+            self._log_sigma_m = float(f.log_sigma_before[j])
+        if index == _MELT:
+            self.melted = True
+            a = f.a[j]
+            self._ref_sum, self._ref_count = (float(a), 1) if not math.isnan(a) else (0.0, 0)
+            self._lref_sum, self._lref_count = (float(le), 1) if not math.isnan(le) else (0.0, 0)
+        if index == _CRYST:
+            self._cref_sum, self._cref_count = 0.0, 0
+            self._cref_seen = 0 if math.isnan(le) else 1
+        if old < _TRANS <= index:
+            self._t_trans = float(t[j])
+            self._sigma_t = float(f.sigma_before[j])
+            f.freeze_a = j
+            calm = f.last_calm[j]
+            self._t_start = float(t[j]) if math.isnan(calm) else float(calm)
+            rise = f.last_rise[j]
+            self._seen_climb = not math.isnan(rise) and (math.isnan(calm) or rise > calm)
+        if old < _CRYST <= index:
+            self._t_cryst = float(t[j])
+
+
+class _Features:
+    """Per-step features of one batch, continuing the classifier's state."""
+
+    def __init__(self, c: PhaseClassifier, t: np.ndarray, acc: np.ndarray,
+                 ent: np.ndarray) -> None:
+        self.freeze_a: int | None = None  # batch index where the transition began
+        self.freeze_e: int | None = None  # batch index where the run left baseline
+        n = acc.size
+        idx = np.arange(n)
+        # -- progress metric A
+        self.acc_raw = acc
+        self.acc_known = np.isfinite(acc)
+        kv = acc[self.acc_known]
+        k = np.searchsorted(np.flatnonzero(self.acc_known), idx, side="right")
+        # known values with the two carried ones in front: [prev, last, new...]
+        hist = np.concatenate([[c._acc_prev, c.accuracy], kv])
+        self.a = hist[k + 1]
+        self.a_prev = hist[k]
+        self.a0, self.acc_cal, self._acc_base_after = _baseline(
+            kv, k, c._acc_base, c.acc_baseline, c.baseline_points
+        )
+        self.acc_count = c.acc_count + k
+        # Calibrated before the step: the current value is not part of its own baseline.
+        self.acc_ready = (c.acc_count + k - self.acc_known) >= c.baseline_points
+        start_best = -np.inf if math.isnan(c.best_accuracy) else c.best_accuracy
+        best = np.maximum.accumulate(
+            np.concatenate([[start_best], np.where(self.acc_known, acc, -np.inf)])
+        )[1:]
+        self.best = np.where(np.isneginf(best), np.nan, best)
+        self._k, self._hist = k, hist
+        self._dsum, self._dcnt, self.sigma_before = _noise(
+            hist[1:], k - self.acc_known, c._dsum, c._dcount
+        )
+        with np.errstate(invalid="ignore"):
+            calm = self.acc_known & self.acc_ready & (acc - self.a0 <= self.sigma_before)
+        start_calm = -np.inf if math.isnan(c._t_calm) else c._t_calm
+        last_calm = np.maximum.accumulate(
+            np.concatenate([[start_calm], np.where(calm, t, -np.inf)])
+        )[1:]
+        self.last_calm = np.where(np.isneginf(last_calm), np.nan, last_calm)
+        # Running sums of the known values (added one by one, whatever the batches).
+        prefix = np.cumsum(np.concatenate([[c._prefix[-1]], kv]))
+        self._prefix = np.concatenate([np.array(c._prefix[:-1], dtype=np.float64), prefix])
+        self._prefix_off = len(c._prefix)
+        self._c0 = c.acc_count  # known values before the batch
+        # Level of A one window against the window before: the climb seen rising.
+        recent, before, w = c._levels(self, 0)
+        with np.errstate(invalid="ignore"):
+            rising = recent - before > (c.stop_z + 1) * self.sigma_before * np.sqrt(2.0 / w)
+        start_rise = -np.inf if math.isnan(c._t_rise) else c._t_rise
+        last_rise = np.maximum.accumulate(
+            np.concatenate([[start_rise], np.where(rising, t, -np.inf)])
+        )[1:]
+        self.last_rise = np.where(np.isneginf(last_rise), np.nan, last_rise)
+        # -- entropy E
+        self.ent_known = np.isfinite(ent)
+        ev = ent[self.ent_known]
+        ke = np.searchsorted(np.flatnonzero(self.ent_known), idx, side="right")
+        ehist = np.concatenate([[c._ent_prev[0], c._ent_prev[1], c.entropy], ev])
+        self.e = ehist[ke + 2]
+        self.e0, ent_cal, self._ent_base_after = _baseline(
+            ev, ke, c._ent_base, c.entropy_baseline, c.baseline_points
+        )
+        self.ent_cal = ent_cal & ~np.isnan(self.e)
+        self.ent_count = c.ent_count + ke
+        with np.errstate(invalid="ignore", divide="ignore"):
+            self.log_e = np.log(np.maximum(self.e, _TINY))
+            log_hist = np.log(np.maximum(ehist[2:], _TINY))
+            self.r = self.e / np.maximum(self.e0, _TINY)
+        self._ke, self._ehist = ke, ehist
+        # Noise of log E from its calm values only (not the climb into a spike).
+        calm = self.r[self.ent_known] < _CALM
+        self._lsum, self._lcnt, self.log_sigma_before = _noise(
+            log_hist, ke - self.ent_known, c._ldsum, c._ldcount, calm
+        )
+        # Peak: running max of the median of the last three known values.
+        x0, x1, x2 = ehist[:-2], ehist[1:-1], ehist[2:]
+        med = _med3(x0, x1, x2)
+        med = np.where(np.isnan(x0), np.where(np.isnan(x1), x2, 0.5 * (x1 + x2)), med)[1:]
+        start_peak = -np.inf if math.isnan(c.peak_entropy) else c.peak_entropy
+        peak_known = np.maximum.accumulate(np.concatenate([[start_peak], med]))
+        peak = peak_known[ke]
+        self.peak = np.where(np.isneginf(peak), np.nan, peak)
+        self._peak_last = float(peak_known[-1])
+
+    def window_mean(self, g: np.ndarray, m: int) -> np.ndarray:
+        """Mean of the m known values of A ending at each new known value g (batch
+        numbering; -1 is the last value before the batch), summed left to right."""
+        end = self._prefix_off + g
+        start = end - m
+        ok = (start >= 0) & (end >= 0)
+        total = self._prefix[np.where(ok, end, 0)] - self._prefix[np.where(ok, start, 0)]
+        return np.where(ok, total / m, np.nan)
+
+    def finish(self, c: PhaseClassifier) -> None:
+        """Write the carried state after the batch back into the classifier."""
+        if self.freeze_a is not None:
+            c._t_calm = float(self.last_calm[self.freeze_a])
+            c._t_rise = float(self.last_rise[self.freeze_a])
+        elif c._index < _TRANS:
+            c._t_calm = float(self.last_calm[-1])
+            c._t_rise = float(self.last_rise[-1])
+        c._prefix = self._prefix[-(_TAIL + 1):].tolist()
+        hist, k = self._hist, self._k
+        c.accuracy, c._acc_prev = float(hist[-1]), float(hist[-2])
+        c._acc_base[:] = self._acc_base_after
+        c.acc_baseline = float(self.a0[-1])
+        c.acc_count = int(self.acc_count[-1])
+        c.best_accuracy = float(self.best[-1])
+        m = _frozen(self.freeze_a, c._index < _TRANS, k, self.acc_known)
+        if m is not None:
+            c._dsum, c._dcount = float(self._dsum[m]), int(self._dcnt[m])
+        ehist, ke = self._ehist, self._ke
+        c.entropy = float(ehist[-1])
+        c._ent_prev = (float(ehist[-3]), float(ehist[-2]))
+        c._ent_base[:] = self._ent_base_after
+        c.entropy_baseline = float(self.e0[-1])
+        c.ent_count = int(self.ent_count[-1])
+        c.peak_entropy = math.nan if math.isinf(self._peak_last) else self._peak_last
+        m = _frozen(self.freeze_e, c._index == _BASE, ke, self.ent_known)
+        if m is not None:
+            c._ldsum, c._ldcount = float(self._lsum[m]), int(self._lcnt[m])
+
+
+def _frozen(at: int | None, open_: bool, k: np.ndarray, known: np.ndarray) -> int | None:
+    """How many of the batch's known values count towards a noise estimate."""
+    if at is not None:
+        return int(k[at] - known[at])
+    return int(k[-1]) if open_ else None
+
+
+def _noise(hist: np.ndarray, before: np.ndarray, total: float, count: int, use=None):
+    """Sums of |successive differences| over the known values `hist` (the carried
+    last value first; `use` says which differences count), and the noise from the
+    differences before each step."""
+    d = np.abs(np.diff(hist))
+    with np.errstate(invalid="ignore"):
+        counted = d > 0  # a value logged again unchanged says nothing about the noise
+    if use is not None:
+        counted &= use
+    dsum = np.cumsum(np.concatenate([[total], np.where(counted, d, 0.0)]))
+    dcnt = count + np.concatenate([[0], np.cumsum(counted)])
+    return dsum, dcnt, _sigma(dsum[before], dcnt[before])
+
+
+def _running_mean(values: np.ndarray, known: np.ndarray, total: float, count: int):
+    """Mean and count of the known values before each step, continuing (total, count)."""
+    csum = np.cumsum(np.concatenate([[total], np.where(known, values, 0.0)]))[:-1]
+    ccnt = count + np.concatenate([[0], np.cumsum(known)])[:-1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(ccnt > 0, csum / np.maximum(ccnt, 1), np.nan), ccnt
+
+
+def _sum_after(total: float, values: np.ndarray) -> float:
+    """total + values, added one by one (as `_running_mean` does)."""
+    return float(np.cumsum(np.concatenate([[total], values]))[-1])
+
+
+def _baseline(new_known: np.ndarray, k: np.ndarray, base: list[float], base_value: float,
+              points: int):
+    """Median of the first `points` known values, after each step; calibrated flag."""
+    before = len(base)
+    table = np.full(points + 1, np.nan)
+    table[min(before, points)] = base_value
+    after = list(base)
+    for v in new_known[: max(0, points - before)].tolist():
+        after.append(v)
+        table[len(after)] = float(np.median(after))
+    counts = np.minimum(before + k, points)
+    return table[counts], counts >= points, after
