@@ -1,4 +1,6 @@
-"""Coherence, phase-transition and cascade gates: edge cases, references, update_many."""
+"""Coherence, phase-transition and cascade gates: the spec's rules, edge cases,
+plain-Python references, update_many against a loop, and the cascade deciding
+within its documented bounds on runs shaped like real ones."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from carl_tui.coherence import SIGMA, CascadeGate, CoherenceGate, PhaseTransitionGate
+from tests.trajectories import CASCADE_KINDS, REWARD_SCALES, cascade_case
 
 NAN = math.nan
 
@@ -36,11 +39,28 @@ def test_coherence_gate_levels(phi, act, level):
     assert (d.act, d.level) == (act, level)
 
 
-def test_coherence_gate_custom_threshold():
-    g = CoherenceGate(threshold=0.6)
-    assert g.decide(0.55).level == "abstain"
-    assert g.decide(0.6).level == "medium"
-    assert CoherenceGate(threshold=0.05).decide(0.06).level == "low"
+@pytest.mark.parametrize(
+    ("threshold", "phi", "act", "level"),
+    [
+        # The threshold only replaces SIGMA as the floor of "low".
+        (0.9, 0.85, True, "high"),
+        (0.9, 0.8, True, "high"),
+        (0.9, 0.6, True, "medium"),
+        (0.9, 0.45, False, "abstain"),
+        (0.6, 0.55, True, "medium"),
+        (0.6, 0.5, True, "medium"),
+        (0.6, 0.4999999, False, "abstain"),
+        (0.3, 0.3, True, "low"),
+        (0.3, 0.2999999, False, "abstain"),
+        (0.05, 0.06, True, "low"),
+        (0.05, SIGMA, True, "low"),
+        (0.05, 0.0499999, False, "abstain"),
+        (0.05, NAN, False, "abstain"),
+    ],
+)
+def test_coherence_gate_threshold_is_the_floor_of_low(threshold, phi, act, level):
+    d = CoherenceGate(threshold=threshold).decide(phi)
+    assert (d.act, d.level) == (act, level)
 
 
 # ------------------------------------------------------------------ phase-transition gate
@@ -165,38 +185,99 @@ def test_transition_update_many_million_steps_fast():
 
 # ------------------------------------------------------------------ cascade gate
 
+EPS = float(np.finfo(np.float64).eps)
+CASCADE_DEFAULTS = {"window": 10, "warmup": 20, "level": 0.8, "rise_z": 6.0, "climb_z": 1.0,
+                    "patience": 5, "plateau": 200, "tolerance": 3.0}
 
-def ref_cascade(values, window=10, warmup=20, level=0.8, rise_z=6.0, flat=0.1, patience=5):
-    """The documented rule, over the full history; returns the index of the firing value."""
-    xs = [v for v in values if v is not None and not math.isnan(v)]
-    idx = [i for i, v in enumerate(values) if v is not None and not math.isnan(v)]
-    ms: list[float] = []
-    streak = 0
+
+def ref_cascade(values, window=10, warmup=20, level=0.8, rise_z=6.0, climb_z=1.0, patience=5,
+                plateau=200, tolerance=3.0):
+    """The documented rule over the full history, value by value in plain Python;
+    returns (index of the value it switches on, reason) or (None, "")."""
+    xs = [float(v) for v in values if v is not None and math.isfinite(v)]
+    idx = [i for i, v in enumerate(values) if v is not None and math.isfinite(v)]
+    sqpi2 = math.sqrt(math.pi) / 2
+    span, horizon, half = max(2 * window, 10), 2 * window, plateau // 2
+    run_sum, run_diff = [0.0], [0.0]  # running sums by count
+    levels: dict[int, float] = {}
+    lo, hi, first, streak = math.inf, -math.inf, NAN, 0
     for n in range(1, len(xs) + 1):
-        if n < window:
-            continue
-        total = 0.0
-        for v in xs[n - window : n]:
-            total += v
-        ms.append(total / window)
-        if n < max(warmup, 2 * window):
-            streak = 0
-            continue
-        base = np.array(xs[:warmup])
-        b, s = float(np.mean(base)), float(np.std(base))
-        m, lo, hi = ms[-1], min(ms), max(ms)
-        m_prev = ms[-1 - window]
-        ok = (
-            m > b + rise_z * s / math.sqrt(window)
-            and m > b
-            and hi > lo
-            and m >= lo + level * (hi - lo)
-            and m - m_prev <= flat * (hi - lo)
-        )
-        streak = streak + 1 if ok else 0
+        x = xs[n - 1]
+        run_sum.append(run_sum[-1] + x)
+        run_diff.append(run_diff[-1] + (abs(x - xs[n - 2]) if n >= 2 else 0.0))
+        m = NAN
+        if n >= window:
+            m = (run_sum[n] - run_sum[n - window]) / window
+            levels[n] = m
+            first = m if math.isnan(first) else first
+            lo, hi = min(lo, m), max(hi, m)
+        ndiff = min(span, n - 1)
+        sigma = sqpi2 * (run_diff[n] - run_diff[max(n - span, 1)]) / max(ndiff, 1)
+        sigma = max(sigma, 64 * EPS * abs(run_sum[n]))  # running sums round
+        noise = sigma / math.sqrt(window)
+        ready = n >= max(warmup, 2 * window) and n >= window
+        back = levels[n - horizon] if n - horizon >= window else first
+        back2 = levels[n - 2 * horizon] if n - 2 * horizon >= window else NAN
+        gain, before = m - back, back - back2
+        bar = climb_z * math.sqrt(2.0) * noise
+        climbing = gain > bar or (before > bar and before < 0.75 * (hi - lo) and gain > 0)
+        near = m >= lo + level * (hi - lo)
+        settled = ready and m - first > rise_z * noise and near and not climbing
+        streak = streak + 1 if settled else 0
         if streak >= patience:
-            return idx[n - 1]
-    return None
+            return idx[n - 1], "rise"
+        if ready and n >= 2 * half:
+            mid, start = run_sum[n - half], run_sum[n - 2 * half]
+            drift = ((run_sum[n] - mid) - (mid - start)) / max(half, 1)
+            recent = (run_sum[n] - mid) / max(half, 1)
+            slack = (tolerance + math.sqrt(2 * math.log(max(n / window, 2)))) * noise
+            if (drift <= tolerance * sigma * math.sqrt(2.0 / max(half, 1))
+                    and (recent >= hi - slack or near)):
+                return idx[n - 1], "flat"
+    return None, ""
+
+
+#: How soon each kind must decide, in steps after it is sustained (see CascadeGate).
+RISE_BOUND = 8 * CASCADE_DEFAULTS["window"]
+FLAT_SLACK = 15
+
+
+@pytest.mark.parametrize("kind", CASCADE_KINDS)
+def test_cascade_cases_decide_within_their_bound(kind):
+    """Each case over 25 seeds, on three reward scales: it decides (or, still
+    climbing, does not), by the route and within the bound the docstring states,
+    at the step the plain-Python reference gives."""
+    for seed in range(25):
+        case = cascade_case(kind, seed)
+        g = CascadeGate()
+        g.update_many(case.steps, case.values)
+        ref_index, ref_reason = ref_cascade(case.values)
+        assert g.trigger_step == (None if ref_index is None else int(case.steps[ref_index]))
+        assert g.reason == ref_reason
+        for scale in REWARD_SCALES[1:]:  # self-calibrating: any affine scale, same switch
+            h = CascadeGate()
+            h.update_many(case.steps, cascade_case(kind, seed, scale=scale).values)
+            assert h.trigger_step == g.trigger_step
+        if kind == "climbing":
+            assert not g.fired and g.stage == "A"
+            continue
+        assert g.fired and g.stage == "B", (kind, seed)
+        if kind in ("already_high", "pure_noise"):
+            # flat from the start: by the flat route, after `plateau` values, not before
+            assert g.reason == "flat"
+            assert g.plateau <= g.trigger_step <= case.sustained_from + g.plateau + FLAT_SLACK
+        else:
+            # a rise that levels off: after the climb, within 8 windows of settling
+            assert g.reason == "rise"
+            assert case.climbing_until < g.trigger_step <= case.sustained_from + RISE_BOUND
+
+
+def test_cascade_old_stall_a_high_run_switches():
+    """The reported stall: 500 steps at 0.95 +- 0.02 never switched; now it does."""
+    rng = np.random.default_rng(5)
+    g = CascadeGate()
+    assert g.update_many(np.arange(1, 501), 0.95 + rng.normal(0, 0.02, 500)) is True
+    assert g.trigger_step == 200 and g.reason == "flat"
 
 
 def _sigmoid_run(seed, n=400, noise=0.03):
@@ -211,29 +292,36 @@ def test_cascade_fires_after_learning_curve_settles(seed):
     g = CascadeGate()
     assert g.stage == "A"
     fired_at = [s for s, v in zip(t, x) if g.update(int(s), float(v))]
-    assert len(fired_at) == 1 and g.fired and g.stage == "B"
-    assert 175 <= g.trigger_step <= 230  # after the climb (centre 150), once it is high
-    assert g.trigger_step == ref_cascade(list(x))
+    assert len(fired_at) == 1 and g.fired and g.stage == "B" and g.reason == "rise"
+    # after the climb (centre 150, 95% done by 180), within 8 windows of it
+    assert 180 < g.trigger_step <= 190 + RISE_BOUND
+    assert g.trigger_step == ref_cascade(list(x))[0]
     # Self-calibrating: an affine rescale of the metric gives the same switch step.
     h = CascadeGate()
     h.update_many(t, x * 250.0 - 7.0)
     assert h.trigger_step == g.trigger_step
 
 
-def test_cascade_never_fires_on_noise_without_learning():
+def test_cascade_pure_noise_never_takes_the_rise_route():
+    """Noise around a low level is flat: it switches by the flat route, after
+    `plateau` values and not one sooner, whatever the plateau."""
     rng = np.random.default_rng(1)
-    g = CascadeGate()
-    assert g.update_many(np.arange(200_000), rng.normal(0.3, 0.1, 200_000)) is False
-    assert not g.fired and g.trigger_step is None and g.stage == "A"
+    x = rng.normal(0.3, 0.1, 200_000)
+    for plateau in (200, 1000, 20_000):
+        g = CascadeGate(plateau=plateau)
+        g.update_many(np.arange(x.size), x)
+        assert g.reason == "flat" and g.trigger_step >= plateau - 1
+        assert g.trigger_step == ref_cascade(x[: g.trigger_step + 1], plateau=plateau)[0]
 
 
 def test_cascade_step_change_from_zero_rewards():
     x = np.r_[np.zeros(50), np.ones(100)]
     g = CascadeGate()
     g.update_many(np.arange(150), x)
-    # window full of ones at 59; m - m_{n-10} small from 68; five in a row: 72.
-    assert g.trigger_step == 72 == ref_cascade(list(x))
-    assert "stage B" in g.progress_text
+    # levels full of ones from value 60 (index 59); the gain over the last 20 values
+    # is zero from index 79; rose, near its best, not climbing: five in a row -> 83.
+    assert g.trigger_step == 83 == ref_cascade(list(x))[0]
+    assert g.reason == "rise" and "stage B" in g.progress_text
 
 
 def test_cascade_skips_nan():
@@ -244,27 +332,62 @@ def test_cascade_skips_nan():
     g = CascadeGate()
     for i, v in enumerate(with_gaps):
         g.update(i, v)
-    ref = ref_cascade(with_gaps)
+    ref, _ = ref_cascade(with_gaps)
     assert g.trigger_step == ref is not None
     assert math.isnan(with_gaps[ref - 1])
 
 
+def test_cascade_waiting_for_says_what_it_waits_for():
+    g = CascadeGate()
+    assert g.waiting_for == "calibrating: 0/20 values"
+    g.update_many(np.arange(7), np.full(7, 0.1))
+    assert g.waiting_for == "calibrating: 7/20 values"
+    rng = np.random.default_rng(0)
+    low = 0.1 + rng.normal(0, 0.01, 30)
+    g.update_many(np.arange(7, 37), low)
+    assert g.waiting_for.startswith("no clear rise yet: task reward 0.1")
+    assert "switches if it stays flat until value 200 (37 so far)" in g.waiting_for
+    climb = np.linspace(0.1, 0.6, 12) + rng.normal(0, 0.01, 12)
+    g.update_many(np.arange(37, 49), climb)
+    assert "is still climbing (+" in g.waiting_for and "over the last 20 values" in g.waiting_for
+    high = 0.6 + rng.normal(0, 0.01, 200)
+    for i, v in enumerate(high):
+        before = g.waiting_for
+        if g.update(49 + i, v):
+            # the sentence just before switching counted the last step down
+            assert "must hold near its best" in before and "for 1 more steps" in before
+            break
+    assert g.fired and g.waiting_for.startswith("nothing: switched at step")
+    assert "held near its best" in g.waiting_for
+    named = CascadeGate(name="rewards/reverse/mean")
+    named.update_many(np.arange(30), np.full(30, 0.4))
+    assert named.waiting_for.startswith("no clear rise yet: rewards/reverse/mean 0.4")
+
+
+def test_cascade_keeps_its_state_once_switched():
+    x = np.r_[np.zeros(50), np.ones(100)]
+    g = CascadeGate()
+    assert g.update_many(np.arange(150), x) is True
+    state = _cascade_state(g)
+    assert g.count == 84  # the values up to the switch
+    assert g.update(150, 5.0) is False and g.update_many([151, 152], [0.0, 9.0]) is False
+    assert _cascade_state(g) == state and g.trigger_step == 83
+
+
+def test_cascade_validation():
+    for bad in ({"window": 0}, {"warmup": 0}, {"patience": 0}, {"plateau": 0}):
+        with pytest.raises(ValueError):
+            CascadeGate(**bad)
+    with pytest.raises(ValueError):
+        CascadeGate().update_many([0, 1], [0.5])
+
+
 def _cascade_state(g):
-    return repr(
-        (
-            g.fired,
-            g.trigger_step,
-            g.streak,
-            g.count,
-            g.lo,
-            g.hi,
-            g.smoothed,
-            g.baseline_mean,
-            g.baseline_std,
-            list(g._raw),
-            list(g._smooth),
-        )
-    )
+    return repr(sorted(vars(g).items()))
+
+
+SMALL = {"window": 3, "warmup": 4, "level": 0.5, "rise_z": 0.5, "climb_z": 1.0, "patience": 2,
+         "plateau": 12, "tolerance": 3.0}
 
 
 @settings(max_examples=150, deadline=None)
@@ -273,13 +396,12 @@ def _cascade_state(g):
     st.data(),
 )
 def test_cascade_update_many_equals_loop_and_reference(values, data):
-    kw = {"window": 3, "warmup": 4, "level": 0.5, "rise_z": 0.5, "flat": 0.5, "patience": 2}
     n = len(values)
     steps = list(range(0, 2 * n, 2))
     cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=5)))
-    loop = CascadeGate(**kw)
+    loop = CascadeGate(**SMALL)
     fired_loop = [loop.update(s, v) for s, v in zip(steps, values)]
-    many = CascadeGate(**kw)
+    many = CascadeGate(**SMALL)
     fired_many = []
     bounds = [0, *cuts, n]
     for a, b in itertools.pairwise(bounds):
@@ -288,22 +410,22 @@ def test_cascade_update_many_equals_loop_and_reference(values, data):
         else:
             fired_many.append(many.update_many(steps[a:b], values[a:b]))
     assert _cascade_state(many) == _cascade_state(loop)
-    assert any(fired_many) == any(fired_loop)
-    ref = ref_cascade(values, **kw)
+    assert any(fired_many) == any(fired_loop) == loop.fired
+    ref, reason = ref_cascade(values, **SMALL)
     assert loop.trigger_step == (None if ref is None else steps[ref])
+    assert loop.reason == reason
 
 
 def test_cascade_random_batches_fire_often_enough_to_matter():
-    """The equality test above is only meaningful if those settings do fire."""
+    """The equality test above is only meaningful if those settings fire, by both routes."""
     rng = np.random.default_rng(3)
-    kw = {"window": 3, "warmup": 4, "level": 0.5, "rise_z": 0.5, "flat": 0.5, "patience": 2}
-    fired = 0
-    for _ in range(50):
+    reasons = []
+    for _ in range(60):
         x = rng.choice([0.0, 1.0, 0.5, NAN, rng.random()], size=60)
-        loop, many = CascadeGate(**kw), CascadeGate(**kw)
+        loop, many = CascadeGate(**SMALL), CascadeGate(**SMALL)
         for i, v in enumerate(x):
             loop.update(i, v)
         many.update_many(np.arange(60), x)
         assert _cascade_state(loop) == _cascade_state(many)
-        fired += loop.fired
-    assert 5 <= fired <= 49
+        reasons.append(loop.reason)
+    assert reasons.count("rise") >= 5 and reasons.count("flat") >= 5

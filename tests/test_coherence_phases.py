@@ -24,6 +24,7 @@ from tests.trajectories import (
 )
 
 NAN = math.nan
+EPS = float(np.finfo(np.float64).eps)
 
 # (steps, phase, token accuracy, entropy) from the reference run.
 TABLE = [
@@ -498,10 +499,11 @@ def ref_phases(steps, acc, ent, baseline_points=5, melt_ratio=2.5, transition_fa
         # -- calm / rising (while before the transition)
         w = window(n_a)
         recent, before = wmean(n_a, w), wmean(n_a - w, w)
+        floor = 64 * EPS * abs(P[n_a])  # running sums round
         if phase < 2:
             if a_known and ready and x - a0 <= s_before:
                 t_calm = t
-            if recent - before > (stop_z + 1) * s_before * math.sqrt(2.0 / w):
+            if recent - before > (stop_z + 1) * max(s_before, floor) * math.sqrt(2.0 / w):
                 t_rise = t
         # -- conditions
         spiking = ent_cal and r >= melt_ratio
@@ -539,7 +541,7 @@ def ref_phases(steps, acc, ent, baseline_points=5, melt_ratio=2.5, transition_fa
                 if low_entropy and near_best and fell_c:
                     target = 4
         elif phase == 2:
-            noise = sigma_t * math.sqrt(2.0 / w)
+            noise = max(sigma_t, floor) * math.sqrt(2.0 / w)
             diff = recent - before
             seen_now = seen_climb or diff > (stop_z + 1) * noise
             best_now = best_level if math.isnan(recent) else max(best_level, recent)

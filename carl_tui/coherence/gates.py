@@ -41,20 +41,24 @@ class GateDecision:
 
 
 class CoherenceGate:
-    """mean phi >= 0.8 -> act "high"; >= 0.5 -> "medium"; >= threshold -> "low";
-    otherwise (or NaN) abstain. Acting always requires phi >= threshold."""
+    """The spec's rules, in order: mean phi >= 0.8 -> act "high"; >= 0.5 -> act
+    "medium"; >= threshold (default SIGMA) -> act "low"; otherwise, or NaN,
+    abstain. The threshold only replaces SIGMA as the floor of "low": a phi that
+    is high or medium acts whatever the threshold."""
 
     def __init__(self, threshold: float = SIGMA) -> None:
         self.threshold = float(threshold)
 
     def decide(self, phi_mean: float) -> GateDecision:
-        if not _finite(phi_mean) or phi_mean < self.threshold:
+        if not _finite(phi_mean):
             return GateDecision(False, "abstain")
         if phi_mean >= 0.8:
             return GateDecision(True, "high")
         if phi_mean >= 0.5:
             return GateDecision(True, "medium")
-        return GateDecision(True, "low")
+        if phi_mean >= self.threshold:
+            return GateDecision(True, "low")
+        return GateDecision(False, "abstain")
 
 
 # ------------------------------------------------------------------- phase transition
@@ -149,24 +153,68 @@ class PhaseTransitionGate:
 
 # --------------------------------------------------------------------------- cascade
 
+_SQRT_PI_2 = math.sqrt(math.pi) / 2
+_ROUNDING = 64 * np.finfo(np.float64).eps  # relative rounding of running sums
+
 
 class CascadeGate:
     """Stage A (task rewards only) -> stage B (task + CARL reward), switched once.
 
-    Self-calibrating rule, over the non-missing task-metric values x_1..x_n:
+    It calibrates itself from the task metric's own history, with no threshold
+    on its scale (an affine rescale of the metric switches at the same step).
+    Over the finite values x_1..x_n:
 
-    - m_n: mean of the last `window` values (the smoothed metric);
-      lo_n, hi_n: running min and max of m.
-    - baseline: mean b and population std s of the first `warmup` values.
-    - at step n (n >= max(warmup, 2 * window)) the metric is *settled high* when
-      (a) it rose clearly above the baseline: m_n > b + rise_z * s / sqrt(window)
-          (the last term is the noise of a window mean), and m_n > b;
-      (b) it is near the top of its own range: m_n >= lo_n + level * (hi_n - lo_n);
-      (c) it stopped climbing: m_n - m_{n-window} <= flat * (hi_n - lo_n).
-    - the gate fires when it has been settled high for `patience` consecutive values.
+    - level m_n: the mean of the last `window` values; m_first the first one;
+      lo_n, hi_n: the lowest and highest level so far;
+    - noise: sigma_n = sqrt(pi)/2 times the mean |x_i - x_(i-1)| over the last
+      max(2 * window, 10) differences (a trend barely moves it), and
+      s_n = sigma_n / sqrt(window), the noise of a level.
 
-    No fixed threshold on the metric's scale: everything is relative to its history.
-    A metric that never rises (pure noise) does not fire.
+    Nothing is decided before n >= max(warmup, 2 * window) ("calibrating").
+    Then it switches, once, the first time either route holds:
+
+    - "rise" (risen and held): for `patience` values in a row the level is
+      clearly above its first level (m_n - m_first > rise_z * s_n), near its
+      best (m_n >= lo_n + level * (hi_n - lo_n)) and no longer climbing. With
+      H = 2 * window, g = m_n - m_(n-H) (the gain over the last H values),
+      g0 = m_(n-H) - m_(n-2H) and c = climb_z * sqrt(2) * s_n, it is climbing
+      when g > c, or when g0 > c, g0 < 0.75 * (hi_n - lo_n) and g > 0: a slow
+      climb must show over two horizons, not pass for flat on one noisy one,
+      while the gain of a rise that already ended (most of its range) does not
+      hold the gate back.
+    - "flat" (stopped moving): with h = plateau // 2, the mean of the last h
+      values is not above the mean of the h values before them by more than
+      tolerance * sigma_n * sqrt(2 / h), and the metric is near its best (the
+      mean of the last h values >= hi_n - (tolerance + sqrt(2 ln(n / window)))
+      * s_n, allowing for hi_n being the highest of many noisy levels; or near
+      as above). Needs n >= 2 * h.
+
+    Bounds (the tests hold them on hundreds of seeded runs). A metric that is
+    sustained from value n0 (its level stays within its noise of where it ends
+    up) switches by n0 + plateau at the latest, by the flat route (one more
+    value for each tolerance-sigma fluke of the two means), and never before
+    max(warmup, 2 * window, ...) values: high from the first step, a rise inside
+    the warm-up, a slow rise and a noisy plateau all decide. After a clear
+    rise the rise route is usually much sooner: within about 8 * window values
+    after the level stops climbing (two horizons, a window and the patience).
+    A metric still climbing does not switch: by the rise route it is climbing,
+    by the flat route its recent mean is clearly above the one before.
+
+    A flat metric switches by the flat route wherever it sits, pure noise
+    around a low level included, after `plateau` values and not before (and
+    never by the rise route: it does not rise). The gate cannot tell
+    0.95 +- 0.02 (a task learned before this stage) from 0.3 +- 0.1 (one not
+    learned): each is an affine rescale of the other, and nothing in the run
+    says where the metric's top is. Waiting forever is the one answer that is
+    always wrong, so a metric that stopped moving for `plateau` values gets
+    the CARL reward; `reason` says which route switched it. A run whose task
+    reward sits flat for more than `plateau` values before it starts to learn
+    switches then: raise `plateau` for such runs.
+
+    `waiting_for` says in one sentence what the gate waits for right now. Once
+    switched, the gate keeps its state as of the switch and ignores further
+    values. `update` is `update_many` on one value, and `update_many` gives the
+    same state however the values are cut into batches.
     """
 
     def __init__(
@@ -175,29 +223,40 @@ class CascadeGate:
         warmup: int = 20,
         level: float = 0.8,
         rise_z: float = 6.0,
-        flat: float = 0.1,
+        climb_z: float = 1.0,
         patience: int = 5,
+        plateau: int = 200,
+        tolerance: float = 3.0,
+        name: str = "task reward",
     ) -> None:
-        if window < 1 or warmup < 1 or patience < 1:
-            raise ValueError("window, warmup and patience must be positive")
+        if window < 1 or warmup < 1 or patience < 1 or plateau < 1:
+            raise ValueError("window, warmup, patience and plateau must be positive")
         self.window = int(window)
         self.warmup = int(warmup)
         self.level = float(level)
         self.rise_z = float(rise_z)
-        self.flat = float(flat)
+        self.climb_z = float(climb_z)
         self.patience = int(patience)
+        self.plateau = int(plateau)
+        self.tolerance = float(tolerance)
+        self.name = name
+        self.horizon = 2 * self.window  # values over which a climb must show
+        self.noise_span = max(2 * self.window, 10)  # differences the noise is read from
         self.count = 0
-        self._baseline: list[float] = []
-        self.baseline_mean = math.nan
-        self.baseline_std = math.nan
-        self._rise_bar = math.nan
-        self._raw: deque[float] = deque(maxlen=self.window)
-        self._smooth: deque[float] = deque(maxlen=self.window + 1)
         self.lo = math.inf
         self.hi = -math.inf
         self.streak = 0
         self.fired = False
         self.trigger_step: int | None = None
+        self.reason = ""  # "rise" or "flat" once fired
+        self._last_x = math.nan
+        self._px: list[float] = [0.0]  # running sums of x by count (enough for both means)
+        self._pd: list[float] = [0.0]  # running sums of |differences|, by count
+        self._m: list[float] = []  # the last 2 * horizon levels (NaN before the first)
+        self._m_first = math.nan  # the first level
+        self._now: dict[str, float] = {}  # the latest quantities, for `waiting_for`
+
+    # ---------------------------------------------------------------- state
 
     @property
     def stage(self) -> str:
@@ -205,7 +264,12 @@ class CascadeGate:
 
     @property
     def smoothed(self) -> float:
-        return self._smooth[-1] if self._smooth else math.nan
+        return self._m[-1] if self._m else math.nan
+
+    @property
+    def ready_at(self) -> int:
+        """Values needed before anything is decided."""
+        return max(self.warmup, 2 * self.window)
 
     @property
     def progress_text(self) -> str:
@@ -213,117 +277,125 @@ class CascadeGate:
             return f"stage B since step {self.trigger_step}"
         return f"stage A: settled high {self.streak}/{self.patience}"
 
-    def _close_baseline(self) -> None:
-        base = np.array(self._baseline, dtype=np.float64)
-        self.baseline_mean = float(np.mean(base))
-        self.baseline_std = float(np.std(base))
-        self._rise_bar = self.baseline_mean + self.rise_z * self.baseline_std / math.sqrt(
-            self.window
-        )
+    @property
+    def waiting_for(self) -> str:
+        """What the gate is waiting for right now, in one short sentence."""
+        name = self.name
+        if self.fired:
+            how = "held near its best" if self.reason == "rise" else "stayed flat"
+            return f"nothing: switched at step {self.trigger_step} ({name} {how})"
+        if self.count < self.ready_at:
+            return f"calibrating: {self.count}/{self.ready_at} values"
+        v = self._now
+        m, hi = v["m"], v["hi"]
+        if v["rose"]:
+            if v["climbing"]:
+                return (f"{name} {m:.3g} is still climbing (+{v['gain']:.2g} over the last "
+                        f"{self.horizon} values)")
+            if not v["near"]:
+                return f"{name} {m:.3g} must come back near its best ({hi:.3g})"
+            left = self.patience - self.streak
+            return f"{name} {m:.3g} must hold near its best ({hi:.3g}) for {left} more steps"
+        if self.count < 2 * (self.plateau // 2):
+            return (f"no clear rise yet: {name} {m:.3g} switches if it stays flat until "
+                    f"value {2 * (self.plateau // 2)} ({self.count} so far)")
+        return (f"no clear rise yet: {name} {m:.3g} is still moving (its recent mean is up "
+                f"{v['drift']:.2g}, more than its noise {v['drift_bar']:.2g}); waiting for it "
+                f"to stay flat")
 
-    def _settled(self, m: float, m_prev: float, lo: float, hi: float) -> bool:
-        span = hi - lo
-        return (
-            m > self._rise_bar
-            and m > self.baseline_mean
-            and hi > lo
-            and m >= lo + self.level * span
-            and m - m_prev <= self.flat * span
-        )
+    # --------------------------------------------------------------- update
 
     def update(self, step: int, task_metric: float | None) -> bool:
         """Feed one value; True only on the update where the gate fires."""
-        if not _finite(task_metric):
-            return False
-        x = float(task_metric)
-        self.count += 1
-        if len(self._baseline) < self.warmup:
-            self._baseline.append(x)
-            if len(self._baseline) == self.warmup:
-                self._close_baseline()
-        self._raw.append(x)
-        if self.count < self.window:
-            return False
-        total = 0.0
-        for v in self._raw:
-            total += v
-        m = total / self.window
-        self._smooth.append(m)
-        self.lo = min(self.lo, m)
-        self.hi = max(self.hi, m)
-        ok = self.count >= max(self.warmup, 2 * self.window) and self._settled(
-            m, self._smooth[0], self.lo, self.hi
-        )
-        self.streak = self.streak + 1 if ok else 0
-        if not self.fired and self.streak >= self.patience:
-            self.fired = True
-            self.trigger_step = int(step)
-            return True
-        return False
+        x = math.nan if task_metric is None else task_metric
+        return self.update_many(np.array([step]), np.array([x], dtype=np.float64))
 
     def update_many(self, steps, task_metric) -> bool:
         """Feed many values at once; True when the gate fired during this call."""
         s, v = _arrays(steps, task_metric, "task_metric")
-        ok = np.isfinite(v)
-        x, s = v[ok], s[ok]
-        n_new = x.size
-        if n_new == 0:
-            return False
-        c0 = self.count
-        counts = c0 + np.arange(1, n_new + 1)  # count after each new value
-        # Baseline: the first `warmup` values overall.
-        need = self.warmup - len(self._baseline)
-        if need > 0:
-            self._baseline.extend(x[:need].tolist())
-            if len(self._baseline) == self.warmup:
-                self._close_baseline()
-        # Smoothed metric for each new value that completes a window.
-        raw = np.concatenate([np.fromiter(self._raw, np.float64, len(self._raw)), x])
-        k = len(self._raw)  # raw[k + i] is the i-th new value
-        self._raw.clear()
-        self._raw.extend(raw[-self.window :].tolist())
-        first = max(0, self.window - 1 - k)  # first new index with a full window
-        self.count = c0 + n_new
-        if first >= n_new:
-            return False
-        ends = np.arange(k + first, k + n_new)  # window = raw[end - window + 1 : end + 1]
-        total = np.zeros(ends.size)
-        for j in range(self.window):  # left-to-right sum, as in `update`
-            total = total + raw[ends - self.window + 1 + j]
-        m = total / self.window
-        lo = np.minimum.accumulate(np.concatenate([[self.lo], m]))[1:]
-        hi = np.maximum.accumulate(np.concatenate([[self.hi], m]))[1:]
-        # m_{n - window}: from the carried smoothed values, then from m itself.
-        sm = np.concatenate([np.fromiter(self._smooth, np.float64, len(self._smooth)), m])
-        ks = len(self._smooth)
-        prev_idx = ks + np.arange(m.size) - self.window
-        m_prev = sm[np.maximum(prev_idx, 0)]
-        cnt = counts[first:]
-        cond = cnt >= max(self.warmup, 2 * self.window)
-        if not math.isnan(self._rise_bar):
-            span = hi - lo
-            cond &= (
-                (m > self._rise_bar)
-                & (m > self.baseline_mean)
-                & (hi > lo)
-                & (m >= lo + self.level * span)
-                & (m - m_prev <= self.flat * span)
-            )
-        else:
-            cond[:] = False
-        self._smooth.clear()
-        self._smooth.extend(sm[-(self.window + 1) :].tolist())
-        self.lo, self.hi = float(lo[-1]), float(hi[-1])
-        # Streak of consecutive settled values, continuing the carried one.
-        idx = np.arange(m.size)
-        last_false = np.maximum.accumulate(np.where(cond, -1, idx))
-        streak = np.where(last_false < 0, idx + 1 + self.streak, idx - last_false)
-        self.streak = int(streak[-1])
         if self.fired:
             return False
-        hits = np.flatnonzero(streak >= self.patience)
-        if hits.size == 0:
+        ok = np.isfinite(v)
+        x, s = v[ok], s[ok]
+        k = x.size
+        if k == 0:
             return False
-        self.fired = True
-        self.trigger_step = int(s[first + hits[0]])
-        return True
+        w, span = self.window, self.noise_span
+        c0 = self.count
+        n = c0 + 1 + np.arange(k)  # count after each new value
+        # Running sums by count; buffer index j is count base + j.
+        px = np.concatenate([self._px[:-1], np.cumsum(np.concatenate([[self._px[-1]], x]))])
+        px_base = c0 - (len(self._px) - 1)
+        d = np.abs(np.diff(np.concatenate([[self._last_x], x])))
+        d = np.where(np.isnan(d), 0.0, d)  # the first value has no difference
+        pd = np.concatenate([self._pd[:-1], np.cumsum(np.concatenate([[self._pd[-1]], d]))])
+        pd_base = c0 - (len(self._pd) - 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            full = n >= w
+            m = np.where(full, (px[n - px_base] - px[np.maximum(n - w, px_base) - px_base]) / w,
+                         np.nan)
+            ndiff = np.minimum(span, n - 1)
+            lo_count = np.maximum(n - span, 1)
+            dsum = pd[n - pd_base] - pd[np.maximum(lo_count, pd_base) - pd_base]
+            sigma = _SQRT_PI_2 * dsum / np.maximum(ndiff, 1)
+            # A metric logged exactly constant has no noise, but its running sums round.
+            sigma = np.maximum(sigma, _ROUNDING * np.abs(px[n - px_base]))
+            noise = sigma / math.sqrt(w)
+        m_first = self._m_first
+        if math.isnan(m_first) and full.any():
+            m_first = float(m[np.argmax(full)])
+        m_ok = np.where(full, m, np.inf)
+        lo = np.minimum.accumulate(np.concatenate([[self.lo], m_ok]))[1:]
+        hi = np.maximum.accumulate(np.concatenate([[self.hi], np.where(full, m, -np.inf)]))[1:]
+        # Level `horizon` values back (or the first level), and hi `plateau` values back.
+        hz, pl = self.horizon, self.plateau
+        m_hist = np.concatenate([self._m, np.where(full, m, np.nan)])
+        pos = len(self._m) + np.arange(k)
+        m_back = np.where(n - hz >= w, m_hist[np.maximum(pos - hz, 0)], m_first)
+        m_back2 = np.where(n - 2 * hz >= w, m_hist[np.maximum(pos - 2 * hz, 0)], np.nan)
+        # Mean of the last plateau / 2 values against the plateau / 2 before them.
+        half = pl // 2
+        have = n >= 2 * half
+        mid = px[np.maximum(n - half, px_base) - px_base]
+        first = px[np.maximum(n - 2 * half, px_base) - px_base]
+        with np.errstate(invalid="ignore"):
+            drift = np.where(have, ((px[n - px_base] - mid) - (mid - first)) / max(half, 1),
+                             np.nan)
+        with np.errstate(invalid="ignore"):
+            ready = n >= self.ready_at
+            span_m = hi - lo
+            rose = m - m_first > self.rise_z * noise
+            near = m >= lo + self.level * span_m
+            gain = m - m_back
+            before = m_back - m_back2  # the climb over the horizon before that
+            bar = self.climb_z * math.sqrt(2.0) * noise
+            climbing = (gain > bar) | ((before > bar) & (before < 0.75 * span_m) & (gain > 0))
+            settled = ready & full & rose & near & ~climbing
+            drift_bar = self.tolerance * sigma * math.sqrt(2.0 / max(half, 1))
+            # Near its best: hi is the highest of many noisy levels, allow for that.
+            recent = (px[n - px_base] - mid) / max(half, 1)
+            slack = (self.tolerance + np.sqrt(2 * np.log(np.maximum(n / w, 2)))) * noise
+            flat = ready & full & have & (drift <= drift_bar) & ((recent >= hi - slack) | near)
+        idx = np.arange(k)
+        last_false = np.maximum.accumulate(np.where(settled, -1, idx))
+        streak = np.where(last_false < 0, idx + 1 + self.streak, idx - last_false)
+        fire = (streak >= self.patience) | flat
+        end = int(np.argmax(fire)) if fire.any() else k - 1  # state kept up to here
+        if fire.any():
+            self.fired = True
+            self.trigger_step = int(s[end])
+            self.reason = "rise" if streak[end] >= self.patience else "flat"
+        # Carry the state through value `end`.
+        self.count = int(n[end])
+        self._last_x = float(x[end])
+        self._px = px[: n[end] - px_base + 1][-(max(w, 2 * half) + 1):].tolist()
+        self._pd = pd[: n[end] - pd_base + 1][-(span + 1):].tolist()
+        self._m = m_hist[: len(self._m) + end + 1][-2 * hz:].tolist()
+        self._m_first = m_first
+        self.lo, self.hi = float(lo[end]), float(hi[end])
+        self.streak = int(streak[end])
+        self._now = {"m": float(m[end]), "hi": float(hi[end]), "s": float(noise[end]),
+                     "rose": bool(rose[end]), "near": bool(near[end]),
+                     "climbing": bool(climbing[end]), "gain": float(gain[end]),
+                     "drift": float(drift[end]), "drift_bar": float(drift_bar[end])}
+        return self.fired

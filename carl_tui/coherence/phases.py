@@ -91,6 +91,7 @@ _TINY = 1e-12
 _SQRT_PI_2 = math.sqrt(math.pi) / 2
 _BASE, _MELT, _TRANS, _CRYST, _CONV = range(5)
 _TAIL = 4096  # running sums kept: the longest windows compared are half of it
+_ROUNDING = 64 * np.finfo(np.float64).eps  # relative rounding of running sums
 _CALM = 1.3  # entropy under this times e0 is calm (counts for its noise)
 _MELT_MARGIN = 1.0  # a long spike gives its noise many chances: a wider margin
 _SKIP = 2  # values at the start of crystallisation left out of its entropy level
@@ -298,7 +299,7 @@ class PhaseClassifier:
             out[settled & low_entropy] = _CONV
         elif i == _CRYST:
             held = t[sl] - self._t_cryst >= self.hold * (self._t_cryst - self._t_start)
-            recent, _, _ = self._levels(f, pos)
+            recent = self._levels(f, pos)[0]
             a0 = f.a0[sl]
             with np.errstate(invalid="ignore"):
                 holds = recent >= a0 + self.level * (self._best_level - a0)
@@ -340,14 +341,14 @@ class PhaseClassifier:
         n = f.acc_count[pos:]
         w = self._window(n)
         g = n - f._c0 - 1  # the last known value, in batch numbering
-        return f.window_mean(g, w), f.window_mean(g - w, w), w
+        return f.window_mean(g, w), f.window_mean(g - w, w), w, f.rounding(g)
 
     def _stopped(self, f: _Features, pos: int):
         """The climb stopped: its level is not clearly above the level one window
         earlier (by more than stop_z noise units), after it was once seen clearly
         above it (stop_z + 1 units); and the level is near its best."""
-        recent, before, w = self._levels(f, pos)
-        noise = self._sigma_t * np.sqrt(2.0 / w)
+        recent, before, w, floor = self._levels(f, pos)
+        noise = np.maximum(self._sigma_t, floor) * np.sqrt(2.0 / w)
         with np.errstate(invalid="ignore"):
             rising = recent - before > (self.stop_z + 1) * noise
             flat = recent - before <= self.stop_z * noise
@@ -460,9 +461,10 @@ class _Features:
         self._prefix_off = len(c._prefix)
         self._c0 = c.acc_count  # known values before the batch
         # Level of A one window against the window before: the climb seen rising.
-        recent, before, w = c._levels(self, 0)
+        recent, before, w, floor = c._levels(self, 0)
+        noise = np.maximum(self.sigma_before, floor) * np.sqrt(2.0 / w)
         with np.errstate(invalid="ignore"):
-            rising = recent - before > (c.stop_z + 1) * self.sigma_before * np.sqrt(2.0 / w)
+            rising = recent - before > (c.stop_z + 1) * noise
         start_rise = -np.inf if math.isnan(c._t_rise) else c._t_rise
         last_rise = np.maximum.accumulate(
             np.concatenate([[start_rise], np.where(rising, t, -np.inf)])
@@ -507,6 +509,12 @@ class _Features:
         ok = (start >= 0) & (end >= 0)
         total = self._prefix[np.where(ok, end, 0)] - self._prefix[np.where(ok, start, 0)]
         return np.where(ok, total / m, np.nan)
+
+    def rounding(self, g: np.ndarray) -> np.ndarray:
+        """Noise floor for window means at known value g: the rounding of the running
+        sums there (a metric logged exactly constant has no noise but rounding)."""
+        end = np.maximum(self._prefix_off + g, 0)
+        return _ROUNDING * np.abs(self._prefix[end])
 
     def finish(self, c: PhaseClassifier) -> None:
         """Write the carried state after the batch back into the classifier."""
