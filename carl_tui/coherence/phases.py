@@ -337,11 +337,9 @@ class PhaseClassifier:
         return np.clip(w, 2, _TAIL // 2).astype(np.int64)
 
     def _levels(self, f: _Features, pos: int):
-        """The level of A (mean of its last W known values) and of the W before them."""
-        n = f.acc_count[pos:]
-        w = self._window(n)
-        g = n - f._c0 - 1  # the last known value, in batch numbering
-        return f.window_mean(g, w), f.window_mean(g - w, w), w, f.rounding(g)
+        """For steps pos..: the level of A (mean of its last W known values), the
+        level of the W values before them, W, and the rounding floor of the noise."""
+        return f.recent[pos:], f.before[pos:], f.w[pos:], f.floor[pos:]
 
     def _stopped(self, f: _Features, pos: int):
         """The climb stopped: its level is not clearly above the level one window
@@ -422,13 +420,11 @@ class _Features:
                  ent: np.ndarray) -> None:
         self.freeze_a: int | None = None  # batch index where the transition began
         self.freeze_e: int | None = None  # batch index where the run left baseline
-        n = acc.size
-        idx = np.arange(n)
         # -- progress metric A
         self.acc_raw = acc
         self.acc_known = np.isfinite(acc)
         kv = acc[self.acc_known]
-        k = np.searchsorted(np.flatnonzero(self.acc_known), idx, side="right")
+        k = np.cumsum(self.acc_known)  # known values up to each step
         # known values with the two carried ones in front: [prev, last, new...]
         hist = np.concatenate([[c._acc_prev, c.accuracy], kv])
         self.a = hist[k + 1]
@@ -461,7 +457,11 @@ class _Features:
         self._prefix_off = len(c._prefix)
         self._c0 = c.acc_count  # known values before the batch
         # Level of A one window against the window before: the climb seen rising.
-        recent, before, w, floor = c._levels(self, 0)
+        w = c._window(self.acc_count)
+        g = self.acc_count - self._c0 - 1  # the last known value, in batch numbering
+        self.recent, self.before, self.w = self.window_mean(g, w), self.window_mean(g - w, w), w
+        self.floor = self.rounding(g)
+        recent, before, floor = self.recent, self.before, self.floor
         noise = np.maximum(self.sigma_before, floor) * np.sqrt(2.0 / w)
         with np.errstate(invalid="ignore"):
             rising = recent - before > (c.stop_z + 1) * noise
@@ -473,7 +473,7 @@ class _Features:
         # -- entropy E
         self.ent_known = np.isfinite(ent)
         ev = ent[self.ent_known]
-        ke = np.searchsorted(np.flatnonzero(self.ent_known), idx, side="right")
+        ke = np.cumsum(self.ent_known)
         ehist = np.concatenate([[c._ent_prev[0], c._ent_prev[1], c.entropy], ev])
         self.e = ehist[ke + 2]
         self.e0, ent_cal, self._ent_base_after = _baseline(

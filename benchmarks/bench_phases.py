@@ -1,0 +1,111 @@
+"""Phase classifier and cascade gate on a million-step history (the dashboard
+reads a whole run in one update_many call): ours vs the previous classifier
+(token accuracy against a fixed ceiling of 1, no noise model), same data.
+
+Correctness is checked on the same data: every phase edge of the stretched
+spec-table story within one step of its true edge.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from benchmarks.common import Row, best_time
+from carl_tui.coherence import CascadeGate, PhaseClassifier
+
+N = 1_000_000
+
+
+class PreviousClassifier:
+    """The previous classifier's batch path (ceiling-based progress, entropy ratios),
+    kept here as the timing reference."""
+
+    def __init__(self, points=5, melt=2.0, trans_q=0.25, fall=0.6, cryst_q=0.9, cryst_r=0.5,
+                 conv_q=0.95, conv_r=0.25, ceiling=1.0):
+        self.p = (points, melt, trans_q, fall, cryst_q, cryst_r, conv_q, conv_r, ceiling)
+        self.timeline: list[tuple[int, int]] = []
+
+    def update_many(self, steps, acc, ent):
+        points, melt, trans_q, fall, cryst_q, cryst_r, conv_q, conv_r, ceiling = self.p
+        a, a0 = _carry(acc, points)
+        e, e0 = _carry(ent, points)
+        peak = np.maximum.accumulate(np.where(np.isfinite(ent), ent, -np.inf))
+        peak = np.where(np.isneginf(peak), np.nan, peak)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            q = (a - a0) / np.maximum(ceiling - a0, 1e-12)
+            r = e / np.maximum(e0, 1e-12)
+            a_seen, e_seen = ~np.isnan(a), ~np.isnan(e)
+            conds = [
+                e_seen & (r >= melt),
+                (a_seen & (q >= trans_q)) | (e_seen & (peak >= melt * e0) & (e <= fall * peak)),
+                (a_seen | e_seen) & (~a_seen | (q >= cryst_q)) & (~e_seen | (r <= cryst_r)),
+                e_seen & (~a_seen | (q >= conv_q)) & (r <= conv_r),
+            ]
+        labels = np.zeros(steps.size, dtype=np.int8)
+        index, pos = 0, 0
+        while pos < steps.size and index < 4:
+            hit = np.zeros(steps.size - pos, dtype=bool)
+            for j in range(index + 1, 5):
+                hit |= conds[j - 1][pos:]
+            if not hit.any():
+                break
+            t = pos + int(np.argmax(hit))
+            labels[pos:t] = index
+            index = max(j for j in range(index + 1, 5) if conds[j - 1][t])
+            self.timeline.append((index, int(steps[t])))
+            pos = t
+        labels[pos:] = index
+        return labels
+
+
+def _carry(x, points):
+    seen = np.isfinite(x)
+    idx = np.maximum.accumulate(np.where(seen, np.arange(x.size), -1))
+    carried = np.where(idx >= 0, x[np.maximum(idx, 0)], np.nan)
+    first = x[seen][:points]
+    table = np.array([np.nan] + [float(np.median(first[: k + 1])) for k in range(first.size)])
+    return carried, table[np.minimum(np.cumsum(seen), first.size)]
+
+
+def _story():
+    from tests.trajectories import grpo_story, sft_story
+
+    sft = sft_story(N, 3, 0.01, 0.05, seed=3)
+    acc, ent = sft.progress.copy(), sft.entropy.copy()
+    acc[1::3] = math.nan
+    ent[2::5] = math.nan
+    return sft, acc, ent, grpo_story(N, (-1.0, 3.0), "flat", seed=0)
+
+
+def run() -> list[Row]:
+    sft, acc, ent, grpo = _story()
+    ours = PhaseClassifier()
+    labels = ours.update_many(sft.steps, acc, ent)
+    worst = max(abs(step - sft.edges[phase.value]) for phase, step in ours.timeline[1:])
+    assert len(ours.timeline) == 5 and worst <= 1, ours.timeline
+    assert labels.max() == 4
+    rows = [
+        Row("phases update_many 1M steps (SFT story, gaps)",
+            best_time(lambda: PhaseClassifier().update_many(sft.steps, acc, ent), repeat=3),
+            best_time(lambda: PreviousClassifier().update_many(sft.steps, acc, ent), repeat=3),
+            target="O(n), < 1 s", note=f"every edge within {worst} step"),
+        Row("phases update_many 1M steps (GRPO reward -1..3)",
+            best_time(lambda: PhaseClassifier().update_many(grpo.steps, grpo.progress,
+                                                            grpo.entropy), repeat=3),
+            best_time(lambda: PreviousClassifier().update_many(grpo.steps, grpo.progress,
+                                                               grpo.entropy), repeat=3),
+            target="O(n), < 1 s", note="previous: transition from step 25"),
+    ]
+    # a metric climbing half a noise unit a value: the gate reads all of it
+    climbing = 0.01 * np.arange(N) + np.random.default_rng(0).normal(0, 0.02, N)
+
+    def cascade():
+        g = CascadeGate()
+        g.update_many(np.arange(N), climbing)
+        assert not g.fired  # still climbing: every value is read
+
+    rows.append(Row("cascade update_many 1M values (climbing)", best_time(cascade, repeat=3),
+                    target="O(n)"))
+    return rows
