@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import socket
 
-import anthropic
 import pytest
+
+anthropic = pytest.importorskip("anthropic")
 
 from carl_tui.actions.diagnosis import (
     DEFAULT_MODEL,

@@ -6,6 +6,8 @@ import os
 import socket
 
 import pytest
+
+pytest.importorskip("huggingface_hub")
 from huggingface_hub import HfApi
 
 from carl_tui.actions.push import PHASES, find_checkpoints, push_choices, push_folder

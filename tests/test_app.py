@@ -140,7 +140,7 @@ async def test_keys_help_runs_metrics_theme_quit(spec_events, run_ref):
         assert type(app.screen).__name__ == "MetricPicker"
         metrics = sorted(app.snapshot.series, key=display_order)
         await pilot.press(*(["down"] * metrics.index("loss")), "space", "enter")
-        assert app.hidden_metrics == {"loss"}
+        assert app.dashboard.hidden_metrics == {"loss"}
         assert "loss" not in app.query_one(MetricsTable).rows
         # theme toggles between the project's themes
         first = app.theme

@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("huggingface_hub")
 from huggingface_hub import HfApi
 
 from carl_tui.errors import CarlError

@@ -9,6 +9,8 @@ import textwrap
 import time
 
 import pytest
+
+pytest.importorskip("huggingface_hub")
 from huggingface_hub import HfApi
 from textual.widgets import DataTable, Input, Markdown, ProgressBar, Select
 

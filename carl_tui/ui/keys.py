@@ -22,10 +22,18 @@ class Key:
     show: bool = True  # in the footer
 
 
-DASHBOARD_KEYS: tuple[Key, ...] = (
+APP_KEYS: tuple[Key, ...] = (  # the app's: navigation, theme, help
     Key("q", "quit", "Quit", "app.quit", "Quit carl-tui"),
     Key("question_mark", "help", "Help", "app.help", "List every key"),
     Key("r", "pick_run", "Runs", "app.pick_run", "Switch to another run"),
+    Key("P", "pick_project", "Projects", "app.pick_project", "Open another Trackio project",
+        show=False),
+    Key("t", "cycle_theme", "Theme", "app.theme", "Switch dark/light theme", show=False),
+    Key("k", "skipped", "Skipped", "app.skipped",
+        "Why input was skipped: each reason with its count and first example", show=False),
+)
+
+VIEW_KEYS: tuple[Key, ...] = (  # the dashboard screen's: how the run is viewed
     Key("m", "pick_metrics", "Metrics", "app.pick_metrics", "Choose which metrics the table shows"),
     Key("f", "toggle_grid_metric", "Plot", "app.plot_metric",
         "Plot the metric selected in the table in the grid (again: remove it)"),
@@ -41,14 +49,9 @@ DASHBOARD_KEYS: tuple[Key, ...] = (
         "Choose runs, from any source, to overlay on every plot", show=False),
     Key("o", "toggle_overlay", "Overlay", "app.overlay",
         "Overlay every run of this project on every plot", show=False),
-    Key("P", "pick_project", "Projects", "app.pick_project", "Open another Trackio project",
-        show=False),
-    Key("t", "cycle_theme", "Theme", "app.theme", "Switch dark/light theme", show=False),
     Key("v", "toggle_log_panel", "Log", "app.log", "Show or hide the run's log lines"),
     Key("F", "toggle_follow", "Follow", "app.follow",
         "Follow the end of the log, or pause scrolling", show=False),
-    Key("k", "skipped", "Skipped", "app.skipped",
-        "Why input was skipped: each reason with its count and first example", show=False),
     Key("ctrl+s", "save_view", "Save", "app.save",
         "Save the screen as SVG and the plotted data as CSV", show=False),
 )
@@ -63,7 +66,7 @@ ACTION_KEYS: tuple[Key, ...] = (
     Key("j", "jobs", "Jobs", "actions.jobs", "List your Hugging Face jobs; enter follows one"),
 )
 
-ALL_KEYS: tuple[Key, ...] = DASHBOARD_KEYS + ACTION_KEYS
+ALL_KEYS: tuple[Key, ...] = APP_KEYS + VIEW_KEYS + ACTION_KEYS
 
 
 def binding_ids() -> list[str]:

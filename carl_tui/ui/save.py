@@ -15,16 +15,17 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.ui.app import CarlApp
+    from carl_tui.ui.screens.dashboard import DashboardScreen
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:60] or "run"
 
 
-def save_view(app: CarlApp, folder: str | Path) -> tuple[Path, Path]:
+def save_view(app: CarlApp, screen: DashboardScreen, folder: str | Path) -> tuple[Path, Path]:
     folder = Path(folder).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
-    snap = app.snapshot
+    snap = screen.snapshot
     label = snap.run.label if snap else "dashboard"
     stem = f"carl-tui-{_slug(label)}-{time.strftime('%Y%m%d-%H%M%S')}"
     svg = folder / f"{stem}.svg"
@@ -33,7 +34,7 @@ def save_view(app: CarlApp, folder: str | Path) -> tuple[Path, Path]:
     with open(data, "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(["plot", "run", "x_axis", "x", "value", "smoothed"])
-        for plot in app.ui.all_plots():
+        for plot in screen.all_plots():
             if not plot.display:
                 continue
             view = plot.view

@@ -24,15 +24,10 @@ def themes_dir() -> Path:
     env = os.environ.get("CARL_TUI_THEMES")
     if env:
         return Path(env)
-    try:
-        from importlib.resources import files
-
-        shipped = Path(str(files("carl_tui.themes")))
-        if shipped.is_dir() and any(shipped.glob("*.toml")):
-            return shipped
-    except (ModuleNotFoundError, TypeError):
-        pass
-    return Path(__file__).resolve().parents[2] / "themes"  # a source checkout, not installed
+    shipped = Path(__file__).resolve().parents[1] / "themes"  # installed: carl_tui/themes
+    if any(shipped.glob("*.toml")):
+        return shipped
+    return Path(__file__).resolve().parents[2] / "themes"  # a source checkout
 
 
 def toml_loads(text: str) -> dict:

@@ -1,0 +1,326 @@
+"""The dashboard screen: plots, phase panel, metrics table, log, job line, status bar,
+and the keys that change how the run is viewed (which metrics, chart controls, the
+plot grid, comparisons, the log panel, saving the view).
+
+The app gives it a snapshot to `show`; it never reads the store for the current run
+itself (overlays of other runs come from `app.store` snapshots).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Header
+
+from carl_tui import metric_names as mn
+from carl_tui.errors import describe
+from carl_tui.store import RunSnapshot
+from carl_tui.ui import chart
+from carl_tui.ui.keys import VIEW_KEYS
+from carl_tui.ui.widgets.job_bar import JobBar
+from carl_tui.ui.widgets.log_panel import LogPanel
+from carl_tui.ui.widgets.metrics_table import MetricsTable
+from carl_tui.ui.widgets.phase_panel import PhasePanel
+from carl_tui.ui.widgets.plots import MetricPlot
+from carl_tui.ui.widgets.status_bar import StatusBar
+
+if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.ui.app import CarlApp
+
+MAX_GRID = 6  # chosen metrics plotted beside phi and entropy
+PLOT_MIN_HEIGHT = 9  # rows a plot needs to be read (frame, ticks, axis label, legend)
+OVERLAY_COLORS = tuple(f"plot-overlay-{i}" for i in range(4))
+
+
+class DashboardScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(k.key, k.action, k.description, id=k.id, tooltip=k.tooltip, show=k.show)
+        for k in VIEW_KEYS
+    ]
+
+    def __init__(self, settings: chart.ChartSettings, plot_metrics=(), save_dir: str = "."):
+        super().__init__()
+        self.phi = MetricPlot(mn.PHI, color_var="plot-phi", id="phi-plot", classes="panel")
+        self.entropy = MetricPlot(mn.ENTROPY, color_var="plot-entropy", id="entropy-plot",
+                                  classes="panel")
+        self.grid = Vertical(id="grid")
+        self.plots = Vertical(id="plots")
+        self.phase = PhasePanel(id="phase", classes="panel")
+        self.table = MetricsTable(id="metrics", classes="panel")
+        self.log_panel = LogPanel(id="log", classes="panel -hidden")
+        self.job_bar = JobBar(id="job-bar")
+        self.status = StatusBar(id="status")
+        self.chart = settings
+        self.save_dir = save_dir
+        self.hidden_metrics: set[str] = set()
+        self.grid_metrics: list[str] = list(plot_metrics)[:MAX_GRID]
+        self.grid_hidden = 0  # chosen plots that do not fit the terminal
+        self.compare: list[str] = []  # run keys overlaid on every plot
+        self.overlay = False  # every run of the project overlaid
+        self._log_auto_shown = False
+        self.snapshot: RunSnapshot | None = None
+
+    @property
+    def carl(self) -> CarlApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        with Horizontal(id="main"):
+            with self.plots:
+                yield self.phi
+                yield self.entropy
+                yield self.grid
+            with Vertical(id="side"):
+                yield self.phase
+                yield self.table
+        yield self.log_panel
+        yield self.job_bar
+        yield self.status
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.phase.border_title = "phase"
+        self.table.border_title = "metrics"
+        self.log_panel.border_title = "log"
+        self._sync_grid()
+        self.layout_for(self.app.size.width, self.app.size.height)
+        self.call_after_refresh(self.carl.screen_ready)  # widgets built: data may flow in
+
+    def on_resize(self, event) -> None:
+        self.layout_for(event.size.width, event.size.height)
+        self.call_after_refresh(self._fit_grid)
+
+    def layout_for(self, width: int, height: int) -> None:
+        """80x24 stacks the essentials; 120x36 narrows the side; 200x60 plots two columns."""
+        compact = width < 110 or height < 30
+        self.set_class(compact, "-compact")
+        self.set_class(not compact and width < 150, "-medium")
+        self.set_class(width >= 180 and height >= 50, "-wide")
+
+    # -- showing ---------------------------------------------------------------
+
+    def all_plots(self) -> list[MetricPlot]:
+        return [self.phi, self.entropy, *self.grid.query(MetricPlot)]
+
+    @property
+    def render_cost(self) -> float:
+        return sum(p.render_cost for p in self.all_plots() if p.display)
+
+    @property
+    def plot_points(self) -> int:
+        """Points per series worth drawing: a few per braille dot of the widest plot."""
+        return 4 * max(self.phi.size.width, 40)
+
+    def show(self, snap: RunSnapshot | None) -> None:
+        if snap is None:
+            return
+        self.snapshot = snap
+        self.sub_title = f"{snap.run.label} · {snap.meta.get('model', snap.run.source)}"
+        self.app.sub_title = self.sub_title
+        self._show_plots(snap)
+        self.phase.show(snap)
+        self.phase.set_class(snap.gate.fired, "-crystallised")
+        self.table.show(snap, self.hidden_metrics, self.chart.smoothing)
+        if snap.log_total and self.log_panel.has_class("-hidden") and not self._log_auto_shown:
+            # A run with log lines (a job) shows its log once; v hides it.
+            self._log_auto_shown = True
+            self.log_panel.remove_class("-hidden")
+        self.log_panel.show(snap)
+
+    def show_status(self, summary, snap, now: float) -> None:
+        """The status bar and the job line (ages tick every second)."""
+        self.status.show(summary, snap, now)
+        self.job_bar.show(snap.job if snap else None, snap.usage if snap else None)
+
+    def _overlays(self, snap: RunSnapshot, metric: str) -> list[chart.Overlay]:
+        """The same metric of the runs compared with this one (or of its whole project)."""
+        store = self.carl.store
+        if self.compare:
+            keys = [k for k in self.compare if k != snap.run.key]
+        elif self.overlay:
+            keys = [r.key for r in store.runs()
+                    if r.project == snap.run.project and r.key != snap.run.key]
+        else:
+            return []
+        out = []
+        for i, key in enumerate(keys[:7]):
+            other = store.snapshot(key, max_points=500)
+            s = other.series.get(metric) if other else None
+            if s is not None:
+                out.append(chart.Overlay(other.run.label, s,
+                                         chart.x_map_for(other, self.chart.x_axis),
+                                         OVERLAY_COLORS[i % len(OVERLAY_COLORS)]))
+        return out
+
+    def _show_plots(self, snap: RunSnapshot) -> None:
+        others = self.compare or self.overlay
+        compared = (tuple(self.compare), self.overlay,
+                    self.carl.store.version if others else None)
+        with self.app.batch_update():
+            for plot in self.all_plots():
+                if plot.display:
+                    plot.show_run(snap, self._overlays(snap, plot.metric), self.chart,
+                                  key=(snap.run.key, snap.version, self.app.theme, compared))
+
+    def redraw(self, note: str | None = None) -> None:
+        if self.snapshot is not None:
+            self.show(self.snapshot)
+        if note:
+            self.notify(note, timeout=2)
+
+    # -- the plot grid -------------------------------------------------------------
+
+    def _sync_grid(self) -> None:
+        """One plot per chosen metric in the grid, in the order chosen."""
+        have = {p.metric: p for p in self.grid.query(MetricPlot)}
+        for metric, plot in have.items():
+            if metric not in self.grid_metrics:
+                plot.remove()
+        for metric in self.grid_metrics:
+            if metric not in have:
+                self.grid.mount(MetricPlot(metric, color_var="plot-extra", classes="panel"))
+        self.call_after_refresh(self._fit_grid)
+
+    def _fit_grid(self) -> int:
+        """Show as many grid plots as fit at a readable height (the rest wait for a bigger
+        terminal); every plot gets the same height. Returns how many are hidden."""
+        plots = [p for p in self.grid.query(MetricPlot) if p.metric in self.grid_metrics]
+        plots.sort(key=lambda p: self.grid_metrics.index(p.metric))
+        cols = 2 if self.has_class("-wide") else 1
+        rows_fit = 0 if self.has_class("-compact") else max(
+            0, self.plots.size.height // PLOT_MIN_HEIGHT - 2)
+        shown = min(len(plots), rows_fit * cols)
+        for i, plot in enumerate(plots):
+            plot.display = i < shown
+        rows = -(-shown // cols)
+        self.grid.display = rows > 0
+        self.grid.styles.height = f"{rows}fr" if rows else 0
+        self.grid.styles.grid_size_columns = cols
+        self.grid_hidden = len(plots) - shown
+        return self.grid_hidden
+
+    def _say_hidden(self) -> None:
+        if self._fit_grid():
+            self.notify(f"{self.grid_hidden} chosen plot(s) wait for a taller terminal "
+                        "(f on a metric removes it from the grid)", timeout=4)
+
+    def action_toggle_grid_metric(self) -> None:
+        metric = self.table.selected_metric
+        if not metric:
+            self.notify("select a metric in the table first", severity="warning")
+            return
+        if metric in (mn.PHI, mn.ENTROPY):
+            self.notify(f"{metric} always has its own plot", timeout=2)
+            return
+        if metric in self.grid_metrics:
+            self.grid_metrics.remove(metric)
+        elif len(self.grid_metrics) >= MAX_GRID:
+            self.notify(f"at most {MAX_GRID} plots in the grid: press f on one to remove it",
+                        severity="warning")
+            return
+        else:
+            self.grid_metrics.append(metric)
+        self._sync_grid()
+        self.redraw()
+        self.call_after_refresh(self._say_hidden)
+
+    # -- chart controls ------------------------------------------------------------
+
+    def _set_chart(self, **changes) -> None:
+        self.chart = replace(self.chart, **changes)
+        self.redraw(self.chart.describe())
+
+    def action_cycle_x_axis(self) -> None:
+        axes = chart.X_AXES
+        self._set_chart(x_axis=axes[(axes.index(self.chart.x_axis) + 1) % len(axes)])
+
+    def action_cycle_smoothing(self) -> None:
+        steps = chart.SMOOTHING_STEPS
+        i = steps.index(self.chart.smoothing) if self.chart.smoothing in steps else 0
+        self._set_chart(smoothing=steps[(i + 1) % len(steps)])
+
+    def action_cycle_range(self) -> None:
+        ranges = chart.RANGES
+        i = ranges.index(self.chart.last_n) if self.chart.last_n in ranges else 0
+        self._set_chart(last_n=ranges[(i + 1) % len(ranges)])
+
+    def action_toggle_log(self) -> None:
+        metric = self.table.selected_metric
+        if not metric:
+            self.notify("select a metric in the table first", severity="warning")
+            return
+        log_y = self.chart.log_y ^ {metric}
+        self.chart = replace(self.chart, log_y=log_y)
+        if metric in log_y and metric not in (mn.PHI, mn.ENTROPY) \
+                and metric not in self.grid_metrics and len(self.grid_metrics) < MAX_GRID:
+            self.grid_metrics.append(metric)
+            self._sync_grid()
+        self.redraw(f"{metric}: {'log' if metric in log_y else 'linear'} scale")
+
+    # -- what is compared, shown, saved ----------------------------------------------
+
+    def action_compare(self) -> None:
+        from carl_tui.ui.screens.pickers import ComparePicker
+
+        current = self.snapshot.run.key if self.snapshot else None
+        runs = [r for r in self.carl.store.runs() if r.key != current]
+        if not runs:
+            self.notify("no other runs to compare with yet", severity="warning")
+            return
+        items = [(r.key, f"{r.label}  [{r.source}: {r.project}]", r.key in self.compare)
+                 for r in runs]
+
+        def chosen(keys: set[str] | None) -> None:
+            if keys is None:
+                return
+            self.compare = [r.key for r in runs if r.key in keys]
+            self.redraw(f"comparing with {len(self.compare)} run(s)" if self.compare
+                        else "comparison off")
+
+        self.app.push_screen(ComparePicker(items), chosen)
+
+    def action_toggle_overlay(self) -> None:
+        self.overlay = not self.overlay
+        self.redraw("overlay: " + ("every run of the project" if self.overlay else "off"))
+
+    def action_pick_metrics(self) -> None:
+        from carl_tui.ui.screens.pickers import MetricPicker
+
+        snap = self.snapshot
+        if snap is None:
+            self.notify("no metrics yet", severity="warning")
+            return
+        names = sorted(snap.series, key=mn.display_order)
+
+        def chosen(shown: set[str] | None) -> None:
+            if shown is not None:
+                self.hidden_metrics = {m for m in names if m not in shown}
+                self.redraw()
+
+        self.app.push_screen(
+            MetricPicker([(m, m, m not in self.hidden_metrics) for m in names]), chosen)
+
+    def action_toggle_log_panel(self) -> None:
+        self.log_panel.toggle_class("-hidden")
+        if not self.log_panel.has_class("-hidden"):
+            self.log_panel.show(self.snapshot)
+
+    def action_toggle_follow(self) -> None:
+        self.log_panel.set_follow(not self.log_panel.follow)
+        self.notify("log: " + ("following" if self.log_panel.follow else "paused"), timeout=2)
+
+    def action_save_view(self) -> None:
+        from carl_tui.ui.save import save_view
+
+        try:
+            svg, csv_path = save_view(self.carl, self, self.save_dir)
+        except OSError as exc:
+            self.notify(f"could not save: {describe(exc)}", severity="error")
+            return
+        self.notify(f"saved the screen to {svg} and the plotted data to {csv_path}", timeout=8)
