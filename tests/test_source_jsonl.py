@@ -613,3 +613,25 @@ def test_fuzz_build_columns_accounts_for_every_row_and_value(rows_in, prev):
     assert all(c.shape == got.steps.shape for c in got.columns.values())
     cells = sum(int((~np.isnan(c)).sum()) for c in got.columns.values())
     assert (cells, got.skipped - row_skips) == (good, bad)
+
+
+def test_drain_reads_a_whole_last_line_without_newline(tmp_path):
+    """summary / export stop at the end of the file: a complete last line
+    without its newline is read, a half-written one is counted."""
+    case = hostile.CASES["no_final_newline.jsonl"]()
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(case.data)
+    src = JsonlSource(path)
+    assert points_of(read_all(src)) == case.points
+    ((step, values),) = points_of(src.drain())
+    last = json.loads(case.data.rsplit(b"\n", 1)[1])
+    assert step == last.pop("step") == 4 and values == last
+    assert src.drain() == [] and src.skipped == 0
+    half = tmp_path / "half.jsonl"
+    half.write_bytes(b'{"step": 0, "loss": 1.5}\n{"step": 1, "lo')
+    src = JsonlSource(half)
+    assert [s for s, _ in points_of(read_all(src))] == [0]
+    assert src.drain() == []
+    assert [(r.reason, r.count, r.example) for r in src.tally.reasons()] == [
+        ("unfinished line", 1, '{"step": 1, "lo')
+    ]

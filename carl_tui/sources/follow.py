@@ -178,6 +178,17 @@ class FileFollower:
                 self._dropped = out.dropped + self._dropped
                 raise
 
+    def take_unfinished(self) -> bytes:
+        """The last line read so far that has no newline yet, handed over and
+        consumed: for readers that stop here (a `summary`), not for tailing."""
+        with self._lock:
+            if self._skip_long:
+                return b""
+            line = bytes(self._buf)
+            self.offset += len(line)
+            self._buf = bytearray()
+            return line
+
     def close(self) -> None:
         with self._lock:
             self._close_fd()

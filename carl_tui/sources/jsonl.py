@@ -59,13 +59,15 @@ example; `skipped` is the total). Blank lines are ignored, not counted.
   other values are kept.
 - "line too long" (longer than `max_line_bytes`, 32 MB by default) and
   "unfinished line" (a last line without its newline in a file that was then
-  truncated or replaced): counted by the file follower.
+  truncated or replaced, or that a reader stopping there (`drain()`, for
+  `summary` and `export`) cannot read as JSON).
 
 Default run identity: source "jsonl", project = the file's folder name,
 run_id = the file's stem.
 
 Tailing is `sources.follow.FileFollower`: complete lines only, a half-written
-last line waits for its newline; a FIFO is read non-blocking; a directory or
+last line waits for its newline (`drain()` reads it, when whole, for readers
+that stop at the end of the file); a FIFO is read non-blocking; a directory or
 a device is refused at once (no retry); a missing file raises
 `SourceError("waiting for ...")` and the poller retries. A file that is
 truncated, rewritten in place (even past the old offset before the next
@@ -114,6 +116,7 @@ UNKNOWN_EVENT = "unknown event"
 MARKER_WITHOUT_KIND = "marker without kind"
 LOG_WITHOUT_TEXT = "log without text"
 INTERNAL_ERROR = "could not be parsed (a carl-tui bug)"
+UNFINISHED_LINE = "unfinished line"
 
 log = logging.getLogger(__name__)
 
@@ -419,6 +422,22 @@ class JsonlSource:
                 log.exception("parsing %d lines of %s", len(chunk), self.path)
                 self.tally.skip(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}", len(chunk))
         return events
+
+    def drain(self) -> list[Event]:
+        """The reader stops here (`summary`, `export`): a last line still without
+        its newline is read if it is whole JSON, else counted as "unfinished line"."""
+        line = self.follower.take_unfinished()
+        if not line.strip(b" \t\r\x00"):
+            return []
+        try:
+            orjson.loads(line.removeprefix(BOM))
+        except orjson.JSONDecodeError:
+            try:
+                json.loads(line.removeprefix(BOM).decode("utf-8"))
+            except (ValueError, RecursionError):
+                self.tally.skip(UNFINISHED_LINE, _example(line))
+                return []
+        return self.parser.parse([line])
 
     def close(self) -> None:
         self.follower.close()
