@@ -1,13 +1,20 @@
 # Two commands set everything up on a fresh machine:
 #   make demo   - create .venv, install everything, run the live CPU training demo
-#   make test   - create .venv, install everything, run the whole test suite
+#   make test   - create .venv, install everything, run the whole test suite: lint, the
+#                 suite, the built wheel in a clean environment, and the base suite on the
+#                 oldest and the newest Python the project declares
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 # torch is pinned to the CPU build for the offline demo and tests.
 TORCH  ?= torch==2.13.0
+# Other Pythons for the base suite: on PATH, or installed by pyenv.
+find_python = $(firstword $(shell python$(1) -c 'import sys; print(sys.executable)' 2>/dev/null) $(wildcard $(HOME)/.pyenv/versions/$(1).*/bin/python$(1)))
+PY_OLDEST ?= $(call find_python,3.10)
+PY_NEWEST ?= $(call find_python,3.13)
+BUILD  := build/ci
 
-.PHONY: demo test bench install lint screenshots
+.PHONY: demo test suite lint wheel-check base-suites bench install screenshots screencast
 
 $(BIN)/carl-tui: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,14 +28,40 @@ install: $(BIN)/carl-tui
 demo: install
 	$(BIN)/carl-tui demo
 
-test: install
+test: install lint suite wheel-check base-suites
+
+suite: install
 	$(BIN)/python -m pytest -q
+
+lint: install
+	$(BIN)/ruff check carl_tui tests benchmarks screenshots
+
+# The wheel, installed with only the base dependencies into a fresh environment, outside
+# the checkout: help, a replay and a theme switch (tests/wheel_smoke.py).
+wheel-check: install
+	rm -rf $(BUILD)/dist $(BUILD)/wheel-venv
+	$(BIN)/pip wheel --quiet --no-deps --wheel-dir $(BUILD)/dist .
+	$(PYTHON) -m venv $(BUILD)/wheel-venv
+	$(BUILD)/wheel-venv/bin/pip install --quiet $(BUILD)/dist/carl_tui-*.whl
+	cd $(BUILD) && wheel-venv/bin/carl-tui --help > /dev/null
+	cd $(BUILD) && wheel-venv/bin/python $(CURDIR)/tests/wheel_smoke.py $(CURDIR)/recordings/tiny-demo.jsonl
+
+# The base suite (no extras: the tests that need torch, trackio, the Hub, Claude, W&B or
+# TensorBoard skip) on the oldest and the newest declared Python.
+base-suites: install
+	@test -n "$(PY_OLDEST)" || { echo "make test needs Python 3.10 (set PY_OLDEST=/path/to/python3.10)"; exit 1; }
+	@test -n "$(PY_NEWEST)" || { echo "make test needs Python 3.13 (set PY_NEWEST=/path/to/python3.13)"; exit 1; }
+	$(MAKE) --no-print-directory base-suite PY=$(PY_OLDEST) NAME=oldest
+	$(MAKE) --no-print-directory base-suite PY=$(PY_NEWEST) NAME=newest
+
+base-suite:
+	test -x $(BUILD)/base-$(NAME)/bin/python || $(PY) -m venv $(BUILD)/base-$(NAME)
+	$(BUILD)/base-$(NAME)/bin/pip install --quiet --upgrade pip
+	$(BUILD)/base-$(NAME)/bin/pip install --quiet -e ".[test]"
+	$(BUILD)/base-$(NAME)/bin/python -m pytest -q -p no:cacheprovider
 
 bench: install
 	$(BIN)/python -m benchmarks
-
-lint: install
-	$(BIN)/ruff check carl_tui tests benchmarks
 
 screenshots: install
 	$(BIN)/python screenshots/make.py

@@ -36,6 +36,7 @@ JOBS_POST = r"^/api/jobs/[^/]+$"
 
 @pytest.fixture
 def hub(server):
+    pytest.importorskip("huggingface_hub")
     server.routes.clear()
     server.requests.clear()
     repos, jobs = HubState(), JobsState(token=TEST_TOKEN)
@@ -313,6 +314,7 @@ def _fake_trainer(tmp_path: Path, rc: int = 0) -> str:
 
 @pytest.fixture
 def repos(server, monkeypatch):
+    pytest.importorskip("huggingface_hub")
     import huggingface_hub.constants as hc
 
     server.routes.clear()
