@@ -93,9 +93,11 @@ from operator import contains
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from carl_tui.events import Event, LogLines, Marker, RunMeta, RunRef, ScalarBatch
+from carl_tui.identity import file_run
 from carl_tui.sources.follow import BOM, DEFAULT_MAX_LINE_BYTES, FileFollower
 from carl_tui.sources.rows import (
     RowColumns,
@@ -320,13 +322,15 @@ class StreamParser:
         self.prev_step = int(cols.steps[-1])
         self.metrics_seen = True
         wall = cols.last_time + time_offset if cols.last_time is not None else None
-        return [ScalarBatch(self.run, cols.steps, cols.columns, wall_time=wall)]
+        times = cols.times + time_offset if cols.times is not None else None
+        if times is not None and np.isnan(times).all():
+            times = None
+        return [ScalarBatch(self.run, cols.steps, cols.columns, wall_time=wall, times=times,
+                            nonfinite=cols.nonfinite)]
 
 
 def default_run(path: Path, source: str) -> RunRef:
-    path = Path(path)
-    project = path.resolve().parent.name or "local"
-    return RunRef(source=source, project=project, run_id=path.stem, name=path.stem)
+    return file_run(path, source)
 
 
 class JsonlSource:

@@ -130,6 +130,8 @@ class RowColumns:
     skipped: int = 0  # rows and values skipped (= tally.total)
     kept: np.ndarray | None = None  # indices of the given rows that are here; None: all
     tally: InputTally = field(default_factory=InputTally)  # this block's skips by reason
+    times: np.ndarray | None = None  # each kept row's time (NaN: none), when time_key is read
+    nonfinite: tuple[tuple[str, int], ...] = ()  # (metric, step) logged as NaN or infinite
 
     def __len__(self) -> int:
         return int(self.steps.shape[0])
@@ -372,6 +374,7 @@ def _assemble(
         if times is not None:
             times = times[kept]
     resolved = _resolve_steps(steps, known, prev_step)
+    nonfinite = _nonfinite(entries, n, kept_idx, resolved, step_set, time_key)
     if local.total:  # a metric whose every value was skipped adds no series
         columns = {k: v for k, v in columns.items() if not np.isnan(v).all()}
     last_time = None
@@ -380,7 +383,30 @@ def _assemble(
         if ok.size:
             last_time = float(ok[-1])
     return RowColumns(steps=resolved, columns=columns, last_time=last_time,
-                      skipped=local.total, kept=kept_idx, tally=local)
+                      skipped=local.total, kept=kept_idx, tally=local, times=times,
+                      nonfinite=nonfinite)
+
+
+MAX_NONFINITE = 100  # per block: enough to raise an alert and say where
+
+
+def _nonfinite(entries: list[_Entry], n: int, kept_idx: np.ndarray | None,
+               resolved: np.ndarray, step_set: set[str], time_key: str | None
+               ) -> tuple[tuple[str, int], ...]:
+    """(metric, step) of the values logged as NaN or infinite, in the kept rows."""
+    step_of_row = np.full(n, -1, dtype=np.int64)
+    step_of_row[kept_idx if kept_idx is not None else slice(None)] = resolved
+    out: list[tuple[str, int]] = []
+    for e in entries:
+        if e.kinds is None or e.key in step_set or e.key == time_key \
+                or not is_metric_key(e.key):
+            continue
+        pos = np.flatnonzero(e.kinds == _NOT_FINITE)
+        rows = pos if e.idx is None else e.idx[pos]
+        for step in step_of_row[rows].tolist():
+            if step >= 0 and len(out) < MAX_NONFINITE:
+                out.append((canonical(e.key), int(step)))
+    return tuple(out)
 
 
 def _count_values(e: _Entry, kept: np.ndarray, all_kept: bool, local: InputTally) -> None:

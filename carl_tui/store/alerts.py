@@ -6,9 +6,10 @@ infinite, and a loss that diverges.
   only after finite losses came back.
 - Divergence: a loss-like metric rose above `factor` times its minimum over
   the last `window` values, on `patience` values in a row (one spike is
-  noise). Only for metrics whose recent minimum is positive (a GRPO loss near
-  zero or negative has no meaningful ratio). Re-armed once it falls back
-  under the bar.
+  noise). Only once `MIN_HISTORY` values are known, and only for a metric whose
+  recent values are all positive and whose minimum is not a near-zero outlier
+  (at least a tenth of the recent median): a GRPO loss around zero has no
+  meaningful ratio. Re-armed once it falls back under the bar.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ LOSS_METRICS = ("loss", "eval/loss", "policy_loss", "train_loss")
 DIVERGE_FACTOR = 3.0
 DIVERGE_WINDOW = 50
 DIVERGE_PATIENCE = 3
+MIN_HISTORY = 10
 
 Emit = Callable[[str, int | None, str, str], None]  # (kind, step, text, severity)
 
@@ -38,14 +40,23 @@ class _Divergence:
         self.streak = 0
         self.alerted = False
 
+    def _floor(self) -> float | None:
+        """The recent minimum, when a ratio to it means something."""
+        if len(self.recent) < MIN_HISTORY:
+            return None
+        low = min(self.recent)
+        if low <= 0 or low < 0.1 * float(np.median(self.recent)):
+            return None
+        return low
+
     def feed(self, steps: np.ndarray, values: np.ndarray) -> list[tuple[int, float, float]]:
         """(step, value, recent minimum) where a divergence starts."""
         out = []
         for step, v in zip(steps.tolist(), values.tolist()):
             if math.isnan(v):  # not logged at this step
                 continue
-            low = min(self.recent) if self.recent else None
-            over = low is not None and low > 0 and v > self.factor * low
+            low = self._floor()
+            over = low is not None and v > self.factor * low
             self.streak = self.streak + 1 if over else 0
             if over and self.streak >= self.patience and not self.alerted:
                 self.alerted = True
