@@ -232,6 +232,8 @@ class TrackioLocalSource:
         self._system_key: str | None = None  # run column of system_metrics, None: no table
         self._alert_key: str | None = None  # run column of alerts, None: no table
         self._last_x: dict[str, int] = {}  # run key -> newest step seen (alerts without one)
+        self._base_limitation = ""
+        self._extra_error = ""
 
     @property
     def interval(self) -> float:
@@ -254,7 +256,8 @@ class TrackioLocalSource:
                 conn.close()
                 raise
             old = self._key != "run_id"
-            self.limitation = "old Trackio database: runs keyed by name" if old else ""
+            self._base_limitation = "old Trackio database: runs keyed by name" if old else ""
+            self.limitation = self._base_limitation
             self._conn = conn
         return self._conn
 
@@ -271,13 +274,10 @@ class TrackioLocalSource:
         try:
             rows = _retry(self._fetch, conn)
             configs = _retry(self._fetch_configs, conn) if self._has_configs else []
-            if self._system_key is None or self._alert_key is None:
-                _retry(self._find_tables, conn)
-            system = _retry(self._fetch_system, conn) if self._system_key else []
-            alerts = _retry(self._fetch_alerts, conn) if self._alert_key else []
         except SourceError:
             self.close()  # reopen next time: the file may have been replaced
             raise
+        system, alerts = self._fetch_extras(conn)
         events: list[Event] = []
         events.extend(self._config_events(configs))
         if rows:
@@ -295,6 +295,23 @@ class TrackioLocalSource:
             or len(alerts) >= self.alert_rows
         )
         return events
+
+    def _fetch_extras(self, conn: sqlite3.Connection) -> tuple[list[tuple], list[tuple]]:
+        """New system rows and alerts. Best effort: a failure to read them never stops
+        the metrics; it shows as the source's limitation until a read succeeds."""
+        system: list[tuple] = []
+        alerts: list[tuple] = []
+        try:
+            if self._system_key is None or self._alert_key is None:
+                _retry(self._find_tables, conn)
+            system = _retry(self._fetch_system, conn) if self._system_key else []
+            alerts = _retry(self._fetch_alerts, conn) if self._alert_key else []
+        except SourceError as exc:
+            self._extra_error = f"system metrics and alerts not read: {exc}"
+        else:
+            self._extra_error = ""
+        self.limitation = "; ".join(x for x in (self._base_limitation, self._extra_error) if x)
+        return system, alerts
 
     def _fetch(self, conn: sqlite3.Connection) -> list[tuple]:
         return conn.execute(

@@ -13,8 +13,8 @@ run has accumulated. `id` is SQLite's autoincrement key: rows become visible
 in id order, so "id greater than the last one seen" never skips or repeats.
 
 System metrics (`system_metrics`) and alerts (`alerts`) are read the same way,
-by id, one page each per poll (see `trackio_system.py`): `SystemSample`s and
-`Marker(kind="alert")`s, each once. They are optional: a database without
+by id, both in one more query per poll (a page of each; see
+`trackio_system.py`): `SystemSample`s and `Marker(kind="alert")`s, each once. They are optional: a database without
 those tables is probed again every few polls, and a failure to read them never
 stops the metrics (it shows as the source's limitation until it clears).
 
@@ -52,6 +52,7 @@ SOURCE = "trackio-remote"
 PAGE_ROWS = 10_000  # query_project's own cap
 MAX_PAGES_PER_POLL = 10
 ALERT_PAGE_ROWS = 1000
+SYSTEM_PAGE_ROWS = PAGE_ROWS - ALERT_PAGE_ROWS  # one query holds both, within the server's cap
 MISSING_TABLE_RECHECK_POLLS = 10  # polls between probes for a table the database lacks
 EXTRA_TABLES = ("system_metrics", "alerts")
 X_KEY = "train/global_step"
@@ -393,30 +394,62 @@ class TrackioRemoteSource:
     # -- system metrics and alerts ---------------------------------------
 
     def _extras(self) -> list[Event]:
-        """New system samples and alerts; best effort (see the module doc)."""
-        events: list[Event] = []
+        """New system samples and alerts, both in one query; best effort (see the
+        module doc)."""
+        ready: dict[str, str] = {}  # table -> its run column
         for table in EXTRA_TABLES:
             wait = self._extra_wait.get(table, 0)
             if wait > 0:
                 self._extra_wait[table] = wait - 1
                 continue
             try:
-                col = self._extra_col.get(table) or self._table_col(table)
-                events.extend(self._poll_system(col) if table == "system_metrics"
-                              else self._poll_alerts(col))
+                ready[table] = self._extra_col.get(table) or self._table_col(table)
             except (SourceError, _UnknownApi) as exc:
-                message = str(exc) or type(exc).__name__
-                if ts.is_missing_table(message):
-                    self._extra_wait[table] = MISSING_TABLE_RECHECK_POLLS
-                    self._extra_errors.pop(table, None)
-                else:
-                    self._extra_errors[table] = message
-            else:
-                self._extra_errors.pop(table, None)
+                self._extra_failed([table], exc)
+        events: list[Event] = []
+        if ready:
+            try:
+                events = self._extra_query(ready)
+            except (SourceError, _UnknownApi) as exc:
+                if len(ready) == 1 or ts.is_missing_table(str(exc)):
+                    self._extra_failed(list(ready), exc)
+                else:  # one table at a time: what can be read still is
+                    for table, col in ready.items():
+                        try:
+                            events.extend(self._extra_query({table: col}))
+                        except (SourceError, _UnknownApi) as exc1:
+                            self._extra_failed([table], exc1)
         self.limitation = "; ".join(
             f"{table.replace('_', ' ')} not read: {msg}" for table, msg in self._extra_errors.items()
         )
         return events
+
+    def _extra_query(self, ready: dict[str, str]) -> list[Event]:
+        system = ready.get("system_metrics")
+        alert = ready.get("alerts")
+        sql = ts.extras_sql(
+            system=(system, self.last_system_id, SYSTEM_PAGE_ROWS, self._run_filter(system))
+            if system else None,
+            alerts=(alert, self._run_col, self.last_alert_id, ALERT_PAGE_ROWS,
+                    self._run_filter(alert)) if alert else None,
+        )
+        rows = self._query(sql)
+        for table in ready:
+            self._extra_errors.pop(table, None)
+        return self._extra_events(rows)
+
+    def _extra_failed(self, tables: list[str], exc: BaseException) -> None:
+        """A table the database lacks is probed again later; other failures are said."""
+        message = str(exc) or type(exc).__name__
+        if ts.is_missing_table(message):
+            named = [t for t in tables if f"no such table: {t}" in message.lower()]
+            for table in named or tables:
+                self._extra_wait[table] = MISSING_TABLE_RECHECK_POLLS
+                self._extra_col.pop(table, None)
+                self._extra_errors.pop(table, None)
+            return
+        for table in tables:
+            self._extra_errors[table] = message
 
     def _table_col(self, table: str) -> str:
         data = self._call("query_project", project=self.project,
@@ -428,46 +461,41 @@ class TrackioRemoteSource:
         self._extra_col[table] = col
         return col
 
-    def _poll_system(self, col: str) -> list[Event]:
-        rows = self._query(
-            ts.system_sql(col, self.last_system_id, PAGE_ROWS, self._run_filter(col))
-        )
+    def _extra_events(self, rows: list[dict[str, Any]]) -> list[Event]:
         events: list[Event] = []
+        n_system = n_alerts = 0
         for row in rows:
             rid = str(row.get("run_id") or row.get("run_name") or "")
-            metrics = ts.load_json(row.get("metrics"))
-            if metrics is None:
+            ref = RunRef(SOURCE, self.project or "", rid, str(row.get("run_name") or rid))
+            try:
+                rowid = int(row["id"])
+            except (KeyError, TypeError, ValueError):
                 self.skipped += 1
                 continue
-            ref = RunRef(SOURCE, self.project or "", rid, str(row.get("run_name") or rid))
-            sample, bad = ts.system_sample(ref, metrics, iso_to_epoch(row.get("timestamp")))
-            self.skipped += bad
-            if sample is not None:
-                events.append(sample)
-        if rows:
-            self.last_system_id = max(self.last_system_id, max(int(r["id"]) for r in rows))
-        self.behind = self.behind or len(rows) >= PAGE_ROWS
-        return events
-
-    def _poll_alerts(self, col: str) -> list[Event]:
-        sql = ts.alerts_sql(
-            col, self._run_col, self.last_alert_id, ALERT_PAGE_ROWS, self._run_filter(col)
-        )
-        rows = self._query(sql)
-        events: list[Event] = []
-        for row in rows:
-            rid = str(row.get("run_id") or row.get("run_name") or "")
-            ref = RunRef(SOURCE, self.project or "", rid, str(row.get("run_name") or rid))
-            events.append(
-                ts.alert_marker(
-                    ref, title=row.get("title"), text=row.get("text"), level=row.get("level"),
-                    step=row.get("step"), timestamp=row.get("timestamp"),
-                    at_metrics=row.get("at_metrics"), fallback_step=self._last_x.get(rid),
+            if row.get("kind") == "system":
+                n_system += 1
+                self.last_system_id = max(self.last_system_id, rowid)
+                metrics = ts.load_json(row.get("metrics"))
+                if metrics is None:
+                    self.skipped += 1
+                    continue
+                sample, bad = ts.system_sample(ref, metrics, iso_to_epoch(row.get("timestamp")))
+                self.skipped += bad
+                if sample is not None:
+                    events.append(sample)
+            elif row.get("kind") == "alert":
+                n_alerts += 1
+                self.last_alert_id = max(self.last_alert_id, rowid)
+                events.append(
+                    ts.alert_marker(
+                        ref, title=row.get("title"), text=row.get("text"),
+                        level=row.get("level"), step=row.get("step"),
+                        timestamp=row.get("timestamp"), at_metrics=row.get("at_metrics"),
+                        fallback_step=self._last_x.get(rid),
+                    )
                 )
-            )
-        if rows:
-            self.last_alert_id = max(self.last_alert_id, max(int(r["id"]) for r in rows))
-        self.behind = self.behind or len(rows) >= ALERT_PAGE_ROWS
+        if n_system >= SYSTEM_PAGE_ROWS or n_alerts >= ALERT_PAGE_ROWS:
+            self.behind = True
         return events
 
     def _rows_to_events(self, rows: list[dict[str, Any]]) -> list[Event]:

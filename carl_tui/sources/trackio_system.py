@@ -16,12 +16,18 @@ separate rows with `cpu/utilization` (percent) and `memory/used`, `memory/total`
 `SystemSample` (memory in MiB); a row with none of these keys (disk or network
 only) becomes none. Rows have no step: they are dated by their timestamp.
 
-`trackio.alert(title, text, level)` stores Trackio's own step, which counts
-every `trackio.log` call; a Trainer run's x axis is `train/global_step`. The
-alert query looks up the run's metrics row at that Trackio step (the newest at
-or before it) and places the alert at its `train/global_step`, else at the
-Trackio step. An alert becomes `Marker(run, "alert", step, detail)` with
-detail `title`, `text`, `level`, `trackio_step` and `wall_time`.
+`trackio.alert(title, text, level)` stores Trackio's own step (the highest step
+logged so far), which counts every `trackio.log` call; a Trainer run's x axis
+is `train/global_step`. The alert is placed where the source places the run's
+metrics row logged just before it: the alert query takes that row's
+`train/global_step`, else its step. Which row that was is not stored; the query
+takes the first row at the alert's step (that row existed when the alert was
+raised: it set the step), else the newest row below it. Rows at the alert's
+step logged after it are only those with an explicit step, like TRL's
+profiling rows; for plain `trackio.log` calls (one row per step) the choice is
+exact, for a TRL run it is the Trainer's row the alert followed. An alert
+becomes `Marker(run, "alert", step, detail)` with detail `title`, `text`,
+`level`, `trackio_step` and `wall_time`.
 """
 
 from __future__ import annotations
@@ -117,15 +123,48 @@ def system_sql(key: str, last_id: int, limit: int, where: str = "") -> str:
 
 
 def alerts_sql(key: str, metrics_key: str, last_id: int, limit: int, where: str = "") -> str:
-    """New alerts after `last_id`, each with the metrics row of its run at (or just
-    before) its Trackio step, to place it on the run's x axis. `key` / `metrics_key`:
-    the run column of the alerts / metrics table; `where` filters alerts by run."""
+    """New alerts after `last_id`, each with the metrics row that places it on the run's
+    x axis (see the module doc: the first row at its Trackio step, else the newest
+    below; two index look-ups per alert). `key` / `metrics_key`: the run column of the
+    alerts / metrics table; `where` filters alerts by run."""
+    k = f"m.{metrics_key} = alerts.{key}"
+    first_at = f"(SELECT MIN(m.id) FROM metrics AS m WHERE {k} AND m.step = alerts.step)"
+    newest_below = (
+        f"(SELECT m.id FROM metrics AS m WHERE {k} AND m.step < alerts.step "
+        f"ORDER BY m.step DESC, m.id DESC LIMIT 1)"
+    )
     return (
         f"SELECT id, {key} AS run_id, run_name, title, text, level, step, timestamp, "
-        f"(SELECT m.metrics FROM metrics AS m WHERE m.{metrics_key} = alerts.{key} "
-        f"AND m.step <= alerts.step ORDER BY m.step DESC, m.id DESC LIMIT 1) AS at_metrics "
+        f"(SELECT r.metrics FROM metrics AS r WHERE r.id = COALESCE({first_at}, {newest_below})) "
+        f"AS at_metrics "
         f"FROM alerts WHERE id > {int(last_id)}{where} ORDER BY id LIMIT {int(limit)}"
     )
+
+
+_EXTRA_COLUMNS = ("id", "run_id", "run_name", "timestamp", "metrics", "title", "text", "level",
+                  "step", "at_metrics")
+
+
+def extras_sql(
+    *,
+    system: tuple[str, int, int, str] | None,
+    alerts: tuple[str, str, int, int, str] | None,
+) -> str:
+    """New system rows and alerts in one query (one round trip to a server): a `kind`
+    column ('system' or 'alert') and the union of both tables' columns, NULL where a
+    table has none. `system`: (run column, last id, limit, run filter); `alerts`:
+    (run column, metrics run column, last id, limit, run filter)."""
+    parts = []
+    if system is not None:
+        have = {"id", "run_id", "run_name", "timestamp", "metrics"}
+        cols = ", ".join(c if c in have else f"NULL AS {c}" for c in _EXTRA_COLUMNS)
+        parts.append(f"SELECT 'system' AS kind, {cols} FROM ({system_sql(*system)})")
+    if alerts is not None:
+        cols = ", ".join("NULL AS metrics" if c == "metrics" else c for c in _EXTRA_COLUMNS)
+        parts.append(f"SELECT 'alert' AS kind, {cols} FROM ({alerts_sql(*alerts)})")
+    if not parts:
+        raise ValueError("extras_sql needs system or alerts")
+    return " UNION ALL ".join(parts)
 
 
 def _int_step(value: Any) -> int | None:

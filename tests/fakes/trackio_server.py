@@ -262,3 +262,185 @@ class LiveWriter:
             self.proc.wait(30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+# -- system metrics and alerts ------------------------------------------------
+
+_ACTION_WRITER = textwrap.dedent(
+    """
+    import json, sys, time
+    import trackio
+    spec = json.loads(sys.argv[1])
+    trackio.init(project=spec["project"], name=spec["run"], embed=False, auto_log_cpu=False,
+                 auto_log_gpu=spec["auto_log_gpu"], gpu_log_interval=spec["gpu_log_interval"])
+    print("READY", flush=True)
+
+    def act(action):
+        kind, args = action[0], action[1:]
+        if kind == "log":
+            trackio.log(*args)
+        elif kind == "system":
+            trackio.log_system(args[0])
+        elif kind == "cpu":
+            print("CPU " + json.dumps(trackio.log_cpu()), flush=True)
+        elif kind == "alert":
+            title, text, level = args
+            trackio.alert(title, text, level=trackio.AlertLevel(level))
+        elif kind == "sleep":
+            time.sleep(args[0])
+        else:
+            raise ValueError(kind)
+
+    for line in sys.stdin:
+        for action in json.loads(line):
+            act(action)
+        print("DONE-BATCH", flush=True)
+    trackio.finish()
+    print("FINISHED", flush=True)
+    """
+)
+
+
+class ActionWriter:
+    """A long-lived real trackio writer driven by lists of actions:
+    `["log", {metrics}]`, `["system", {metrics}]` (`trackio.log_system`), `["cpu"]`
+    (`trackio.log_cpu()`: real psutil readings, echoed back in `cpu_logged`),
+    `["alert", title, text, level]` (`trackio.alert`), `["sleep", seconds]`.
+    `auto_log_gpu` starts trackio's own GPU monitor (with a fake NVML on
+    `extra_path`, see `write_fake_nvml`)."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        project: str,
+        run: str,
+        *,
+        auto_log_gpu: bool = False,
+        gpu_log_interval: float = 10.0,
+        extra_path: Path | None = None,
+        extra_env: dict[str, str] | None = None,
+    ):
+        spec = {"project": project, "run": run, "auto_log_gpu": auto_log_gpu,
+                "gpu_log_interval": gpu_log_interval}
+        env = _env(Path(data_dir), **(extra_env or {}))
+        env.pop("CUDA_VISIBLE_DEVICES", None)
+        if extra_path is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                p for p in (str(extra_path), env.get("PYTHONPATH", "")) if p
+            )
+        self.cpu_logged: list[dict] = []
+        self.output: list[str] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _ACTION_WRITER, json.dumps(spec)],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self._expect("READY")
+
+    def _expect(self, word: str) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.output.append(line)
+            if line.startswith("CPU "):
+                self.cpu_logged.append(json.loads(line[4:]))
+            if line.strip() == word:
+                return
+        raise RuntimeError(f"trackio writer exited before {word}: {''.join(self.output)[-2000:]}")
+
+    def do(self, actions: list[list]) -> None:
+        """Returns once every action was done (writes follow within trackio's batching)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(actions) + "\n")
+        self.proc.stdin.flush()
+        self._expect("DONE-BATCH")
+
+    def close(self) -> None:
+        """`trackio.finish()`: everything queued is written when this returns."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self._expect("FINISHED")
+            self.proc.wait(30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+_FAKE_NVML = textwrap.dedent(
+    '''
+    """A stand-in for NVIDIA's `pynvml` with two GPUs whose readings drift like a
+    training's; every reading is appended to $FAKE_NVML_LOG (one JSON line per GPU
+    per collection) so a test can compare what trackio stored with what it read."""
+    import json, math, os
+
+    NVML_TEMPERATURE_GPU = 0
+    _COUNT = 2
+    _ticks = {}
+
+    class _Handle:
+        def __init__(self, index):
+            self.index = index
+            self.reading = None
+
+    class _Util:
+        def __init__(self, gpu, memory):
+            self.gpu, self.memory = gpu, memory
+
+    class _Mem:
+        def __init__(self, used, total):
+            self.used, self.total, self.free = used, total, total - used
+
+    def nvmlInit():
+        pass
+
+    def nvmlDeviceGetCount():
+        return _COUNT
+
+    def nvmlDeviceGetHandleByIndex(index):
+        h = _Handle(index)
+        n = _ticks[index] = _ticks.get(index, -1) + 1
+        h.reading = {
+            "gpu": index,
+            "n": n,
+            "util": int(round(55 + 35 * math.sin(0.7 * n + 1.3 * index))),
+            "used": int(2**30 * (3.1 + 0.37 * n + 1.7 * index + 0.05 * math.cos(n))) + 4097,
+            "total": 85_520_809_984,
+            "power_mw": int(1000 * (160 + 45 * math.sin(0.3 * n + index))) + 7,
+            "temp": 52 + (7 * n + 3 * index) % 19,
+        }
+        with open(os.environ["FAKE_NVML_LOG"], "a") as f:
+            f.write(json.dumps(h.reading) + "\\n")
+        return h
+
+    def nvmlDeviceGetUtilizationRates(h):
+        return _Util(h.reading["util"], 30)
+
+    def nvmlDeviceGetMemoryInfo(h):
+        return _Mem(h.reading["used"], h.reading["total"])
+
+    def nvmlDeviceGetPowerUsage(h):
+        return h.reading["power_mw"]
+
+    def nvmlDeviceGetTemperature(h, sensor):
+        return h.reading["temp"]
+    '''
+)
+
+
+def write_fake_nvml(directory: Path) -> Path:
+    """Write the stand-in `pynvml.py` into `directory` (put it on PYTHONPATH)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "pynvml.py").write_text(_FAKE_NVML)
+    return directory
