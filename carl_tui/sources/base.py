@@ -155,8 +155,13 @@ class SourceRunner:
         try:
             events = self.source.poll()
         except Exception as exc:  # noqa: BLE001  (any failure becomes a visible status)
-            retry = getattr(exc, "retry", True)
-            delay = self.backoff.next_delay() if retry else max(self.backoff.cap, 5.0)
+            if not getattr(exc, "retry", True):
+                # Retrying cannot help (a directory, a wrong name, a refused token): say so,
+                # and look again only rarely, in case the user fixes it outside.
+                delay = max(self.backoff.cap, 30.0)
+                self._status("error", describe(exc), retry_in=delay)
+                return delay
+            delay = self.backoff.next_delay()
             self._status("retrying", describe(exc), retry_in=delay)
             return delay
         self.backoff.reset()

@@ -233,6 +233,7 @@ class AutoFileSource:
 
     Until the file exists and has a first line, it waits (and says so). A FIFO
     cannot be looked into without consuming it: it is read as a JSONL stream.
+    Its name stays `file: NAME` (the status bar keys sources by name).
     """
 
     def __init__(self, path: Path, *, run=None):
@@ -242,14 +243,19 @@ class AutoFileSource:
         self.inner: Any = None
 
     def _decide(self) -> str | None:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
+        from carl_tui.sources.follow import stat_path, unusable
+
+        st = stat_path(self.path)
+        if st is None:
             return None
+        error = unusable(self.path, st)
+        if error is not None:
+            raise error
         if stat.S_ISFIFO(st.st_mode):
             return "jsonl"
         try:
-            with open(self.path, "rb") as fh:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(fd, "rb") as fh:
                 head = fh.read(SNIFF_BYTES)
         except OSError:
             return None
@@ -263,7 +269,6 @@ class AutoFileSource:
 
                 raise SourceError(f"waiting for {self.path}")
             self.inner = _file_source(self.path, fmt, self._run)
-            self.name = self.inner.name
         return self.inner.poll()
 
     def __getattr__(self, attr: str) -> Any:
