@@ -243,3 +243,21 @@ async def test_overlay_draws_every_run_of_the_project(spec_events, run_ref):
         assert sorted(ent_plot.lines) == ["second", "spec-run"]
         await pilot.press("o")
         assert phi_plot.lines == ["spec-run"]
+
+
+async def test_events_view_and_system_panel_keys(spec_events):
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.gate.fired)
+        await pilot.press("e")
+        assert type(app.screen).__name__ == "EventsScreen"
+        body = plain_text(app.screen.query_one("#events-body"), 200)
+        gate = app.snapshot.gate.trigger_step
+        assert "phase transition" in body and f"at step {gate}" in body
+        await pilot.press("escape")
+        system = app.dashboard.system
+        assert not system.display
+        await pilot.press("g")
+        assert system.display and "no system metrics logged" in plain_text(system)

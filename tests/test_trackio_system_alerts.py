@@ -234,7 +234,7 @@ def test_system_metrics_and_alerts_followed_live_each_once(server, kind):
     assert view.gpus[1].latest == expected_gpus(gpu_rows[-1])[1]
     assert view.cpu_percent == cpu_logged[-1]["cpu/utilization"]
     assert [m.step for m in snap.markers if m.kind == "alert"] == [a[3] for a in want]
-    notices = [n for n in store.take_notices() if n.kind == "marker:alert"]
+    notices = [n for n in store.take_notices() if n.kind == "alert"]
     assert [n.step for n in notices] == [a[3] for a in want]
 
 

@@ -108,6 +108,15 @@ class RunState:
             return
         if marker.kind in ("phase", "stage"):  # the run's own labels: shown, not announced
             return
+        if marker.kind == "alert":  # trackio.alert(...): the run's own alert
+            d = marker.detail
+            level = str(d.get("level", "")).lower()
+            sev = {"info": "information", "warn": "warning", "warning": "warning",
+                   "error": "error"}.get(level, "warning")
+            title, text = str(d.get("title", "") or ""), str(d.get("text", "") or "")
+            words = ": ".join(x for x in (title, text) if x) or "alert"
+            self._event("alert", marker.step, f"{words} (step {marker.step})", sev)
+            return
         label = marker.kind.replace("_", " ")
         self._notify(self.run, f"marker:{marker.kind}", marker.step,
                      f"run reports {label} at step {marker.step}", "information")

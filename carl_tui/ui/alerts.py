@@ -4,14 +4,15 @@ terminals pass on, over SSH too).
 
 Alert kinds: crystallisation (`phase_transition`), the cascade switch
 (`cascade`), a NaN or infinite loss (`nan_loss`), a diverging loss
-(`diverging`), a job that finishes or fails (`job`). Each channel is switched
+(`diverging`), a job that finishes or fails (`job`), and the run's own alerts
+(`alert`: `trackio.alert(...)`). Each channel is switched
 in the config file (`$CARL_TUI_CONFIG`, else `~/.config/carl-tui/config.toml`):
 
     [alerts]
     notice = true     # a notice on screen
     bell = true       # the terminal bell
     desktop = true    # OSC 9 / OSC 777 desktop notification
-    kinds = ["phase_transition", "cascade", "nan_loss", "diverging", "job"]
+    kinds = ["phase_transition", "cascade", "nan_loss", "diverging", "job", "alert"]
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-ALERT_KINDS = ("phase_transition", "cascade", "nan_loss", "diverging", "job")
+ALERT_KINDS = ("phase_transition", "cascade", "nan_loss", "diverging", "job", "alert")
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f;]")
 
 

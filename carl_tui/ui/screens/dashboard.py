@@ -28,6 +28,7 @@ from carl_tui.ui.widgets.metrics_table import MetricsTable
 from carl_tui.ui.widgets.phase_panel import PhasePanel
 from carl_tui.ui.widgets.plots import MetricPlot
 from carl_tui.ui.widgets.status_bar import StatusBar
+from carl_tui.ui.widgets.system_panel import SystemPanel
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.ui.app import CarlApp
@@ -51,6 +52,7 @@ class DashboardScreen(Screen[None]):
         self.grid = Vertical(id="grid")
         self.plots = Vertical(id="plots")
         self.phase = PhasePanel(id="phase", classes="panel")
+        self.system = SystemPanel(id="system", classes="panel -hidden")
         self.table = MetricsTable(id="metrics", classes="panel")
         self.log_panel = LogPanel(id="log", classes="panel -hidden")
         self.job_bar = JobBar(id="job-bar")
@@ -78,6 +80,7 @@ class DashboardScreen(Screen[None]):
                 yield self.grid
             with Vertical(id="side"):
                 yield self.phase
+                yield self.system
                 yield self.table
         yield self.log_panel
         yield self.job_bar
@@ -88,6 +91,7 @@ class DashboardScreen(Screen[None]):
         self.phase.border_title = "phase"
         self.table.border_title = "metrics"
         self.log_panel.border_title = "log"
+        self.system.border_title = "system"
         self._sync_grid()
         self.layout_for(self.app.size.width, self.app.size.height)
         self.call_after_refresh(self.carl.screen_ready)  # widgets built: data may flow in
@@ -137,6 +141,8 @@ class DashboardScreen(Screen[None]):
         """The status bar and the job line (ages tick every second)."""
         self.status.show(summary, snap, now)
         self.job_bar.show(snap.job if snap else None, snap.usage if snap else None)
+        if self.system.display:
+            self.system.show(snap, now)
 
     def _overlays(self, snap: RunSnapshot, metric: str) -> list[chart.Overlay]:
         """The same metric of the runs compared with this one (or of its whole project)."""
@@ -310,6 +316,19 @@ class DashboardScreen(Screen[None]):
         self.log_panel.toggle_class("-hidden")
         if not self.log_panel.has_class("-hidden"):
             self.log_panel.show(self.snapshot)
+
+    def action_toggle_system(self) -> None:
+        self.system.toggle_class("-hidden")
+        if not self.system.has_class("-hidden"):
+            self.system.show(self.snapshot, self.carl.config.clock())
+
+    def action_events(self) -> None:
+        from carl_tui.ui.screens.events import EventsScreen
+
+        if self.snapshot is None:
+            self.notify("no run yet", severity="warning")
+            return
+        self.app.push_screen(EventsScreen(self.snapshot))
 
     def action_toggle_follow(self) -> None:
         self.log_panel.set_follow(not self.log_panel.follow)
