@@ -1,0 +1,131 @@
+"""The screenshot script (screenshots/make.py) and the screencast's plan
+(screenshots/screencast.py) keep working: one screen is rendered for real and its
+SVG must show what the dashboard shows for the recording; the GIF's story is
+found in the recording's own data. The GIF itself is not made here (slow)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from carl_tui.sources.replay import ReplaySource
+from carl_tui.store import RunStore
+from carl_tui.ui.keys import ALL_KEYS
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "screenshots"
+
+
+def load(name: str, module: str):
+    if module in sys.modules:
+        return sys.modules[module]
+    spec = importlib.util.spec_from_file_location(module, SCRIPTS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[module] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def make():
+    return load("make", "carl_screenshots_make")
+
+
+@pytest.fixture(scope="module")
+def cast(make):
+    return load("screencast", "carl_screenshots_screencast")
+
+
+@pytest.fixture(scope="module")
+def recorded(make):
+    """The snapshot of the whole recording, read by the store directly (not by the UI)."""
+    path = make.recording()
+    store = RunStore()
+    store.apply(ReplaySource(path, speed=0).poll())
+    (run,) = store.runs()
+    return path, store.snapshot(run.key)
+
+
+async def test_dashboard_svg_shows_the_run_its_phase_and_the_keys(make, recorded, tmp_path):
+    _, snap = recorded
+    out = await make.shoot(make.SHOTS["dashboard"], "carl-light", tmp_path)
+    assert out.name == "dashboard-light.svg"
+    svg = out.read_text(encoding="utf-8")
+    assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
+    lines = make.svg_lines(svg)
+    assert len(lines) == make.SIZE[1]
+    text = "\n".join(lines)
+    # the run's name in the title and the status bar, with its last step
+    assert snap.run.label in lines[0]
+    assert re.search(rf"run {re.escape(snap.run.label)} · step {snap.last_step}\b", lines[-2])
+    # the phase the store is in, and the gate where it fired
+    assert snap.phase.phase and snap.phase.phase.upper() in text
+    if snap.gate.fired:
+        assert f"step {snap.gate.trigger_step}" in text
+    # the footer's keys: each key shown there with its description
+    footer = lines[-1]
+    for key in ALL_KEYS:
+        if key.show and key.id in ("app.help", "app.quit", "actions.diagnose"):
+            assert key.description in footer, (key, footer)
+    # every metric the table can show fits on screen: at least phi and entropy rows
+    for metric in ("phi", "entropy"):
+        value = snap.series[metric].last
+        assert re.search(rf"\b{metric}\s+{value:.4f}\b", text), metric
+
+
+def test_file_names_keep_the_dark_theme_unsuffixed(make):
+    assert make.file_name("dashboard", "carl-dark") == "dashboard.svg"
+    assert make.file_name("dashboard-80x24", "carl-light") == "dashboard-80x24-light.svg"
+    names = {make.file_name(n, t) for n in make.SHOTS for t in make.THEMES}
+    assert len(names) == len(make.SHOTS) * len(make.THEMES)
+    for wanted in ("dashboard", "launch", "jobs", "diagnosis", "help", "skipped",
+                   "dashboard-80x24"):
+        assert wanted in make.SHOTS
+
+
+def test_braille_becomes_dots_in_its_own_cell(cast):
+    cell, line = 12.2, 24.4
+    svg = ('<clipPath id="t-line-3">\n    <rect x="0" y="74.7" width="1952" height="24.65"/>'
+           '\n            </clipPath>'
+           f'<text class="t-r5" x="{10 * cell:.1f}" y="93.2" textLength="{3 * cell:.1f}" '
+           'clip-path="url(#t-line-3)">\u28ff&#160;\u2801</text>'
+           '<text class="t-r2" x="0" y="93.2" textLength="24.4" '
+           'clip-path="url(#t-line-3)">ab</text>')
+    out = cast.braille_as_dots(svg)
+    circles = re.findall(r'<circle class="t-r5" cx="([\d.]+)" cy="([\d.]+)"', out)
+    assert len(circles) == 8 + 1  # all eight dots of U+28FF, dot 1 of U+2801
+    xs = [float(x) for x, _ in circles]
+    ys = [float(y) for _, y in circles]
+    assert all(10 * cell < x < 11 * cell for x in xs[:8])  # inside the first cell
+    assert 12 * cell < xs[8] < 12.5 * cell  # dot 1 is in the left half of the third cell
+    assert min(ys) > 74.7 and max(ys) < 74.7 + line + 0.3
+    assert ys[8] == min(ys)  # dot 1 is in the top row
+    assert ">ab</text>" in out  # plain text is left alone
+    assert "\u28ff" not in out and "\u2801" not in out
+
+
+def test_screencast_story_is_found_in_the_recording(cast, recorded):
+    path, snap = recorded
+    story = cast.find_story(path)
+    assert story.gate_step == (snap.gate.trigger_step if snap.gate.fired else None)
+    assert story.cascade_step == (snap.cascade.trigger_step if snap.cascade.fired else None)
+    assert story.gate_t is not None and story.cascade_t is not None
+    assert 0 < story.gate_t < story.cascade_t <= story.span
+    plan = cast.schedule(story)
+    labels = [f.label for f in plan]
+    assert labels[0] == "loading" and plan[0].t is None
+    gate = plan[labels.index("gate")]
+    cascade = plan[labels.index("cascade")]
+    assert gate.t == story.gate_t and cascade.t == story.cascade_t
+    assert gate.duration > cast.MOMENT_S and cascade.duration > cast.MOMENT_S
+    times = [f.t for f in plan[1:]]
+    assert times == sorted(times) and times[-1] == story.span
+    assert [f.keys for f in plan if f.keys] == [(k,) for k, _ in cast.KEYS]
+    total = sum(f.duration for f in plan)
+    assert 20 <= total <= 40, total
+    quick = cast.schedule(story, frames=3)
+    assert len([f for f in quick if f.t is not None and not f.keys]) == 3 + 2
