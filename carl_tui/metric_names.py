@@ -50,7 +50,11 @@ def valid_number(value: Any) -> float | None:
 
 
 def is_metric_key(key: str) -> bool:
-    return key not in NON_METRIC_KEYS and canonical(key) not in NON_METRIC_KEYS and key not in STEP_KEYS
+    return (
+        key not in NON_METRIC_KEYS
+        and canonical(key) not in NON_METRIC_KEYS
+        and key not in STEP_KEYS
+    )
 
 
 # The metrics people watch first (table rows, export columns); the rest follow by name.

@@ -53,7 +53,8 @@ async def test_panels_show_the_latest_numbers(spec_events, run_ref):
         await wait_for(pilot, lambda: app.snapshot is not None)
         rows = spec_trajectory()
         last_step, last = rows[-1]
-        assert table_cell(app, "mean_token_accuracy", "last") == f"{last['mean_token_accuracy']:.4f}"
+        want = f"{last['mean_token_accuracy']:.4f}"
+        assert table_cell(app, "mean_token_accuracy", "last") == want
         assert app.snapshot.series["entropy"].count == 46
         assert table_cell(app, "loss", "step") == str(last_step)
         # phi derived from entropy with the vocabulary size in the run's metadata
@@ -94,14 +95,16 @@ async def test_crystallisation_is_flagged_at_the_gate_step(run_ref):
         gate_lines = [m.x for m in ent_plot.view.marks if m.kind == "vline"]
         assert gate_lines == [float(expected.trigger_step)]
         assert f"crystallised @ {expected.trigger_step}" in str(ent_plot.border_subtitle)
-        assert f"CRYSTALLISED at step {expected.trigger_step}" in plain_text(app.query_one(PhasePanel))
+        panel = plain_text(app.query_one(PhasePanel))
+        assert f"CRYSTALLISED at step {expected.trigger_step}" in panel
 
 
 async def test_status_bar_shows_source_trouble_and_skipped(run_ref):
     src = ScriptedSource()
     src.push([
         ScalarBatch.from_rows(run_ref, [(0, {"loss": 1.0})], wall_time=100.0),
-        SourceStatus("remote", "retrying", "ConnectError: refused", last_good=100.0, skipped=3, retry_in=4.0),
+        SourceStatus("remote", "retrying", "ConnectError: refused", last_good=100.0, skipped=3,
+                     retry_in=4.0),
     ])
     app = make_app(src, clock=lambda: 130.0)
     async with app.run_test(size=SIZE) as pilot:
@@ -156,7 +159,8 @@ async def test_columns_widen_for_later_values(run_ref):
     app = make_app(src)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.snapshot is not None)
-        src.push([ScalarBatch.from_rows(run_ref, [(s, {"loss": 1.0 + 0.0137 * s}) for s in range(2, 40)])])
+        rows = [(s, {"loss": 1.0 + 0.0137 * s}) for s in range(2, 40)]
+        src.push([ScalarBatch.from_rows(run_ref, rows)])
         await wait_for(pilot, lambda: app.snapshot.last_step == 39)
         table = app.query_one(MetricsTable)
         trend = str(table.get_cell("loss", "trend"))

@@ -20,7 +20,8 @@ def test_help_imports_nothing_heavy():
         "    except SystemExit:\n"
         "        pass\n"
         "import json\n"
-        f"print(json.dumps({{'help': buf.getvalue(), 'loaded': [m for m in {HEAVY!r} if m in sys.modules]}}))\n"
+        f"loaded = [m for m in {HEAVY!r} if m in sys.modules]\n"
+        "print(json.dumps({'help': buf.getvalue(), 'loaded': loaded}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])

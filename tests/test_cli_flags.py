@@ -81,7 +81,8 @@ def test_keymap_and_theme_are_accepted_when_valid():
     from carl_tui.ui.keys import check_keymap
     from carl_tui.ui.themes import theme_names
 
-    assert check_keymap({"app.quit": "ctrl+q", "app.pick_run": "R", "app.help": "f1,question_mark"}) is None
+    keymap = {"app.quit": "ctrl+q", "app.pick_run": "R", "app.help": "f1,question_mark"}
+    assert check_keymap(keymap) is None
     assert {"carl-dark", "carl-light"} <= set(theme_names())
 
 
@@ -95,6 +96,7 @@ def test_ctrl_c_before_the_screen_exits_quietly(tmp_path):
         "cli.run_dashboard = boom\n"
         "sys.exit(cli.main(['--watch', 'x.jsonl']))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
+                         text=True,
                          cwd=tmp_path, env={**os.environ}, timeout=60)
     assert out.returncode == 130 and "Traceback" not in out.stderr

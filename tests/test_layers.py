@@ -124,4 +124,5 @@ asyncio.run(main())
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "LOSS: 0.5" in out.stdout
-    assert "JOBS: Hugging Face Jobs: this needs huggingface_hub: pip install 'carl-tui[hub]'" in out.stdout
+    need = "JOBS: Hugging Face Jobs: this needs huggingface_hub: pip install 'carl-tui[hub]'"
+    assert need in out.stdout

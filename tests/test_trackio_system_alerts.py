@@ -94,7 +94,8 @@ def gpu_row(rng: np.random.Generator, t: int, *, nan_power: bool = False) -> dic
     if nan_power:
         row["gpu/1/power"] = math.nan
     row["gpu/mean_utilization"] = (row["gpu/0/utilization"] + row["gpu/1/utilization"]) / 2
-    row["gpu/total_allocated_memory"] = row["gpu/0/allocated_memory"] + row["gpu/1/allocated_memory"]
+    total = row["gpu/0/allocated_memory"] + row["gpu/1/allocated_memory"]
+    row["gpu/total_allocated_memory"] = total
     row["gpu/max_temp"] = max(row["gpu/0/temp"], row["gpu/1/temp"])
     return row
 

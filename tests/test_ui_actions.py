@@ -321,7 +321,8 @@ async def test_push_forbidden_is_plain_and_shows_no_url(hub, tmp_path):
         await pilot.press(*"bob/theirs", "enter")
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("y")
-        await wait_for(pilot, lambda: not screen.busy and plain_text(screen.query_one("#push-error")))
+        await wait_for(pilot, lambda: not screen.busy
+                       and plain_text(screen.query_one("#push-error")))
         error = plain_text(screen.query_one("#push-error"), 200)
         assert "permission denied on bob/theirs (403)" in error
         assert "Traceback" not in error and TEST_TOKEN not in error
@@ -427,7 +428,8 @@ async def test_diagnosis_without_a_key_or_with_an_api_error(hub, monkeypatch):
         screen = app.screen
         await wait_for(pilot, lambda: not screen.busy and len(claude.bodies) == 1)
         await wait_for(pilot, lambda: "overloaded" in plain_text(screen.query_one("#diag-status")))
-        assert "Claude is overloaded right now (529)" in plain_text(screen.query_one("#diag-status"))
+        status = plain_text(screen.query_one("#diag-status"))
+        assert "Claude is overloaded right now (529)" in status
         assert screen.history == []
 
 

@@ -153,7 +153,8 @@ class JobsClient:
     def launch(self, spec: LaunchSpec, *, flavors: Iterable[str] | None = None) -> LaunchedJob:
         """Validate `spec` and start the job. Raises `ActionError` listing every problem."""
         if spec.target != "hf-jobs":
-            raise ActionError("This launch targets the local machine: use LocalJob.", kind="invalid")
+            raise ActionError("This launch targets the local machine: use LocalJob.",
+                              kind="invalid")
         problems = spec.validate(flavors=list(flavors) if flavors is not None else None)
         if problems:
             raise ActionError("Cannot launch:\n- " + "\n- ".join(problems), kind="invalid")

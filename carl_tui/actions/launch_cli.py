@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-generations", type=int, default=d.num_generations)
     p.add_argument("--carl", action=argparse.BooleanOptionalAction, default=True,
                    help="add the CARL reward (default: on)")
-    p.add_argument("--output-repo", default="", help="user/name to push the trained model to (private)")
+    p.add_argument("--output-repo", default="",
+                   help="user/name to push the trained model to (private)")
     p.add_argument("--flavor", default=DEFAULT_FLAVOR, help="Jobs hardware (see --list-hardware)")
     p.add_argument("--timeout", default=DEFAULT_TIMEOUT, help="e.g. 90m, 2h (default 2h)")
     p.add_argument("--trackio-space", default="", help="user/space for live Trackio metrics")
@@ -42,12 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-name", default="")
     p.add_argument("--target", choices=("hf-jobs", "local"), default="hf-jobs")
     p.add_argument("--output-dir", default=d.output_dir, help="local target: output folder")
-    p.add_argument("--stream", default="", help="local target: metrics stream (default OUTPUT_DIR/stream.jsonl)")
+    p.add_argument("--stream", default="",
+                   help="local target: metrics stream (default OUTPUT_DIR/stream.jsonl)")
     p.add_argument("--num-processes", type=int, default=0)
     p.add_argument("--package-spec", default=DEFAULT_PACKAGE_SPEC,
                    help="what the job installs, e.g. 'carl-tui[train,hub] @ git+https://...'")
-    p.add_argument("--list-hardware", action="store_true", help="list Jobs hardware with prices and exit")
-    p.add_argument("--dry-run", action="store_true", help="check and print the command, send nothing")
+    p.add_argument("--list-hardware", action="store_true",
+                   help="list Jobs hardware with prices and exit")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check and print the command, send nothing")
     return p
 
 

@@ -59,7 +59,9 @@ def merge_steps(batches: Sequence[ScalarBatch]) -> tuple[np.ndarray, dict[str, n
     return sorted_steps[starts], out
 
 
-def with_derived_phi(columns: dict[str, np.ndarray], vocab_size: int | None) -> dict[str, np.ndarray]:
+def with_derived_phi(
+    columns: dict[str, np.ndarray], vocab_size: int | None
+) -> dict[str, np.ndarray]:
     if mn.PHI in columns or mn.ENTROPY not in columns or not vocab_size or vocab_size < 2:
         return columns
     return {**columns, mn.PHI: 1.0 - columns[mn.ENTROPY] / math.log(vocab_size)}

@@ -91,8 +91,9 @@ def summary_text(d: dict[str, Any]) -> str:
     lines.append(f"{'metric':<{width}}  {'last':>12} {'min':>12} {'max':>12} {'step':>8}")
     for name, m in d["metrics"].items():
         label = labels[name]
+        step = m["last_step"] if m["last_step"] is not None else "-"
         lines.append(f"{label:<{width}}  {_num(m['last']):>12} {_num(m['min']):>12} "
-                     f"{_num(m['max']):>12} {m['last_step'] if m['last_step'] is not None else '-':>8}")
+                     f"{_num(m['max']):>12} {step:>8}")
     if d["events"]:
         lines.append("")
         lines.extend(f"step {e['step'] if e['step'] is not None else '-':>7}  {e['text']}"

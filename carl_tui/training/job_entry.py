@@ -19,7 +19,9 @@ import sys
 from collections.abc import Sequence
 
 
-def train_command(train_options: Sequence[str], num_processes: int, python: str | None = None) -> list[str]:
+def train_command(
+    train_options: Sequence[str], num_processes: int, python: str | None = None
+) -> list[str]:
     py = python or sys.executable
     if num_processes > 1:
         return [py, "-m", "accelerate.commands.launch", "--num_processes", str(num_processes),

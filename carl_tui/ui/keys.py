@@ -68,7 +68,8 @@ ACTION_KEYS: tuple[Key, ...] = (
     Key("s", "stop_job", "Stop", "actions.stop", "Stop the current run's job (asks first)"),
     Key("p", "push_checkpoint", "Push", "actions.push",
         "Push a checkpoint of the run to a Hub model repo"),
-    Key("d", "diagnose", "Diagnose", "actions.diagnose", "Ask Claude what is happening in this run"),
+    Key("d", "diagnose", "Diagnose", "actions.diagnose",
+        "Ask Claude what is happening in this run"),
     Key("j", "jobs", "Jobs", "actions.jobs", "List your Hugging Face jobs; enter follows one"),
 )
 

@@ -119,7 +119,8 @@ def install_messages_routes(server: FakeServer, state: AnthropicState) -> None:
         with state.lock:
             state.bodies.append(body)
         auth = req.headers.get("authorization", "")
-        key = req.headers.get("x-api-key") or (auth[7:] if auth.lower().startswith("bearer ") else "")
+        bearer = auth[7:] if auth.lower().startswith("bearer ") else ""
+        key = req.headers.get("x-api-key") or bearer
         rid = {"request-id": "req_" + secrets.token_hex(8)}
         if key not in state.keys:
             return Response.json(error_body(401), status=401, headers=rid)
@@ -134,7 +135,8 @@ def install_messages_routes(server: FakeServer, state: AnthropicState) -> None:
                 "id": "msg_" + secrets.token_hex(12), "type": "message", "role": "assistant",
                 "model": body["model"], "content": [{"type": "text", "text": reply.text}],
                 "stop_reason": "end_turn", "stop_sequence": None,
-                "usage": {"input_tokens": len(req.body) // 4, "output_tokens": len(reply.text) // 4},
+                "usage": {"input_tokens": len(req.body) // 4,
+                          "output_tokens": len(reply.text) // 4},
             }, headers=rid)
         return Response(
             200,

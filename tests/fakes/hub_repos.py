@@ -95,7 +95,8 @@ class HubState:
     tokens: set[str] = field(default_factory=lambda: {TEST_TOKEN})
     writable: set[str] = field(default_factory=set)  # namespaces the user may write; + user
     repos: dict[str, FakeRepo] = field(default_factory=dict)
-    blobs: dict[str, bytes] = field(default_factory=dict)  # LFS oid -> bytes (uploaded, not committed)
+    # LFS oid -> bytes (uploaded, not committed)
+    blobs: dict[str, bytes] = field(default_factory=dict)
     commit_bodies: list[list[dict]] = field(default_factory=list)
     faults: dict[str, Fault] = field(default_factory=dict)  # route name -> fault
     lock: threading.RLock = field(default_factory=threading.RLock)
@@ -172,7 +173,8 @@ def install_repo_routes(server: FakeServer, state: HubState, *, whoami: bool = T
         ns = body.get("organization") or state.user
         repo_id = f"{ns}/{body['name']}"
         if not state.can_write(ns):
-            return _err(403, f"You don't have the rights to create a model under the namespace \"{ns}\"")
+            return _err(403, "You don't have the rights to create a model under the namespace "
+                             f"\"{ns}\"")
         with state.lock:
             if repo_id in state.repos:
                 return Response.json({"error": "You already created this model repo",
@@ -189,7 +191,8 @@ def install_repo_routes(server: FakeServer, state: HubState, *, whoami: bool = T
         if repo is None:
             return _err(404, "Repository not found", "RepoNotFound")
         sha = repo.commits[-1] if repo.commits else "0" * 40
-        return Response.json({"id": repo_id, "modelId": repo_id, "sha": sha, "private": repo.private,
+        return Response.json({"id": repo_id, "modelId": repo_id, "sha": sha,
+                              "private": repo.private,
                               "siblings": [{"rfilename": p} for p in sorted(repo.files)]})
 
     def _writable_repo(req: Request) -> tuple[FakeRepo | None, Response | None]:
@@ -214,7 +217,8 @@ def install_repo_routes(server: FakeServer, state: HubState, *, whoami: bool = T
             lfs = f["size"] >= LFS_THRESHOLD or f["path"].endswith(LFS_SUFFIXES)
             files.append({"path": f["path"], "uploadMode": "lfs" if lfs else "regular",
                           "shouldIgnore": False, "oid": None})
-        return Response.json({"files": files, "commitOid": repo.commits[-1] if repo.commits else None})
+        last = repo.commits[-1] if repo.commits else None
+        return Response.json({"files": files, "commitOid": last})
 
     def lfs_batch(req: Request) -> Response:
         if (r := _fault(state, "lfs_batch")) is not None:
@@ -227,7 +231,8 @@ def install_repo_routes(server: FakeServer, state: HubState, *, whoami: bool = T
         for o in body["objects"]:
             obj = {"oid": o["oid"], "size": o["size"]}
             if o["oid"] not in state.blobs:
-                obj["actions"] = {"upload": {"href": f"{base()}/lfs-upload/{o['oid']}", "header": {}}}
+                href = f"{base()}/lfs-upload/{o['oid']}"
+                obj["actions"] = {"upload": {"href": href, "header": {}}}
             objects.append(obj)
         return Response.json({"transfer": "basic", "objects": objects, "hash_algo": "sha256"})
 

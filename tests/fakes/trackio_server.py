@@ -47,7 +47,10 @@ def _env(data_dir: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-_SHOW = "import sys; from trackio.cli import main; sys.argv = ['trackio', 'show', '--host', '127.0.0.1']; main()"
+_SHOW = (
+    "import sys; from trackio.cli import main; "
+    "sys.argv = ['trackio', 'show', '--host', '127.0.0.1']; main()"
+)
 
 
 class TrackioServer:

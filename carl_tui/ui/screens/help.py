@@ -14,7 +14,8 @@ from textual.widgets import Static
 
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q,question_mark", "dismiss", "Close", id="help.close", tooltip="Close help"),
+        Binding("escape,q,question_mark", "dismiss", "Close", id="help.close",
+                tooltip="Close help"),
     ]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }

@@ -104,17 +104,20 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
                     value=s.target, allow_blank=False, id="target", compact=True))
                 yield from _row("Model", Input(s.model, id="model", compact=True))
                 yield from _row("Dataset", Input(s.dataset, id="dataset", compact=True))
+                method = s.method if s.method in ("grpo", "sft") else "grpo"
                 yield from _row("Method", Select(
-                    [("GRPO", "grpo"), ("SFT", "sft")], value=s.method if s.method in ("grpo", "sft")
-                    else "grpo", allow_blank=False, id="method", compact=True))
+                    [("GRPO", "grpo"), ("SFT", "sft")], value=method, allow_blank=False,
+                    id="method", compact=True))
                 yield from _row("Max steps", Input(str(s.max_steps), id="steps", type="integer",
                                                    compact=True))
-                yield from _row("Learning rate", Input(f"{s.learning_rate:g}", id="lr", compact=True))
+                yield from _row("Learning rate",
+                                Input(f"{s.learning_rate:g}", id="lr", compact=True))
                 yield from _row("Generations per prompt", Input(
                     str(s.num_generations), id="generations", type="integer", compact=True))
                 yield from _row("CARL reward", Switch(value=s.carl, id="carl", animate=False))
                 yield from _row("Output repo", Input(
-                    s.output_repo, placeholder="user/name: the trained model is pushed there (private)",
+                    s.output_repo,
+                    placeholder="user/name: the trained model is pushed there (private)",
                     id="output-repo", compact=True), only="hf")
                 yield from _row("Hardware", Select(
                     [(f"{s.flavor} (loading prices…)", s.flavor)], value=s.flavor,
@@ -204,7 +207,8 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
             return
         price = self._flavors[spec.flavor]
         secs = timeout_seconds(spec.timeout)
-        most = f"; at most ${price * secs / 3600:.2f} within the {spec.timeout} timeout" if secs else ""
+        most = (f"; at most ${price * secs / 3600:.2f} within the {spec.timeout} timeout"
+                if secs else "")
         self._note(f"{spec.flavor}: ${price:.2f} per hour{most}.")
 
     def _note(self, text: str, style: str = "") -> None:

@@ -24,7 +24,9 @@ _CSS = """
 class ListPicker(ModalScreen[str | None]):
     """Choose one item from a list; dismisses with its key, or None."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss(None)", "Cancel", id="picker.cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss(None)", "Cancel", id="picker.cancel"),
+    ]
     DEFAULT_CSS = _CSS.format(name="ListPicker")
     TITLE = "Choose (enter to choose, esc to cancel)"
 

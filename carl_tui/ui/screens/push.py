@@ -70,8 +70,8 @@ class PushScreen(ModalScreen[PushResult | None]):
                 yield Static(Text(f"No folder to push: {self._output_dir} does not exist or is "
                                   "not a folder.", style="yellow"))
             yield Label("Folder (checkpoints newest first)", classes="field")
-            yield OptionList(*[Option(self._label(p), id=str(i)) for i, p in enumerate(self._choices)],
-                             id="folders")
+            options = [Option(self._label(p), id=str(i)) for i, p in enumerate(self._choices)]
+            yield OptionList(*options, id="folders")
             yield Label("Target model repo (created private if missing)", classes="field")
             yield Input(self._repo, placeholder="user/name (created private if missing)",
                         id="repo", compact=True)
@@ -114,7 +114,8 @@ class PushScreen(ModalScreen[PushResult | None]):
 
     def action_close(self) -> None:
         if self.busy:
-            self.notify("The upload is under way; it cannot be interrupted safely.", severity="warning")
+            self.notify("The upload is under way; it cannot be interrupted safely.",
+                        severity="warning")
             return
         self.dismiss(self.result)
 
@@ -139,7 +140,8 @@ class PushScreen(ModalScreen[PushResult | None]):
             if yes:
                 self._start(folder, repo)
 
-        self.app.push_screen(ConfirmScreen(f"Push {folder.name} to {repo}?", body, "Push"), answered)
+        confirm = ConfirmScreen(f"Push {folder.name} to {repo}?", body, "Push")
+        self.app.push_screen(confirm, answered)
 
     def _start(self, folder: Path, repo: str) -> None:
         self.busy = True

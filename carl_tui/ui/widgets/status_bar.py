@@ -25,14 +25,17 @@ class StatusBar(Static):
     StatusBar { height: 1; padding: 0 1; background: $panel; }
     """
 
-    def show(self, summary: StoreSummary, snap: RunSnapshot | None, now: float | None = None) -> None:
+    def show(
+        self, summary: StoreSummary, snap: RunSnapshot | None, now: float | None = None
+    ) -> None:
         now = time.time() if now is None else now
         t = Text(no_wrap=True, overflow="ellipsis")
         for name, st in summary.sources.items():
             t.append(f"{name} ", style="bold")
             t.append(st.state, style=STATE_STYLE.get(st.state, ""))
             if st.message:
-                t.append(f" ({st.message})", style="red" if st.state in ("retrying", "error") else "")
+                trouble = st.state in ("retrying", "error")
+                t.append(f" ({st.message})", style="red" if trouble else "")
             if st.state == "retrying" and st.retry_in:
                 t.append(f" retry in {st.retry_in:.0f}s", style="dim")
             if st.state in ("retrying", "error"):
