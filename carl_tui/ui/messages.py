@@ -1,49 +1,65 @@
 """Messages that worker threads post to the app and to the screens of the actions.
 
-Each is a small dataclass. Errors travel as the plain, user-facing text of an
-`ActionError` (never a traceback, never a token).
+Each is a small dataclass. Errors travel as the plain, user-facing text of a
+`CarlError` (never a traceback, never a token). Messages that supersede one
+another (new data in the store, upload progress) say so with `can_replace`:
+a queued older one is dropped, so a backlog collapses to the newest.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
+
+if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.actions.jobs import HardwareOption
+    from carl_tui.actions.push import PushProgress, PushResult
+    from carl_tui.hub import JobRow
+    from carl_tui.ui.screens.launch import LaunchOutcome
 
 
 @dataclass
 class StoreChanged(Message):
-    """A source thread added events to the store; at most one is queued at a time."""
+    """Source threads added events to the store; one queued message stands for all."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, StoreChanged)
 
 
 @dataclass
 class HardwareLoaded(Message):
     """The Jobs hardware flavors (GPU only) for the launch form, or why they are missing."""
 
-    options: list[Any] = field(default_factory=list)  # actions.jobs.HardwareOption
+    options: list[HardwareOption] = field(default_factory=list)
     namespace: str = ""  # the token's user, to suggest an output repo
     error: str = ""
 
 
 @dataclass
 class LaunchFinished(Message):
-    """A launch ended: `outcome` on success (a `LaunchOutcome`), else `error`."""
+    """A launch ended: `outcome` on success, else `error`."""
 
-    outcome: Any = None
+    outcome: LaunchOutcome | None = None
     error: str = ""
 
 
 @dataclass
 class PushProgressed(Message):
-    progress: Any  # actions.push.PushProgress
+    """How far an upload is; only the newest one matters."""
+
+    progress: PushProgress
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, PushProgressed)
 
 
 @dataclass
 class PushFinished(Message):
-    """An upload ended: `result` (a `PushResult`) only when the commit was made."""
+    """An upload ended: `result` only when the commit was made."""
 
-    result: Any = None
+    result: PushResult | None = None
     error: str = ""
 
 
@@ -65,5 +81,5 @@ class DiagnosisFinished(Message):
 
 @dataclass
 class JobsListed(Message):
-    rows: list[Any] = field(default_factory=list)  # hub.JobRow
+    rows: list[JobRow] = field(default_factory=list)
     error: str = ""

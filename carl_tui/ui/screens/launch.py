@@ -26,10 +26,8 @@ from carl_tui.actions.launch_spec import LaunchSpec, timeout_seconds
 from carl_tui.actions.local_job import LocalJob
 from carl_tui.errors import CarlError
 from carl_tui.events import RunRef
+from carl_tui.identity import local_run
 from carl_tui.ui.messages import HardwareLoaded, LaunchFinished
-
-LOCAL_SOURCE = "jsonl"
-LOCAL_PROJECT = "local"
 
 
 @dataclass(frozen=True)
@@ -300,7 +298,7 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
             stamp = time.strftime("%Y%m%d-%H%M%S")
             stream = Path(spec.output_dir) / f"stream-{stamp}.jsonl"
             local = self._start_local(spec, stream)
-            run = RunRef(LOCAL_SOURCE, LOCAL_PROJECT, f"local-{stamp}-{local.pid}", spec.job_name())
+            run = local_run(spec.job_name(), stamp, local.pid)
             return LaunchOutcome(spec, run, local=local, stream_path=stream)
         flavors = sorted(self._flavors) if self._flavors else None
         job = self._jobs_client().launch(spec, flavors=flavors)
