@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import operator
-from fractions import Fraction
-
-KAPPA_FRACTION = Fraction(64, 3)
-SIGMA_FRACTION = Fraction(3, 16)
 
 #: "Conservation constant", 64/3.
 KAPPA: float = 64 / 3

@@ -1,1 +1,0 @@
-"""Bundled data: the demo recording and the script that generates it."""
