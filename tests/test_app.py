@@ -265,3 +265,29 @@ async def test_events_view_and_system_panel_keys(spec_events):
         assert not system.display
         await pilot.press("g")
         assert system.display and "no system metrics logged" in plain_text(system)
+
+
+async def test_ctrl_s_saves_the_screen_and_the_plotted_data(spec_events, tmp_path):
+    import csv
+
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = make_app(src, save_dir=str(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.last_step == 45)
+        await pilot.press("w")  # smoothing on: the CSV holds raw and smoothed values
+        await pilot.press("ctrl+s")
+        await pilot.pause(0.2)
+        svg = list(tmp_path.glob("carl-tui-spec-run-*.svg"))
+        data = list(tmp_path.glob("carl-tui-spec-run-*.csv"))
+        assert len(svg) == len(data) == 1
+        said = [str(n.message) for n in app._notifications]
+        assert any(str(svg[0]) in m and str(data[0]) in m for m in said)
+        assert "spec-run" in svg[0].read_text()
+        rows = list(csv.DictReader(data[0].open()))
+        ent = [r for r in rows if r["plot"] == "entropy (nats)"]
+        plot = app.query_one("#entropy-plot", MetricPlot)
+        raw = next(t for t in plot.view.traces if t.faint)
+        assert [float(r["value"]) for r in ent] == raw.ys.tolist()
+        assert [int(r["x"]) for r in ent] == raw.xs.astype(int).tolist()
+        assert all(r["smoothed"] for r in ent)
