@@ -17,7 +17,9 @@ import uuid
 
 import numpy as np
 import pytest
-from huggingface_hub import HfApi
+
+pytest.importorskip("trackio")
+HfApi = pytest.importorskip("huggingface_hub").HfApi
 
 from carl_tui.events import GpuSample, JobUsage, Marker, RunRef, ScalarBatch, SystemSample
 from carl_tui.sources import trackio_system as ts
