@@ -311,8 +311,24 @@ async def _render_svg(shot: Shot, theme: str, fake: Fakes | None, path: Path) ->
             await _wait(pilot, lambda: shot.ready(app), f"{shot.name} being ready")
         await pilot.pause(0.3)
         app.clear_notifications()
-        await pilot.pause(0.05)
-        return app.export_screenshot(title="carl-tui")
+        return await settled_screenshot(app, pilot)
+
+
+async def settled_screenshot(app, pilot, tries: int = 40) -> str:
+    """The screen once it stops changing: cursors do not blink (a blink would make two
+    pictures of the same screen differ) and two exports in a row are the same."""
+    for widget in app.screen.query("*"):
+        if getattr(widget, "cursor_blink", False):
+            widget.cursor_blink = False
+    await pilot.pause(0.05)
+    last = app.export_screenshot(title="carl-tui")
+    for _ in range(tries):
+        await pilot.pause(0.1)
+        svg = app.export_screenshot(title="carl-tui")
+        if svg == last:
+            return svg
+        last = svg
+    raise TimeoutError("screenshot: the screen kept changing")
 
 
 async def shoot(shot: Shot, theme: str = "carl-dark", out_dir: Path = HERE,

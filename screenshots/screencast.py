@@ -71,6 +71,16 @@ COLORS = 128  # the GIF's palette
 # -- the story in the recording ------------------------------------------------------------
 
 
+class _SimClock:
+    """The clock the recording is played on, advanced by the script."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
 @dataclass(frozen=True)
 class Story:
     """When things happen in a recording, in seconds after its first timed line."""
@@ -82,56 +92,49 @@ class Story:
     cascade_t: float | None = None
 
 
-def _timed_steps(path: Path) -> list[tuple[float, int]]:
-    """(seconds after the first timed line, step) of every line with a step, as
-    `ReplaySource` releases them (a line goes with the latest time before it)."""
+def _due_times(path: Path) -> list[float]:
+    """When `ReplaySource` releases each line, in seconds after the first timed line (a
+    line without a time goes with the latest time before it), in order, distinct."""
     import orjson
 
     from carl_tui.sources.rows import TIME_KEY
 
-    out: list[tuple[float, int]] = []
     first: float | None = None
-    due = 0.0
+    due, out = 0.0, [0.0]
     for raw in path.read_bytes().splitlines():
         try:
             obj = orjson.loads(raw)
         except orjson.JSONDecodeError:
             continue
-        if type(obj) is not dict:
-            continue
-        t = obj.get(TIME_KEY)
+        t = obj.get(TIME_KEY) if type(obj) is dict else None
         if type(t) in (int, float) and math.isfinite(t):
             first = t if first is None else first
             due = max(due, t - first)
-        step = obj.get("step")
-        if type(step) is int and "event" not in obj:
-            out.append((due, step))
+            if due > out[-1]:
+                out.append(due)
     return out
 
 
 def find_story(path: Path) -> Story:
-    """Play the recording into a store at once and read where its gate and cascade fired."""
+    """Replay the recording into a store, time by time, and note when the store announces
+    its gate firing and the cascade switching (what the dashboard shows as notices)."""
     from carl_tui.sources.replay import ReplaySource
     from carl_tui.store import RunStore
 
-    source = ReplaySource(path, speed=0, wall_clock=lambda: shots.WALL_START)
+    clock = _SimClock()
+    source = ReplaySource(path, speed=1.0, clock=clock, wall_clock=lambda: shots.WALL_START)
     store = RunStore()
-    store.apply(source.poll())
-    runs = store.runs()
-    timed = _timed_steps(path)
-    span = max((t for t, _ in timed), default=0.0)
-    if not runs:
-        return Story(span)
-    snap = store.snapshot(runs[0].key)
-
-    def when(step: int | None) -> float | None:
-        if step is None:
-            return None
-        return next((t for t, s in timed if s >= step), None)
-
-    gate = snap.gate.trigger_step if snap.gate.fired else None
-    cascade = snap.cascade.trigger_step if snap.cascade.fired else None
-    return Story(span, gate, when(gate), cascade, when(cascade))
+    times = _due_times(path)
+    seen: dict[str, tuple[int | None, float]] = {}
+    for t in times:
+        clock.t = t
+        store.apply(source.poll())
+        for notice in store.take_notices():
+            if notice.kind in ("phase_transition", "cascade"):
+                seen.setdefault(notice.kind, (notice.step, t))
+    gate_step, gate_t = seen.get("phase_transition", (None, None))
+    cascade_step, cascade_t = seen.get("cascade", (None, None))
+    return Story(times[-1], gate_step, gate_t, cascade_step, cascade_t)
 
 
 @dataclass(frozen=True)
@@ -177,14 +180,6 @@ def schedule(story: Story, *, playback_s: float = PLAYBACK_S, fps: float = FPS,
 
 
 # -- driving the dashboard -----------------------------------------------------------------
-
-
-class _SimClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def __call__(self) -> float:
-        return self.t
 
 
 @dataclass
@@ -391,9 +386,11 @@ async def render(out: Path, *, frames: int | None = None, theme: str = "carl-dar
     story = find_story(path)
     plan = schedule(story, frames=frames)
     if not quiet:
-        print(f"{path.name}: {story.span:.1f} s recorded; gate at step {story.gate_step} "
-              f"({story.gate_t} s), cascade at step {story.cascade_step} "
-              f"({story.cascade_t} s); {len(plan)} frames, "
+        def at(step, t):
+            return "none" if t is None else f"step {step} ({t:.1f} s in)"
+
+        print(f"{path.name}: {story.span:.1f} s recorded; gate {at(story.gate_step, story.gate_t)}"
+              f", cascade {at(story.cascade_step, story.cascade_t)}; {len(plan)} frames, "
               f"{sum(f.duration for f in plan):.1f} s of GIF", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(keep) if keep else Path(tmp)
