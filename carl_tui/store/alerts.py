@@ -14,6 +14,7 @@ infinite, and a loss that diverges.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -34,27 +35,80 @@ def is_loss(name: str) -> bool:
 
 
 class _Divergence:
+    """One loss's divergence watch. Values are read in chunks: a chunk in which no
+    value can be over the bar (checked at once, against the rolling minimum it
+    would have) is taken whole; only a chunk that might hold a divergence is read
+    value by value. Both give the same alerts."""
+
+    CHUNK = 4096
+
     def __init__(self, factor: float, window: int, patience: int):
         self.factor, self.patience = factor, patience
+        self.window = window
         self.recent: deque[float] = deque(maxlen=window)
+        self._sorted: list[float] | None = []  # `recent` in order (None: to rebuild)
         self.streak = 0
         self.alerted = False
 
     def _floor(self) -> float | None:
         """The recent minimum, when a ratio to it means something."""
-        if len(self.recent) < MIN_HISTORY:
+        n = len(self.recent)
+        if n < MIN_HISTORY:
             return None
-        low = min(self.recent)
-        if low <= 0 or low < 0.1 * float(np.median(self.recent)):
+        srt = self._sorted
+        if srt is None:
+            srt = self._sorted = sorted(self.recent)
+        low = srt[0]
+        half = n // 2
+        median = srt[half] if n % 2 else (srt[half - 1] + srt[half]) / 2
+        if low <= 0 or low < 0.1 * median:
             return None
         return low
 
+    def _append(self, v: float) -> None:
+        srt = self._sorted
+        if srt is not None:
+            if len(self.recent) == self.window:
+                del srt[bisect.bisect_left(srt, self.recent[0])]
+            bisect.insort(srt, v)
+        self.recent.append(v)
+
     def feed(self, steps: np.ndarray, values: np.ndarray) -> list[tuple[int, float, float]]:
         """(step, value, recent minimum) where a divergence starts."""
+        values = np.asarray(values, dtype=np.float64)
+        keep = ~np.isnan(values)  # NaN: not logged at this step
+        if not keep.all():
+            steps, values = np.asarray(steps)[keep], values[keep]
+        out: list[tuple[int, float, float]] = []
+        for i in range(0, values.shape[0], self.CHUNK):
+            chunk = values[i : i + self.CHUNK]
+            if not self.alerted and self._quiet(chunk):
+                self.recent.extend(chunk.tolist())
+                self._sorted = None
+                self.streak = 0
+            else:
+                out += self._feed_slow(np.asarray(steps)[i : i + self.CHUNK], chunk)
+        return out
+
+    def _quiet(self, chunk: np.ndarray) -> bool:
+        """No value of `chunk` can be over the bar: each is at most `factor` times the
+        minimum of the `window` values before it (all taken, as none is over), or has
+        fewer than MIN_HISTORY before it, or a minimum <= 0 (then there is no floor)."""
+        w, r = self.window, len(self.recent)
+        lowest = min(float(chunk.min()), min(self.recent, default=math.inf))
+        if lowest > 0 and float(chunk.max()) <= self.factor * lowest:
+            return True  # every window's minimum is at least `lowest`
+        padded = np.concatenate([np.full(w, np.inf), np.fromiter(self.recent, np.float64, r),
+                                 chunk])
+        lows = np.lib.stride_tricks.sliding_window_view(padded[:-1], w)[r : r + chunk.shape[0]]
+        low = lows.min(axis=1)
+        count = np.minimum(w, r + np.arange(chunk.shape[0]))
+        possible = (count >= MIN_HISTORY) & (low > 0) & (chunk > self.factor * low)
+        return not bool(possible.any())
+
+    def _feed_slow(self, steps: np.ndarray, values: np.ndarray) -> list[tuple[int, float, float]]:
         out = []
         for step, v in zip(steps.tolist(), values.tolist()):
-            if math.isnan(v):  # not logged at this step
-                continue
             low = self._floor()
             over = low is not None and v > self.factor * low
             self.streak = self.streak + 1 if over else 0
@@ -64,7 +118,7 @@ class _Divergence:
             if not over and low is not None and v <= self.factor * low:
                 self.alerted = False
             if not over:
-                self.recent.append(v)
+                self._append(v)
         return out
 
 
