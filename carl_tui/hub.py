@@ -127,9 +127,10 @@ class JobRow:
 def _job_label(info: Any) -> str:
     labels = getattr(info, "labels", None) or {}
     if labels:
-        return ", ".join(f"{k}={v}" for k, v in labels.items())
+        return redact(", ".join(f"{k}={v}" for k, v in labels.items()))
     command = getattr(info, "command", None) or []
     text = " ".join(str(c) for c in command) or (getattr(info, "docker_image", None) or "")
+    text = redact(text)  # a command line may carry a token: mask before cutting it short
     return text if len(text) <= 80 else text[:77] + "..."
 
 

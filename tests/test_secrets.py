@@ -564,11 +564,6 @@ def test_summary_and_export_print_no_secret(hub, trackio, tmp_path):
 # -- leaks found here, fixed outside this test's files (see each reason) ---------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "carl_tui/hub.py::_job_label shows a job's command (or labels) unmasked in the jobs "
-    "panel: it must return redact(text) before cutting it to 80 characters; and "
-    "ui/screens/jobs.py must add the label cell as Text(label) (a str cell is markup, "
-    "where [REDACTED] vanishes)"))
 async def test_jobs_panel_masks_a_token_in_a_job_command(hub):
     srv, jobs = hub
     jobs.add_job("job-cmd", flavor="t4-small", stage="RUNNING", labels=None,
@@ -634,10 +629,6 @@ async def test_claude_answer_quoting_a_secret_is_masked_on_screen(hub, tmp_path)
     assert f"the key {MASK} and the token {MASK}" in text and f"WANDB_API_KEY={MASK}" in text
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a run's name is shown as markup, where [REDACTED] (or any [...]) vanishes: "
-    "ui/screens/pickers.py ListPicker must build Option(Text(prefix + label)) (and "
-    "SelectionList items likewise), ui/screens/diagnosis.py its title Label(Text(...))"))
 async def test_a_masked_name_shows_as_redacted(hub, tmp_path):
     srv, _ = hub
     write_stream(tmp_path / "stream.jsonl")
@@ -661,11 +652,6 @@ async def test_a_masked_name_shows_as_redacted(hub, tmp_path):
     assert f"Claude's diagnosis of grpo {MASK}" in diagnosis
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a skip example cuts a long value in its middle before the store can mask it "
-    "(carl_tui/sources/rows.py::short_repr via reprlib): short_repr must redact() a string "
-    "before shortening it, and InputTally.skip (sources/tally.py) must redact() an "
-    "example before _cut()"))
 def test_a_secret_in_a_long_skipped_value_is_masked(env, tmp_path):
     from carl_tui.sources.base import status_of
     from carl_tui.sources.jsonl import JsonlSource

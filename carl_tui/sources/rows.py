@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 
 from carl_tui.metric_names import STEP_KEYS, canonical, is_metric_key, valid_number
+from carl_tui.redact import redact
 from carl_tui.sources.tally import InputTally
 
 TIME_KEY = "time"
@@ -101,6 +102,8 @@ def clean_text(text: str) -> str:
 def short_repr(value: Any) -> str:
     """A bounded, printable repr for skip examples (deeply nested values included)."""
     try:
+        if isinstance(value, str):
+            value = redact(value)  # mask a secret before the repr cuts it short
         return clean_text(_REPR.repr(value))
     except Exception:  # noqa: BLE001 - an example must never break counting
         return f"<{type(value).__name__}>"

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from carl_tui.redact import redact
+
 EXAMPLE_CHARS = 120
 
 
@@ -45,7 +47,7 @@ class InputTally:
         self._reasons[reason] = self._reasons.get(reason, 0) + n
         if reason not in self._examples:
             text = example if isinstance(example, str) else _short_repr(example)
-            self._examples[reason] = _cut(text)
+            self._examples[reason] = _cut(redact(text))  # masked before it is cut short
 
     def note(self, kind: str, n: int = 1) -> None:
         """Count `n` valid items of `kind` that the dashboard does not plot."""

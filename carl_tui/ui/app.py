@@ -196,6 +196,7 @@ class CarlApp(App[None]):
 
     def notify(self, message: str, *, title: str = "", **kw: Any) -> None:  # type: ignore[override]
         """Every notice is secret-free, whatever put its text together."""
+        kw.setdefault("markup", False)  # run names and messages are text, never markup
         super().notify(redact(str(message)), title=redact(title), **kw)
 
     def _refresh_status(self) -> None:

@@ -41,7 +41,7 @@ class DiagnosisScreen(ModalScreen[None]):
         width: 90%; height: 90%; border: thick $primary; background: $surface; padding: 0 1;
     }
     DiagnosisScreen .title { text-style: bold; }
-    DiagnosisScreen #answer-scroll { height: 1fr; border: round $panel-lighten-2; }
+    DiagnosisScreen #answer-scroll { height: 1fr; border: round $foreground 30%; }
     DiagnosisScreen #diag-status { height: auto; color: $text-muted; }
     DiagnosisScreen #diag-status.-error { color: $error; }
     """
@@ -61,8 +61,8 @@ class DiagnosisScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"Claude's diagnosis of {self._run_label}  (ctrl+s saves, esc closes)",
-                        classes="title")
+            yield Label(Text(f"Claude's diagnosis of {self._run_label}  "
+                             "(ctrl+s saves, esc closes)"), classes="title")
             with VerticalScroll(id="answer-scroll"):
                 yield Markdown(id="answer")
             yield Static(id="diag-status")

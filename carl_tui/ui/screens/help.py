@@ -20,7 +20,7 @@ class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
-        width: 84; height: auto; max-height: 90%;
+        width: 90%; max-width: 130; height: auto; max-height: 90%;
         border: round $primary; background: $surface; padding: 1 2;
     }
     """

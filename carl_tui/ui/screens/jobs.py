@@ -87,8 +87,8 @@ class JobsScreen(ModalScreen[JobRow | None]):
                 Text(mark + r.stage, style=STAGE_STYLE.get(r.stage, "")),
                 r.flavor,
                 duration_text(r.age_s, coarse=True),
-                r.id,
-                r.label if len(r.label) <= 60 else r.label[:59] + "…",
+                Text(r.id),
+                Text(r.label if len(r.label) <= 60 else r.label[:59] + "…"),  # text, not markup
                 key=r.id,
             )
         if self._current in self.rows:

@@ -69,7 +69,8 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
     LaunchScreen #fields > Label { color: $text-muted; }
     LaunchScreen Switch { border: none; height: 1; padding: 0; }
     LaunchScreen .-hidden { display: none; }
-    LaunchScreen #problems { color: $error; height: auto; margin-top: 1; }
+    LaunchScreen #problems { color: $error; height: auto; }
+    LaunchScreen #problems.-shown { margin-top: 1; }
     LaunchScreen #launch-note { color: $text-muted; height: auto; }
     LaunchScreen #buttons { height: auto; align-horizontal: right; margin-top: 1; }
     LaunchScreen #buttons Button { margin-left: 2; }
@@ -271,6 +272,7 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
         spec, problems = self.read_spec()
         self.problems = problems
         box = self.query_one("#problems", Static)
+        box.set_class(bool(problems), "-shown")
         if problems:
             box.update(Text("Fix before launching:\n" + "\n".join(f"- {p}" for p in problems)))
             return
@@ -309,6 +311,8 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
         self.query_one("#launch", Button).disabled = False
         if msg.error:
             self._note("")
-            self.query_one("#problems", Static).update(Text(msg.error))
+            box = self.query_one("#problems", Static)
+            box.set_class(True, "-shown")
+            box.update(Text(msg.error))
             return
         self.dismiss(msg.outcome)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
@@ -40,7 +41,7 @@ class ListPicker(ModalScreen[str | None]):
         with Vertical():
             yield Label(self.TITLE)
             options = [
-                Option(("● " if key == self._current else "  ") + label, id=key)
+                Option(Text(("● " if key == self._current else "  ") + label), id=key)
                 for key, label in self._items
             ]
             yield OptionList(*options)
@@ -82,7 +83,7 @@ class ChecklistPicker(ModalScreen[set[str] | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(self.TITLE)
-            yield SelectionList[str](*[(label, key, on) for key, label, on in self._items],
+            yield SelectionList[str](*[(Text(label), key, on) for key, label, on in self._items],
                                      id="checklist")
 
     def on_mount(self) -> None:

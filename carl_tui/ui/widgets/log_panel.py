@@ -11,7 +11,7 @@ class LogPanel(Log):
     """Appends only the lines it has not shown yet; follow mode keeps the end in view."""
 
     DEFAULT_CSS = """
-    LogPanel { height: 12; }
+    LogPanel { height: 12; overflow: auto; }
     """
 
     def __init__(self, **kw):
