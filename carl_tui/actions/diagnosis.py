@@ -34,7 +34,8 @@ SYSTEM_PROMPT = (
     "baseline, melting, transition, crystallisation or converged, the phase-transition gate fires "
     "when accuracy holds above its threshold, and the cascade gate switches the CARL reward on. "
     "Answer in concise Markdown: a one-line verdict, the evidence from the numbers, then concrete "
-    "next steps. Say plainly when the data is too short or a metric is missing; never invent values."
+    "next steps. Say plainly when the data is too short or a metric is missing; "
+    "never invent values."
 )
 
 # Metric families in the summary: display name -> names a run may log them under.
@@ -47,7 +48,8 @@ SUMMARY_METRICS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("loss", ("loss",)),
     ("learning rate", ("learning_rate", "lr")),
     ("KL", ("kl", "objective/kl")),
-    ("completion length", ("completions/mean_length", "completion_length", "completions/mean_length_mean")),
+    ("completion length",
+     ("completions/mean_length", "completion_length", "completions/mean_length_mean")),
     ("grad norm", ("grad_norm",)),
 )
 SHAPE_POINTS = 8
@@ -84,17 +86,34 @@ def _pick(series, names: Sequence[str]):
 def build_summary(snapshot, *, log_lines: int = 40) -> str:
     """A compact Markdown summary of a `RunSnapshot` for Claude, with secrets removed."""
     s = snapshot
+    out: list[str] = [f"# Run {s.run.label}"]
+    out += _identity_lines(s)
+    out += _phase_lines(s.phase)
+    out += _gate_lines(s.gate, s.cascade)
+    out += _metric_lines(s.series)
+    out += _event_lines(s.markers)
+    out += _log_tail_lines(s.log_tail, log_lines)
+    return redact("\n".join(out))
+
+
+SUMMARY_CONFIG_KEYS = (
+    "learning_rate", "num_generations", "beta", "max_steps", "per_device_train_batch_size",
+    "gradient_accumulation_steps", "max_completion_length", "temperature", "carl",
+)
+
+
+def _identity_lines(s) -> list[str]:
+    """Who the run is (source, model, vocabulary), how far it got, its job and its config."""
     meta = dict(s.meta or {})
-    out: list[str] = []
-    out.append(f"# Run {s.run.label}")
     ident = [f"source {s.run.source}", f"project {s.run.project}", f"run id {s.run.run_id}"]
     for key in ("model", "model_name", "method", "dataset", "trainer"):
         if meta.get(key) not in (None, ""):
             ident.append(f"{key} {meta[key]}")
     if s.vocab_size:
         ident.append(f"vocab size {s.vocab_size}")
-    out.append("- " + "; ".join(ident))
-    progress = f"- steps logged: {s.steps_logged}, last step: {s.last_step if s.last_step is not None else '-'}"
+    out = ["- " + "; ".join(ident)]
+    last = s.last_step if s.last_step is not None else "-"
+    progress = f"- steps logged: {s.steps_logged}, last step: {last}"
     if s.progress is not None and s.progress.total:
         progress += f" of {s.progress.total}"
     out.append(progress)
@@ -107,15 +126,14 @@ def build_summary(snapshot, *, log_lines: int = 40) -> str:
         out.append(job)
     config = meta.get("config")
     if isinstance(config, dict) and config:
-        keys = ("learning_rate", "num_generations", "beta", "max_steps", "per_device_train_batch_size",
-                "gradient_accumulation_steps", "max_completion_length", "temperature", "carl")
-        cfg = [f"{k}={config[k]}" for k in keys if k in config]
+        cfg = [f"{k}={config[k]}" for k in SUMMARY_CONFIG_KEYS if k in config]
         if cfg:
             out.append("- config: " + ", ".join(cfg))
+    return out
 
-    out.append("")
-    out.append("## Phase")
-    ph = s.phase
+
+def _phase_lines(ph) -> list[str]:
+    out = ["", "## Phase"]
     if ph.timeline:
         out.append("- timeline: " + " -> ".join(f"{p} (step {st})" for p, st in ph.timeline))
         out.append(f"- now: {ph.phase or 'unknown'}"
@@ -123,90 +141,105 @@ def build_summary(snapshot, *, log_lines: int = 40) -> str:
     else:
         out.append("- no phase yet (not enough accuracy/entropy data)")
     out.append(f"- classifier inputs: {ph.inputs}")
+    return out
 
-    out.append("")
-    out.append("## Gates")
-    g = s.gate
+
+def _gate_lines(g, c) -> list[str]:
+    """The phase-transition gate `g` and the cascade gate `c`."""
+    out = ["", "## Gates"]
     gate = (f"- phase-transition gate on {g.metric} >= {g.threshold:g} "
             f"({g.min_above} of the last {g.window} steps): ")
     gate += (f"FIRED at step {g.trigger_step}" if g.fired else f"not fired ({g.progress_text})")
     out.append(gate)
     if g.peak_entropy is not None:
         out.append(f"- peak entropy {_fmt(g.peak_entropy)} at step {g.peak_entropy_step}")
-    c = s.cascade
-    out.append(f"- cascade gate on {c.metric}: stage {c.stage}"
-               + (f", CARL reward on since step {c.trigger_step}" if c.fired else ", CARL reward not yet on"))
+    carl = (f", CARL reward on since step {c.trigger_step}" if c.fired
+            else ", CARL reward not yet on")
+    out.append(f"- cascade gate on {c.metric}: stage {c.stage}" + carl)
+    return out
 
-    out.append("")
-    out.append("## Metrics")
-    out.append("recent = mean of the last 50 points; whole = mean over the run; "
-               "trend = mean of the last 10 minus the 10 before")
-    out.append("")
-    out.append("| metric | last | recent | whole | min | max | trend | points |")
-    out.append("|---|---|---|---|---|---|---|---|")
+
+def _metric_lines(series) -> list[str]:
+    """The table of the summary metrics, their shape over the run, the recent window, the rest."""
+    out = ["", "## Metrics",
+           ("recent = mean of the last 50 points; whole = mean over the run; "
+            "trend = mean of the last 10 minus the 10 before"),
+           "",
+           "| metric | last | recent | whole | min | max | trend | points |",
+           "|---|---|---|---|---|---|---|---|"]
     shown: set[str] = set()
     missing: list[str] = []
     shapes: list[str] = []
     for label, names in SUMMARY_METRICS:
-        name, v = _pick(s.series, names)
+        name, v = _pick(series, names)
         if v is None:
             missing.append(label)
             continue
         shown.add(name)
-        tag = f"{label} ({name})" if name != label else label
-        if getattr(v, "derived", False):
-            tag += " [derived from entropy]"
-        out.append(f"| {tag} | {_fmt(v.last)} | {_fmt(v.recent_mean)} | {_fmt(v.whole_mean)} | "
-                   f"{_fmt(v.min)} | {_fmt(v.max)} | {_fmt(v.trend)} | {v.count} |")
+        out.append(_table_row(label, name, v))
         shape = _shape(v.steps, v.values)
         if shape:
             shapes.append(f"- {label}: {shape}")
     if missing:
-        out.append("")
-        out.append("Not logged: " + ", ".join(missing) + ".")
+        out += ["", "Not logged: " + ", ".join(missing) + "."]
     if shapes:
-        out.append("")
-        out.append("## Over the run (step: value)")
-        out.extend(shapes)
+        out += ["", "## Over the run (step: value)", *shapes]
+    out += _recent_lines(series)
+    out += _other_metric_lines(series, shown)
+    return out
+
+
+def _table_row(label: str, name: str, v) -> str:
+    tag = f"{label} ({name})" if name != label else label
+    if getattr(v, "derived", False):
+        tag += " [derived from entropy]"
+    return (f"| {tag} | {_fmt(v.last)} | {_fmt(v.recent_mean)} | {_fmt(v.whole_mean)} | "
+            f"{_fmt(v.min)} | {_fmt(v.max)} | {_fmt(v.trend)} | {v.count} |")
+
+
+def _recent_lines(series) -> list[str]:
+    """The last points of phi, entropy, reward and KL, for runs long enough to have a shape."""
     recent = []
     for label, names in SUMMARY_METRICS[:3] + (("KL", ("kl", "objective/kl")),):
-        _, v = _pick(s.series, names)
+        _, v = _pick(series, names)
         if v is not None and v.count > 2 * SHAPE_POINTS:
-            recent.append(f"- {label}: " + _shape(v.steps[-RECENT_POINTS:], v.values[-RECENT_POINTS:]))
-    if recent:
-        out.append("")
-        out.append(f"## Recent window (last {RECENT_POINTS} points, step: value)")
-        out.extend(recent)
-    others = sorted(n for n in s.series if n not in shown)
-    if others:
-        out.append("")
-        out.append("## Other metrics (last value)")
-        for n in others[:MAX_OTHER_METRICS]:
-            out.append(f"- {n}: {_fmt(s.series[n].last)}")
-        if len(others) > MAX_OTHER_METRICS:
-            out.append(f"- ... and {len(others) - MAX_OTHER_METRICS} more")
+            recent.append(f"- {label}: "
+                          + _shape(v.steps[-RECENT_POINTS:], v.values[-RECENT_POINTS:]))
+    if not recent:
+        return []
+    return ["", f"## Recent window (last {RECENT_POINTS} points, step: value)", *recent]
 
-    out.append("")
-    out.append("## Notable events")
-    if s.markers:
-        for m in s.markers[-MAX_MARKERS:]:
-            detail = ", ".join(f"{k}={v}" for k, v in dict(m.detail).items())
-            out.append(f"- step {m.step}: {m.kind.replace('_', ' ')}" + (f" ({detail})" if detail else ""))
-        if len(s.markers) > MAX_MARKERS:
-            out.append(f"- ({len(s.markers) - MAX_MARKERS} earlier events not shown)")
-    else:
-        out.append("- none reported")
 
-    tail = list(s.log_tail)[-log_lines:] if log_lines > 0 else []
-    out.append("")
-    out.append(f"## Last {len(tail)} log lines")
-    if tail:
-        out.append("```")
-        out.extend(line.rstrip("\n")[:400] for line in tail)
-        out.append("```")
-    else:
-        out.append("- no log lines")
-    return redact("\n".join(out))
+def _other_metric_lines(series, shown: set[str]) -> list[str]:
+    others = sorted(n for n in series if n not in shown)
+    if not others:
+        return []
+    out = ["", "## Other metrics (last value)"]
+    out += [f"- {n}: {_fmt(series[n].last)}" for n in others[:MAX_OTHER_METRICS]]
+    if len(others) > MAX_OTHER_METRICS:
+        out.append(f"- ... and {len(others) - MAX_OTHER_METRICS} more")
+    return out
+
+
+def _event_lines(markers) -> list[str]:
+    out = ["", "## Notable events"]
+    if not markers:
+        return out + ["- none reported"]
+    for m in markers[-MAX_MARKERS:]:
+        detail = ", ".join(f"{k}={v}" for k, v in dict(m.detail).items())
+        out.append(f"- step {m.step}: {m.kind.replace('_', ' ')}"
+                   + (f" ({detail})" if detail else ""))
+    if len(markers) > MAX_MARKERS:
+        out.append(f"- ({len(markers) - MAX_MARKERS} earlier events not shown)")
+    return out
+
+
+def _log_tail_lines(log_tail, log_lines: int) -> list[str]:
+    tail = list(log_tail)[-log_lines:] if log_lines > 0 else []
+    out = ["", f"## Last {len(tail)} log lines"]
+    if not tail:
+        return out + ["- no log lines"]
+    return out + ["```", *(line.rstrip("\n")[:400] for line in tail), "```"]
 
 
 @dataclass(frozen=True)
@@ -223,12 +256,14 @@ def has_key() -> bool:
 
 NO_KEY_MESSAGE = (
     "No Anthropic API key. Set one in the shell that starts carl-tui, "
-    "e.g. `export ANTHROPIC_API_KEY=sk-ant-...` (keys: https://console.anthropic.com/settings/keys), "
+    "e.g. `export ANTHROPIC_API_KEY=sk-ant-...` "
+    "(keys: https://console.anthropic.com/settings/keys), "
     "then press d again."
 )
 
 
-def build_messages(summary: str, question: str | None, history: Sequence[Exchange | tuple[str, str]]):
+def build_messages(summary: str, question: str | None,
+                   history: Sequence[Exchange | tuple[str, str]]):
     """The conversation: the summary with the first question, then the follow-ups."""
     turns = [e if isinstance(e, Exchange) else Exchange(*e) for e in history]
     questions = [t.question for t in turns] + [question or (DEFAULT_QUESTION if not turns else "")]
@@ -343,15 +378,16 @@ def api_error(exc: BaseException, model: str = "") -> ActionError:
         return ActionError(f"The Anthropic API refused the request (400){tail}.",
                            kind="invalid", status=400)
     if isinstance(status, int) and status >= 500 or etype == "api_error":
-        return ActionError(f"The Anthropic API had a server error ({status or 500}). Try again shortly.",
-                           kind="server", status=status or 500)
+        return ActionError(f"The Anthropic API had a server error ({status or 500}). "
+                           "Try again shortly.", kind="server", status=status or 500)
     if type(exc).__name__ == "APITimeoutError":
         return ActionError("The Anthropic API did not answer in time. Try again.", kind="network")
     if is_network_error(exc) or type(exc).__name__ == "APIConnectionError":
         return ActionError("Could not reach the Anthropic API: check your network "
                            "(and ANTHROPIC_BASE_URL if set).", kind="network")
     if isinstance(status, int):
-        return ActionError(f"The Anthropic API answered {status}{tail}.", kind="unknown", status=status)
+        return ActionError(f"The Anthropic API answered {status}{tail}.", kind="unknown",
+                           status=status)
     return ActionError(f"The diagnosis failed: {type(exc).__name__}.", kind="unknown")
 
 
@@ -364,5 +400,6 @@ def save_markdown(path: str | Path, text: str) -> Path:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(redact(text).rstrip("\n") + "\n", encoding="utf-8")
     except OSError as exc:
-        raise ActionError(f"Could not save to {p}: {exc.strerror or exc}.", kind="missing") from None
+        raise ActionError(f"Could not save to {p}: {exc.strerror or exc}.",
+                          kind="missing") from None
     return p
