@@ -92,7 +92,7 @@ def find_checkpoints(output_dir: str | Path) -> list[Path]:
 
 
 def push_choices(output_dir: str | Path) -> list[Path]:
-    """What the push dialog offers: the checkpoints newest first, then the output directory itself."""
+    """What the push dialog offers: the checkpoints newest first, then the output directory."""
     root = Path(output_dir)
     return [*find_checkpoints(root), root] if root.is_dir() else []
 
@@ -128,46 +128,17 @@ def push_folder(
     """Upload `folder` to the model repo `repo_id` in one commit; returns the commit URL.
 
     Blocking: call from a worker thread. `progress` is called from that same
-    thread. `quiet` turns huggingface_hub's own progress bars off. Raises `ActionError` for a missing or empty folder, a missing or
-    rejected token (401), no write access (403), or a lost connection.
+    thread. `quiet` turns huggingface_hub's own progress bars off. Raises
+    `ActionError` for a missing or empty folder, a missing or rejected token
+    (401), no write access (403), or a lost connection.
     """
     report = progress or (lambda p: None)
     folder = Path(folder)
     report(PushProgress("checking"))
-    if not folder.exists():
-        raise ActionError(f"Push failed: the folder {folder} does not exist.", kind="missing")
-    if not folder.is_dir():
-        raise ActionError(f"Push failed: {folder} is a file, not a folder.", kind="missing")
-    if "/" not in repo_id or repo_id.count("/") != 1 or not all(repo_id.split("/")):
-        raise ActionError(f"Push failed: {repo_id!r} is not a repo id of the form user/name.",
-                          kind="invalid")
-    files = list_files(folder, exclude)
-    if not files:
-        raise ActionError(f"Push failed: the folder {folder} has no files.", kind="missing")
+    files = _files_to_push(folder, repo_id, exclude)
     total_bytes = sum(size for _, _, size in files)
     n = len(files)
-
-
-    try:
-        hub_module()
-    except ImportError as exc:
-        raise ActionError(f"Push failed: {exc}.", kind="missing") from None
-    from huggingface_hub import CommitOperationAdd, HfApi
-    from huggingface_hub.utils import disable_progress_bars
-
-    if quiet:  # progress bars on stderr would scribble over a full-screen app
-        disable_progress_bars()
-
-    if api is None:
-
-        found = find_token(token)
-        if found is None:
-            raise ActionError(
-                "Push failed: no Hugging Face token. Run `hf auth login` or set HF_TOKEN "
-                "to a token with write access.",
-                kind="auth",
-            )
-        api = HfApi(endpoint=endpoint, token=found.value)
+    api = _hub_api(api, token, endpoint, quiet)
 
     report(PushProgress("creating repo", 0, n, 0, total_bytes))
     try:
@@ -175,29 +146,8 @@ def push_folder(
     except Exception as exc:  # noqa: BLE001  (any client failure becomes a plain message)
         raise hub_error(exc, "Creating the repo", repo_id=repo_id) from None
 
-    prefix = path_in_repo.strip("/")
-    ops = [
-        CommitOperationAdd(path_in_repo=f"{prefix}/{rel}" if prefix else rel, path_or_fileobj=str(path))
-        for rel, path, _ in files
-    ]
-    sizes = [size for _, _, size in files]
-    report(PushProgress("preparing", 0, n, 0, total_bytes))
-    done_bytes = 0
-    try:
-        for i, (op, size) in enumerate(zip(ops, sizes)):
-            report(PushProgress("uploading", i, n, done_bytes, total_bytes, op.path_in_repo))
-            api.preupload_lfs_files(repo_id, [op], repo_type="model")
-            done_bytes += size
-        report(PushProgress("uploading", n, n, done_bytes, total_bytes))
-        report(PushProgress("committing", n, n, done_bytes, total_bytes))
-        info = api.create_commit(
-            repo_id,
-            operations=ops,
-            commit_message=commit_message or f"Upload {folder.name} with carl-tui",
-            repo_type="model",
-        )
-    except Exception as exc:  # noqa: BLE001  (any client failure becomes a plain message)
-        raise hub_error(exc, "Uploading", repo_id=repo_id) from None
+    message = commit_message or f"Upload {folder.name} with carl-tui"
+    info = _upload_and_commit(api, repo_id, files, path_in_repo, message, report)
     result = PushResult(
         repo_id=repo_id,
         repo_url=str(repo_url),
@@ -208,3 +158,70 @@ def push_folder(
     )
     report(PushProgress("done", n, n, total_bytes, total_bytes))
     return result
+
+
+def _files_to_push(folder: Path, repo_id: str,
+                   exclude: Sequence[str]) -> list[tuple[str, Path, int]]:
+    """The files of `folder` to upload, after checking the folder and the repo id."""
+    if not folder.exists():
+        raise ActionError(f"Push failed: the folder {folder} does not exist.", kind="missing")
+    if not folder.is_dir():
+        raise ActionError(f"Push failed: {folder} is a file, not a folder.", kind="missing")
+    if "/" not in repo_id or repo_id.count("/") != 1 or not all(repo_id.split("/")):
+        raise ActionError(f"Push failed: {repo_id!r} is not a repo id of the form user/name.",
+                          kind="invalid")
+    files = list_files(folder, exclude)
+    if not files:
+        raise ActionError(f"Push failed: the folder {folder} has no files.", kind="missing")
+    return files
+
+
+def _hub_api(api, token: str | None, endpoint: str | None, quiet: bool):
+    """`api` if given, else an `HfApi` with the token found (`ActionError` when there is none)."""
+    try:
+        hub_module()
+    except ImportError as exc:
+        raise ActionError(f"Push failed: {exc}.", kind="missing") from None
+    from huggingface_hub import HfApi
+    from huggingface_hub.utils import disable_progress_bars
+
+    if quiet:  # progress bars on stderr would scribble over a full-screen app
+        disable_progress_bars()
+    if api is not None:
+        return api
+    found = find_token(token)
+    if found is None:
+        raise ActionError(
+            "Push failed: no Hugging Face token. Run `hf auth login` or set HF_TOKEN "
+            "to a token with write access.",
+            kind="auth",
+        )
+    return HfApi(endpoint=endpoint, token=found.value)
+
+
+def _upload_and_commit(api, repo_id: str, files: list[tuple[str, Path, int]],
+                       path_in_repo: str, message: str, report: ProgressCallback):
+    """Upload the files one by one (reporting files and bytes done), then make one commit."""
+    from huggingface_hub import CommitOperationAdd
+
+    prefix = path_in_repo.strip("/")
+    ops = [
+        CommitOperationAdd(path_in_repo=f"{prefix}/{rel}" if prefix else rel,
+                           path_or_fileobj=str(path))
+        for rel, path, _ in files
+    ]
+    sizes = [size for _, _, size in files]
+    n, total_bytes = len(files), sum(sizes)
+    report(PushProgress("preparing", 0, n, 0, total_bytes))
+    done_bytes = 0
+    try:
+        for i, (op, size) in enumerate(zip(ops, sizes)):
+            report(PushProgress("uploading", i, n, done_bytes, total_bytes, op.path_in_repo))
+            api.preupload_lfs_files(repo_id, [op], repo_type="model")
+            done_bytes += size
+        report(PushProgress("uploading", n, n, done_bytes, total_bytes))
+        report(PushProgress("committing", n, n, done_bytes, total_bytes))
+        return api.create_commit(repo_id, operations=ops, commit_message=message,
+                                 repo_type="model")
+    except Exception as exc:  # noqa: BLE001  (any client failure becomes a plain message)
+        raise hub_error(exc, "Uploading", repo_id=repo_id) from None
