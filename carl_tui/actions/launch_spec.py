@@ -92,6 +92,17 @@ class LaunchSpec:
         p: list[str] = []
         if self.target not in ("hf-jobs", "local"):
             p.append(f"Target must be 'hf-jobs' or 'local', not {self.target!r}.")
+        p += self._training_problems()
+        p += self._name_problems()
+        if self.num_processes < 0:
+            p.append("Number of processes cannot be negative.")
+        if self.target == "hf-jobs":
+            p += self._job_problems(flavors)
+        return p
+
+    def _training_problems(self) -> list[str]:
+        """Model, dataset, method, steps, learning rate and generations."""
+        p: list[str] = []
         if not self.model.strip():
             p.append("Model is empty: give a Hub model id such as Qwen/Qwen2.5-0.5B-Instruct.")
         elif " " in self.model.strip():
@@ -99,13 +110,15 @@ class LaunchSpec:
         if not self.dataset.strip():
             p.append("Dataset is empty: give a Hub dataset id such as trl-lib/DeepMath-103K.")
         elif " " in self.dataset.strip():
-            p.append(f"Dataset {self.dataset!r} contains spaces: give a Hub dataset id or a local path.")
+            p.append(f"Dataset {self.dataset!r} contains spaces: "
+                     "give a Hub dataset id or a local path.")
         if self.method not in ("sft", "grpo"):
             p.append(f"Method must be 'sft' or 'grpo', not {self.method!r}.")
-        if not isinstance(self.max_steps, int) or isinstance(self.max_steps, bool) or self.max_steps < 1:
-            p.append(f"Max steps must be a whole number of at least 1 (got {self.max_steps!r}).")
-        elif self.max_steps > 1_000_000:
-            p.append(f"Max steps {self.max_steps} is more than 1,000,000: is that a typo?")
+        steps = self.max_steps
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+            p.append(f"Max steps must be a whole number of at least 1 (got {steps!r}).")
+        elif steps > 1_000_000:
+            p.append(f"Max steps {steps} is more than 1,000,000: is that a typo?")
         lr = self.learning_rate
         if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not (0 < lr < 1):
             p.append(f"Learning rate must be a number between 0 and 1, e.g. 1e-6 (got {lr!r}).")
@@ -115,40 +128,55 @@ class LaunchSpec:
                 p.append(f"GRPO needs at least 2 generations per prompt (got {g!r}).")
             elif g > 256:
                 p.append(f"{g} generations per prompt is more than 256: is that a typo?")
+        return p
+
+    def _name_problems(self) -> list[str]:
+        """The output repo, the Trackio Space and the run name."""
+        p: list[str] = []
         if self.output_repo and not _REPO_ID.match(self.output_repo):
             p.append(f"Output repo {self.output_repo!r} is not of the form user/name.")
         if self.trackio_space and not _REPO_ID.match(self.trackio_space):
             p.append(f"Trackio Space {self.trackio_space!r} is not of the form user/space.")
         if self.run_name and not _NAME.match(self.run_name):
             p.append(f"Run name {self.run_name!r} may use letters, digits, '-', '_' and '.' only.")
-        if self.num_processes < 0:
-            p.append("Number of processes cannot be negative.")
-        if self.target == "hf-jobs":
-            if not self.output_repo:
-                p.append("Output repo is empty: a job's disk is wiped when it ends, so give a repo "
-                         "(user/name) to push the trained model to.")
-            if not _FLAVOR.match(self.flavor or ""):
-                p.append(f"Hardware flavor {self.flavor!r} is not a flavor name such as a10g-small.")
-            elif flavors is not None and self.flavor not in flavors:
-                p.append(f"Hardware flavor {self.flavor!r} is not offered; choose one of: "
-                         + ", ".join(flavors) + ".")
-            elif gpus_in_flavor(self.flavor) == 0:
-                p.append(f"Hardware flavor {self.flavor!r} has no GPU: training needs a GPU flavor.")
-            secs = timeout_seconds(self.timeout)
-            if secs is None:
-                p.append(f"Timeout {self.timeout!r} is not a duration such as 90m, 2h or 3600.")
-            elif secs < 60:
-                p.append(f"Timeout {self.timeout!r} is under a minute: the job could not even start.")
-            elif secs > MAX_TIMEOUT_S:
-                p.append(f"Timeout {self.timeout!r} is more than 7 days.")
-            if self.namespace and not _NAME.match(self.namespace):
-                p.append(f"Namespace {self.namespace!r} is not a user or organisation name.")
-            if not self.package_spec.strip():
-                p.append("Package spec is empty: the job needs to install carl-tui.")
-            elif self.package_spec.strip().startswith((".", "/", "~")):
-                p.append(f"Package spec {self.package_spec!r} is a local path, which a job cannot "
-                         "see: give a package name or a git URL.")
         return p
+
+    def _job_problems(self, flavors: list[str] | None) -> list[str]:
+        """What a Hugging Face Job needs: an output repo, a GPU flavor, a timeout, a package."""
+        p: list[str] = []
+        if not self.output_repo:
+            p.append("Output repo is empty: a job's disk is wiped when it ends, so give a repo "
+                     "(user/name) to push the trained model to.")
+        p += self._flavor_problems(flavors)
+        p += self._timeout_problems()
+        if self.namespace and not _NAME.match(self.namespace):
+            p.append(f"Namespace {self.namespace!r} is not a user or organisation name.")
+        if not self.package_spec.strip():
+            p.append("Package spec is empty: the job needs to install carl-tui.")
+        elif self.package_spec.strip().startswith((".", "/", "~")):
+            p.append(f"Package spec {self.package_spec!r} is a local path, which a job cannot "
+                     "see: give a package name or a git URL.")
+        return p
+
+    def _flavor_problems(self, flavors: list[str] | None) -> list[str]:
+        if not _FLAVOR.match(self.flavor or ""):
+            return [f"Hardware flavor {self.flavor!r} is not a flavor name such as a10g-small."]
+        if flavors is not None and self.flavor not in flavors:
+            return [f"Hardware flavor {self.flavor!r} is not offered; choose one of: "
+                    + ", ".join(flavors) + "."]
+        if gpus_in_flavor(self.flavor) == 0:
+            return [f"Hardware flavor {self.flavor!r} has no GPU: training needs a GPU flavor."]
+        return []
+
+    def _timeout_problems(self) -> list[str]:
+        secs = timeout_seconds(self.timeout)
+        if secs is None:
+            return [f"Timeout {self.timeout!r} is not a duration such as 90m, 2h or 3600."]
+        if secs < 60:
+            return [f"Timeout {self.timeout!r} is under a minute: the job could not even start."]
+        if secs > MAX_TIMEOUT_S:
+            return [f"Timeout {self.timeout!r} is more than 7 days."]
+        return []
 
     # -- commands ------------------------------------------------------------
 
@@ -162,7 +190,8 @@ class LaunchSpec:
             return self.num_processes
         return max(1, self.gpus) if self.target == "hf-jobs" else 1
 
-    def train_options(self, *, output_dir: str | None = None, stream_path: str | None = None) -> list[str]:
+    def train_options(self, *, output_dir: str | None = None,
+                      stream_path: str | None = None) -> list[str]:
         """The options of `carl-tui train` (everything after the word `train`)."""
         out = output_dir or (JOB_OUTPUT_DIR if self.target == "hf-jobs" else self.output_dir)
         args = [
@@ -183,9 +212,11 @@ class LaunchSpec:
         args += list(self.extra_args)
         return args
 
-    def to_train_args(self, *, output_dir: str | None = None, stream_path: str | None = None) -> list[str]:
+    def to_train_args(self, *, output_dir: str | None = None,
+                      stream_path: str | None = None) -> list[str]:
         """`carl-tui train ...` as an argv list."""
-        return ["carl-tui", "train", *self.train_options(output_dir=output_dir, stream_path=stream_path)]
+        options = self.train_options(output_dir=output_dir, stream_path=stream_path)
+        return ["carl-tui", "train", *options]
 
     def local_argv(self, stream_path: str, *, python: str | None = None) -> list[str]:
         """The command that trains on this machine, streaming metrics to `stream_path`.
@@ -194,7 +225,8 @@ class LaunchSpec:
         opts = self.train_options(stream_path=stream_path)
         py = python or sys.executable
         if self.processes > 1:
-            return [py, "-m", "accelerate.commands.launch", "--num_processes", str(self.processes),
+            return [py, "-m", "accelerate.commands.launch",
+                    "--num_processes", str(self.processes),
                     "-m", "carl_tui", "train", *opts]
         return [py, "-m", "carl_tui", "train", *opts]
 
@@ -213,7 +245,8 @@ class LaunchSpec:
                 "--num-processes", str(self.processes)]
         if self.output_repo:
             cmd += ["--push-to", self.output_repo]
-        cmd += ["--", *self.train_options(output_dir=JOB_OUTPUT_DIR, stream_path=JOB_STREAM_PATH)]
+        cmd += ["--",
+                *self.train_options(output_dir=JOB_OUTPUT_DIR, stream_path=JOB_STREAM_PATH)]
         return cmd
 
     def job_env(self) -> dict[str, str]:
