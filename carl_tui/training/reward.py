@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
+
+from carl_tui.training.model_config import text_config, vocab_size
 
 #: Scored rows whose logits are materialised at once (rows x V float32 per chunk).
 DEFAULT_CHUNK_ROWS = 64
@@ -38,7 +40,8 @@ def prompt_token_ids(tokenizer, prompts: Sequence[Any]) -> list[list[int]]:
     """Token ids of each prompt, the way TRL's GRPOTrainer tokenizes them."""
     if prompts and isinstance(prompts[0], list):  # conversational
         out = tokenizer.apply_chat_template(
-            conversation=list(prompts), add_generation_prompt=True, tokenize=True, return_dict=True
+            conversation=list(prompts), add_generation_prompt=True, tokenize=True,
+            return_dict=True,
         )
         return [list(ids) for ids in out["input_ids"]]
     return [list(ids) for ids in tokenizer(text=list(prompts))["input_ids"]]
@@ -57,7 +60,7 @@ def completion_token_ids(tokenizer, completions: Sequence[Any]) -> list[list[int
 def _output_fn(model) -> Callable[[torch.Tensor], torch.Tensor]:
     """hidden states -> logits, as the model's own head computes them."""
     head = model.get_output_embeddings()
-    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    cfg = text_config(model)
     softcap = getattr(cfg, "final_logit_softcapping", None)
     scaling = getattr(cfg, "logits_scaling", None)
     scale = getattr(model, "logit_scale", None) or getattr(cfg, "logit_scale", None)
@@ -95,8 +98,6 @@ def batch_token_stats(
 
     One forward pass of the model body over all prompt + completion sequences;
     the output head runs on the scored rows only, `chunk_rows` rows at a time."""
-    from carl_tui.coherence.phi_torch import token_stats_torch
-
     if padding_side not in ("right", "left"):
         raise ValueError("padding_side must be 'right' or 'left'")
     n = len(completion_ids)
@@ -104,14 +105,36 @@ def batch_token_stats(
         raise ValueError("one prompt per completion")
     lengths_c = [len(c) for c in completion_ids]
     if n == 0 or sum(lengths_c) == 0:
-        return [np.zeros(c, np.float32) for c in lengths_c], [np.zeros(c, np.float32) for c in lengths_c]
-    seqs = [list(p) + list(c) for p, c in zip(prompt_ids, completion_ids)]
+        return ([np.zeros(c, np.float32) for c in lengths_c],
+                [np.zeros(c, np.float32) for c in lengths_c])
     for p, c in zip(prompt_ids, completion_ids):
         if len(c) and not len(p):
             raise ValueError("a scored completion needs at least one prompt token")
-    width = max(len(s) for s in seqs)
-    device = _device(model)
-    ids = torch.full((n, width), int(pad_token_id), dtype=torch.long)
+    batch = _pack(prompt_ids, completion_ids, int(pad_token_id), padding_side)
+    phi_h, p_h = _scored_row_stats(model, batch, chunk_rows)
+    bounds = np.cumsum([0, *lengths_c])
+    return (
+        [phi_h[bounds[i] : bounds[i + 1]] for i in range(n)],
+        [p_h[bounds[i] : bounds[i + 1]] for i in range(n)],
+    )
+
+
+class _PackedBatch(NamedTuple):
+    """Padded prompt + completion sequences, and where the completion tokens are scored."""
+
+    ids: torch.Tensor  # [n, width]
+    mask: torch.Tensor  # [n, width], 1 on real tokens
+    position_ids: torch.Tensor  # [n, width]
+    row_idx: list[int]  # per scored token: its sequence ...
+    col_idx: list[int]  # ... and the position whose output predicts it
+    targets: list[int]  # the completion token scored
+
+
+def _pack(prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]],
+          pad_token_id: int, padding_side: str) -> _PackedBatch:
+    seqs = [list(p) + list(c) for p, c in zip(prompt_ids, completion_ids)]
+    n, width = len(seqs), max(len(s) for s in seqs)
+    ids = torch.full((n, width), pad_token_id, dtype=torch.long)
     mask = torch.zeros((n, width), dtype=torch.long)
     row_idx: list[int] = []
     col_idx: list[int] = []
@@ -126,33 +149,40 @@ def batch_token_stats(
         col_idx.extend(range(off + lp - 1, off + lp + lc - 1))
         targets.extend(seq[lp:])
     position_ids = (mask.cumsum(dim=1) - 1).clamp_min(0)
-    ids, mask, position_ids = ids.to(device), mask.to(device), position_ids.to(device)
+    return _PackedBatch(ids, mask, position_ids, row_idx, col_idx, targets)
 
+
+def _scored_row_stats(model, batch: _PackedBatch,
+                      chunk_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """phi and P(chosen token) of every scored token, in `batch.targets` order.
+
+    The model body runs once over the whole batch; the output layer runs on
+    `chunk_rows` scored rows at a time, reduced on the device."""
+    from carl_tui.coherence.phi_torch import token_stats_torch
+
+    device = _device(model)
     body = model.get_decoder()
     head = _output_fn(model)
+    n_rows = len(batch.targets)
     with torch.inference_mode():
         hidden = body(
-            input_ids=ids, attention_mask=mask, position_ids=position_ids, use_cache=False
+            input_ids=batch.ids.to(device), attention_mask=batch.mask.to(device),
+            position_ids=batch.position_ids.to(device), use_cache=False,
         ).last_hidden_state
-        rows = hidden[torch.tensor(row_idx, device=device), torch.tensor(col_idx, device=device)]
+        rows = hidden[torch.tensor(batch.row_idx, device=device),
+                      torch.tensor(batch.col_idx, device=device)]
         del hidden
-        tgt = torch.tensor(targets, dtype=torch.long, device=device)
-        phi = torch.empty(len(targets), dtype=torch.float32, device=device)
-        p_next = torch.empty(len(targets), dtype=torch.float32, device=device)
-        for s in range(0, len(targets), chunk_rows):
-            e = min(s + chunk_rows, len(targets))
+        tgt = torch.tensor(batch.targets, dtype=torch.long, device=device)
+        phi = torch.empty(n_rows, dtype=torch.float32, device=device)
+        p_next = torch.empty(n_rows, dtype=torch.float32, device=device)
+        for s in range(0, n_rows, chunk_rows):
+            e = min(s + chunk_rows, n_rows)
             logits = head(rows[s:e]).unsqueeze(0)
             ph, pn = token_stats_torch(logits, tgt[s:e].unsqueeze(0), chunk_size=e - s)
             phi[s:e] = ph[0]
             p_next[s:e] = pn[0]
             del logits
-    phi_h = phi.cpu().numpy()
-    p_h = p_next.cpu().numpy()
-    bounds = np.cumsum([0, *lengths_c])
-    return (
-        [phi_h[bounds[i] : bounds[i + 1]] for i in range(n)],
-        [p_h[bounds[i] : bounds[i + 1]] for i in range(n)],
-    )
+    return phi.cpu().numpy(), p_next.cpu().numpy()
 
 
 class CarlReward:
@@ -201,8 +231,7 @@ class CarlReward:
             )
         finally:
             model.train(was_training)
-        log_v = math.log(model.config.get_text_config().vocab_size
-                         if hasattr(model.config, "get_text_config") else model.config.vocab_size)
+        log_v = math.log(vocab_size(model))
         out = []
         for phi, p in zip(phis, probs):
             phi64 = phi.astype(np.float64)
@@ -210,7 +239,8 @@ class CarlReward:
         return out
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any],
-                 completion_ids: Sequence[Sequence[int]] | None = None, **kwargs: Any) -> list[float]:
+                 completion_ids: Sequence[Sequence[int]] | None = None,
+                 **kwargs: Any) -> list[float]:
         scores = self.scores(prompts, completions, completion_ids)
         self.last_scores = scores
         log_metric = kwargs.get("log_metric")
