@@ -134,7 +134,8 @@ def _load_dataset(args):
         from carl_tui.training.tiny import grpo_dataset, sft_dataset
 
         n = min(max(64, args.max_steps * (args.batch_size or 64)), 16384)
-        return sft_dataset(n, seed=args.seed) if args.method == "sft" else grpo_dataset(n, seed=args.seed)
+        make = sft_dataset if args.method == "sft" else grpo_dataset
+        return make(n, seed=args.seed)
     from datasets import load_dataset
 
     return load_dataset(args.dataset, name=args.dataset_config, split=args.split)
@@ -199,11 +200,6 @@ def trainer_config(args):
         raise ConfigError(f"invalid trainer option: {exc}") from None
 
 
-def _vocab_size(model) -> int:
-    cfg = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    return int(cfg.vocab_size)
-
-
 def _signal_stop_callback():
     from transformers import TrainerCallback
 
@@ -221,33 +217,67 @@ def _signal_stop_callback():
     return SignalStop()
 
 
-def run_train(args: argparse.Namespace) -> int:
-    """Train as `args` say. Returns the exit status."""
+def _stream_callback(args, model):
+    """The `CarlCallback` writing the JSONL stream (`--stream`), its meta line written."""
     from carl_tui.coherence.gates import PhaseTransitionGate
     from carl_tui.training.callback import CarlCallback
+    from carl_tui.training.model_config import vocab_size
 
+    gate = PhaseTransitionGate(metric=args.gate_metric, threshold=args.gate_threshold)
+    phase_metric = "mean_token_accuracy"
+    if args.method == "grpo":
+        from trl.trainer.utils import get_callable_name
+
+        phase_metric = f"rewards/{get_callable_name(task_rewards(args)[0])}/mean"
+    cb = CarlCallback(
+        args.stream, vocab_size(model), gate=gate,
+        stop_on_gate=args.stop_on_gate and args.method == "sft",
+        run_name=args.run_name, meta={"dataset": args.dataset}, phase_metric=phase_metric,
+    )
+    cb.write_meta(model=args.model, method=args.method,
+                  config={k: v for k, v in vars(args).items()
+                          if isinstance(v, (str, int, float, bool)) and k != "config"})
+    return cb
+
+
+def _grpo_reward_funcs(args, model, tok, cb=None) -> list:
+    """The task rewards, plus the CARL reward with `--carl` (behind the cascade gate with
+    `--cascade`, which reports its stage to the stream callback `cb`)."""
+    funcs = task_rewards(args)
+    if not args.carl:
+        return funcs
+    from carl_tui.training.reward import carl_reward
+
+    carl = carl_reward(model, tok)
+    if not args.cascade:
+        return [*funcs, carl]
+    from carl_tui.training.cascade import CascadeReward
+
+    return CascadeReward(funcs, carl, callback=cb).reward_funcs
+
+
+def _make_trainer(args, config, model, tok, dataset, callbacks: list, cb):
+    """The SFT or GRPO trainer; `cb` is the stream callback (or None)."""
+    if args.method == "sft":
+        from trl import SFTTrainer
+
+        return SFTTrainer(model=model, args=config, train_dataset=dataset,
+                          processing_class=tok, callbacks=callbacks)
+    from trl import GRPOTrainer
+
+    return GRPOTrainer(model=model, args=config, train_dataset=dataset, processing_class=tok,
+                       reward_funcs=_grpo_reward_funcs(args, model, tok, cb),
+                       callbacks=callbacks)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """Train as `args` say. Returns the exit status."""
     model, tok = _load_model(args)
     dataset = _load_dataset(args)
     config = trainer_config(args)
     stop = _signal_stop_callback()
-    callbacks: list = [stop]
-    cb = None
-    if args.stream:
-        gate = PhaseTransitionGate(metric=args.gate_metric, threshold=args.gate_threshold)
-        phase_metric = "mean_token_accuracy"
-        if args.method == "grpo":
-            from trl.trainer.utils import get_callable_name
-
-            phase_metric = f"rewards/{get_callable_name(task_rewards(args)[0])}/mean"
-        cb = CarlCallback(
-            args.stream, _vocab_size(model), gate=gate,
-            stop_on_gate=args.stop_on_gate and args.method == "sft",
-            run_name=args.run_name, meta={"dataset": args.dataset}, phase_metric=phase_metric,
-        )
-        cb.write_meta(model=args.model, method=args.method,
-                      config={k: v for k, v in vars(args).items()
-                              if isinstance(v, (str, int, float, bool)) and k != "config"})
-        callbacks.append(cb)
+    cb = _stream_callback(args, model) if args.stream else None
+    callbacks: list = [stop] if cb is None else [stop, cb]
 
     def on_signal(signum, frame):
         stop.signal_name = signal.Signals(signum).name
@@ -256,27 +286,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        if args.method == "sft":
-            from trl import SFTTrainer
-
-            trainer = SFTTrainer(model=model, args=config, train_dataset=dataset,
-                                 processing_class=tok, callbacks=callbacks)
-        else:
-            from trl import GRPOTrainer
-
-            funcs = task_rewards(args)
-            if args.carl:
-                from carl_tui.training.reward import carl_reward
-
-                carl = carl_reward(model, tok)
-                if args.cascade:
-                    from carl_tui.training.cascade import CascadeReward
-
-                    funcs = CascadeReward(funcs, carl, callback=cb).reward_funcs
-                else:
-                    funcs = [*funcs, carl]
-            trainer = GRPOTrainer(model=model, args=config, train_dataset=dataset,
-                                  processing_class=tok, reward_funcs=funcs, callbacks=callbacks)
+        trainer = _make_trainer(args, config, model, tok, dataset, callbacks, cb)
         trainer.train()
         if not args.no_save:
             trainer.save_model(args.output)
