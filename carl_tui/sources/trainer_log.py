@@ -52,6 +52,10 @@ the step of a training log shares that step, as in the Trainer). After a
 training ends and another starts in the same stream (a new training bar
 counting from 0), steps continue from the last step of the stream: step =
 that offset + the new training's `global_step`.
+
+This module reads the text (dicts, bars, their order); trainer_steps.py works
+out the steps (the training bar, the estimates, the held dicts and the queued
+redraws of buffered bursts).
 """
 
 from __future__ import annotations
@@ -60,12 +64,20 @@ import json
 import math
 import re
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from carl_tui.events import Event, Progress, RunMeta, RunRef, ScalarBatch
 from carl_tui.metric_names import canonical, is_metric_key, valid_number
+from carl_tui.sources.trainer_steps import (
+    Held,
+    HeldDicts,
+    MetricsLine,
+    StepEstimator,
+    TrainingBar,
+    epoch_of,
+    explicit_step,
+)
 
 MAX_LINE_CHARS = 65_536  # longer "dict lines" are not Trainer logs; skip them
 
@@ -287,19 +299,6 @@ def _split_bar(text: str) -> tuple[BarUpdate, str] | None:
     return _bar(m), text[m.end() :]
 
 
-@dataclass(frozen=True, slots=True)
-class MetricsLine:
-    """One parsed Trainer log dict, with the step it belongs to.
-
-    `step_known` is False when the log did not say the step exactly: `step` is
-    then the best estimate (callers show "step estimated")."""
-
-    step: int
-    values: dict[str, float]
-    summary: bool = False  # the end-of-training summary (train_runtime, ...)
-    step_known: bool = True
-
-
 Item = MetricsLine | BarUpdate
 
 # What the last segment that matters was (segments that never matter: empty
@@ -309,8 +308,6 @@ Item = MetricsLine | BarUpdate
 _NONE, _DICT, _BAR_SEEN, _BLANK, _CLEAR, _OTHER, _FLUSHED = range(7)
 
 MAX_HELD = 10_000  # dicts held back at most (a burst of buffered stdout is far smaller)
-MAX_MARKERS = 100_000
-_EPOCH_TEXT = re.compile(r"""['"]epoch['"]\s*:\s*(['"]?)([-+]?[0-9.]+(?:[eE][-+]?\d+)?)""")
 
 
 def _ups(text: str) -> int:
@@ -330,50 +327,6 @@ def _kind(values: dict[str, float]) -> str:
     return "train"
 
 
-def _epoch(values: dict[str, float], text: str) -> tuple[float, float] | None:
-    """(epoch, how far off the printed value may be): '0.03906' -> (0.03906, 5e-06).
-
-    transformers 5 prints `f"{v:.4g}"` in quotes: 4 significant digits even when
-    trailing zeros are dropped ('0.5' is 0.5000). Otherwise half the last printed
-    digit (a float's repr, or an older `round(epoch, 2)`)."""
-    v = values.get("epoch")
-    if v is None or not math.isfinite(v) or v <= 0:
-        return None
-    m = _EPOCH_TEXT.search(text)
-    half = abs(v) * 1e-9  # printed in full (np.float64(...))
-    if m is not None:
-        digits = m.group(2)
-        try:
-            printed = float(digits)
-        except ValueError:
-            printed = math.nan
-        if printed == v:
-            mant, _, exp = digits.lower().partition("e")
-            half = 0.5 * 10.0 ** (int(exp or 0) - len(mant.partition(".")[2]))
-            significant = len(mant.replace(".", "").lstrip("+-").lstrip("0"))
-            if m.group(1) and significant <= 4:
-                half = min(half, 0.5 * 10.0 ** (math.floor(math.log10(v)) - 3))
-    return (v, half) if v - half > 0 else None
-
-
-def _explicit_step(values: dict[str, float]) -> int | None:
-    v = values.get("step", values.get("global_step"))
-    if v is None or not math.isfinite(v) or v != int(v) or v < 0:
-        return None
-    return int(v)
-
-
-@dataclass(slots=True)
-class _Held:
-    """A dict waiting for the bar that tells its step."""
-
-    values: dict[str, float]
-    kind: str
-    bar_before: int | None  # step on the last training bar drawn before it (with offset)
-    epoch: tuple[float, float] | None
-    explicit: int | None
-
-
 class TrainerLogParser:
     """Feeds raw log lines, returns `MetricsLine` and `BarUpdate` items in order.
 
@@ -384,39 +337,49 @@ class TrainerLogParser:
     inside training and checkpoint-writing bars are ignored); a training bar
     whose count goes back (a new training) continues the steps after the last
     one. `logging_steps` is only a hint for streams without progress bars.
+
+    This class reads the segments of the text (what was drawn, in what order);
+    the steps are worked out by the pieces in trainer_steps.py: `TrainingBar`,
+    `StepEstimator` and `HeldDicts`.
     """
 
     def __init__(self, logging_steps: int = 1):
         self.logging_steps = max(1, int(logging_steps))
-        self.step: int | None = None  # step on the latest training bar (with offset)
-        self.total: int | None = None  # total of the current training bar
-        self.lines_seen = 0  # non-summary dicts emitted
-        self.estimated = 0  # non-summary dicts emitted with step_known False
         self.mispredicted = 0  # flushed predictions a later bar showed wrong
         self.unreadable = 0  # lines shaped like a dict that could not be read
         self._unreadable_example = ""
-        self._level: int | None = None  # the training bar's position (cursor-ups after it)
-        self._n: int | None = None  # count on the current training bar
-        self._offset = 0  # steps of the trainings before the current one
+        self._bar = TrainingBar()
+        self._steps = StepEstimator(self._bar, self.logging_steps)
+        self._dicts = HeldDicts(self._steps)
         self._sig = _NONE
         self._sig_before_clear = _NONE
         self._sig_before_held = _NONE
         self._after_clear = False
-        self._held: list[_Held] = []
-        self._markers: deque[int] = deque()  # redraws after a clear with no dict between
-        self._buffered = False  # bursts of dicts were seen: stdout is block-buffered
-        self._queued_any = False  # a redraw was ever queued
-        self._last: int | None = None  # last non-summary step emitted
-        self._last_kind: dict[str, int] = {}
-        self._known: int | None = None  # the same, of steps that were known
-        self._known_kind: dict[str, int] = {}
-        self._check: tuple[_Held, int, bool] | None = None  # flushed, awaiting its redraw
-        self._new_training()
+
+    @property
+    def step(self) -> int | None:
+        """Step on the latest training bar (with the steps of the trainings before)."""
+        return self._bar.step
+
+    @property
+    def total(self) -> int | None:
+        """Total of the current training bar."""
+        return self._bar.total
+
+    @property
+    def lines_seen(self) -> int:
+        """Non-summary dicts emitted."""
+        return self._steps.lines_seen
+
+    @property
+    def estimated(self) -> int:
+        """Non-summary dicts emitted with `step_known` False."""
+        return self._steps.estimated
 
     @property
     def pending(self) -> int:
         """Dicts held back, waiting for their bar or for `flush()`."""
-        return len(self._held)
+        return len(self._dicts.held)
 
     def take_unreadable(self) -> tuple[int, str]:
         """(dict-shaped lines that could not be read since the last call, the first one)."""
@@ -436,9 +399,9 @@ class TrainerLogParser:
     def flush(self) -> list[MetricsLine]:
         """Release every held dict (the stream ended or has been idle)."""
         out: list[Item] = []
-        if self._held:
+        if self._dicts.held:
             adjacent = self._sig == _DICT
-            self._settle(out, adjacent=False, after=None)
+            self._dicts.settle(out, adjacent=False, after=None)
             if adjacent:
                 self._sig = _FLUSHED  # the next training bar is its redraw: check it
         return [item for item in out if isinstance(item, MetricsLine)]
@@ -452,17 +415,7 @@ class TrainerLogParser:
             if len(raw) > MAX_LINE_CHARS:
                 self._sig = _OTHER
                 continue
-            body = raw
-            if "\x1b" in raw:
-                lead = _LEAD_CSI.match(raw).group()  # type: ignore[union-attr]
-                if lead and self._after_clear and _ups(lead):
-                    self._sig = self._sig_before_clear  # that clear was another bar's
-                body = raw[len(lead):]
-                level = _ups(body)
-                bare = _CSI.sub("", body)
-            else:
-                level = 0
-                bare = raw
+            bare, level = self._strip_escapes(raw)
             text = bare.strip()
             self._after_clear = False
             if not text:
@@ -471,284 +424,112 @@ class TrainerLogParser:
                     self._sig = _BLANK
                     self._after_clear = True  # unless a cursor-up follows: another bar's
                 continue
-            if text[0] == "{":
-                values = parse_metrics_dict(text)
-                if values is not None or text[-1] == "}":
-                    self._on_dict(values, text, out)
-                    continue
-            elif "[" in text:
-                bar = parse_progress(text)
-                if bar is not None:
-                    self._on_bar(bar, level, out)
-                    continue
-                split = _split_bar(text)
-                if split is not None:
-                    self._on_bar(split[0], level, out)
-                    text = split[1].strip()
-                    if text[:1] == "{" and text[-1:] == "}":
-                        self._on_dict(parse_metrics_dict(text), text, out)
-                        continue
-            self._sig = _OTHER
+            if not self._segment(text, level, out):
+                self._sig = _OTHER
+
+    def _strip_escapes(self, raw: str) -> tuple[str, int]:
+        """The segment without terminal escapes, and the lines the cursor moves up after it.
+
+        A cursor-up before the text means the clear just seen was another bar's."""
+        if "\x1b" not in raw:
+            return raw, 0
+        lead = _LEAD_CSI.match(raw).group()  # type: ignore[union-attr]
+        if lead and self._after_clear and _ups(lead):
+            self._sig = self._sig_before_clear  # that clear was another bar's
+        body = raw[len(lead):]
+        return _CSI.sub("", body), _ups(body)
+
+    def _segment(self, text: str, level: int, out: list[Item]) -> bool:
+        """A dict, a bar, or a bar with a dict glued after it; False for other text."""
+        if text[0] == "{":
+            values = parse_metrics_dict(text)
+            if values is not None or text[-1] == "}":
+                self._on_dict(values, text, out)
+                return True
+        elif "[" in text:
+            bar = parse_progress(text)
+            if bar is not None:
+                self._on_bar(bar, level, out)
+                return True
+            split = _split_bar(text)
+            if split is not None:
+                self._on_bar(split[0], level, out)
+                text = split[1].strip()
+                if text[:1] == "{" and text[-1:] == "}":
+                    self._on_dict(parse_metrics_dict(text), text, out)
+                    return True
+        return False
 
     def _on_bar(self, bar: BarUpdate, level: int, out: list[Item]) -> None:
         if bar.desc:
             return  # Map:, Writing model shards:, ...
-        if self._level is None or level < self._level:
-            self._level = level
-        elif level != self._level:
-            return  # a bar of another position: evaluation inside training
-        n = self._n
-        first = n is None
-        if n is not None:
-            if bar.total != self.total and not self._ended:
-                return  # another total while training runs: evaluation (escapes lost)
-            if bar.step < n and bar.step and bar.total == self.total:
-                return  # a count going back, not to 0: not a bar of this training
-        if n is not None and (bar.step < n or bar.total != self.total):
-            # A new training (after the last one's summary), or a restart from 0.
-            if self._held:
-                self._settle(out, adjacent=False, after=None)
-            self._offset = max(self._offset, self._last or 0)
+        if not self._bar.accepts(bar, level):
+            return
+        first = self._bar.n is None
+        if self._bar.starts_training(bar):
+            if self._dicts.held:
+                self._dicts.settle(out, adjacent=False, after=None)
+            self._bar.offset = max(self._bar.offset, self._steps.last or 0)
             self._new_training()
             first = True
-        self._n = bar.step
-        self.total = bar.total
-        step = self._offset + bar.step
-        self.step = step
+        step = self._bar.move(bar)
         sig = self._sig
         redraw = False  # this bar is the redraw of a tqdm.write whose text is still buffered
-        if self._held:
-            used = self._settle(out, adjacent=sig == _DICT, after=step)
+        if self._dicts.held:
+            used = self._dicts.settle(out, adjacent=sig == _DICT, after=step)
             redraw = sig == _DICT and not used and self._sig_before_held in (_BLANK, _CLEAR)
         elif sig == _FLUSHED:  # right after dicts released by flush()
-            if self._check is not None:  # the last one was estimated: this is its redraw
-                held, predicted, known = self._check
-                if known and predicted != step:
-                    self.mispredicted += 1
-                    self._distrust = True
-                self._observe(held, step)
+            if self._dicts.check is not None:  # the last one was estimated: this is its redraw
+                self._check_prediction(step)
             else:
                 redraw = self._sig_before_held in (_BLANK, _CLEAR)
         if (sig == _CLEAR or redraw) and not first:
-            self._markers.append(step)
-            self._queued_any = True
-            if len(self._markers) > MAX_MARKERS:
-                self._markers.popleft()
-        self._check = None
+            self._dicts.queue_redraw(step)
+        self._dicts.check = None
         self._sig = _BAR_SEEN
         out.append(bar)
 
+    def _check_prediction(self, step: int) -> None:
+        """The redraw of the last dict released by `flush()`, estimated: was it right?"""
+        held, predicted, known = self._dicts.check  # type: ignore[misc]
+        if known and predicted != step:
+            self.mispredicted += 1
+            self._steps.distrust = True
+        self._steps.observe(held, step)
+
     def _on_dict(self, values: dict[str, float] | None, text: str, out: list[Item]) -> None:
         """`values` None: a dict line that could not be read; it still was one write."""
-        if self._sig in (_DICT, _FLUSHED) and self._n is not None:
-            self._buffered = True  # dict after dict, no clear between: a burst of stdout
-        if self._held and not self._markers:
+        dicts = self._dicts
+        if self._sig in (_DICT, _FLUSHED) and self._bar.n is not None:
+            dicts.buffered = True  # dict after dict, no clear between: a burst of stdout
+        if dicts.held and not dicts.markers:
             # Another dict and no bar drawn since: the ones held will get no redraw
             # (progress bars off, or lost output).
-            self._settle(out, adjacent=False, after=None)
-        if not self._held and self._sig != _FLUSHED:  # (a burst may be flushed midway)
+            dicts.settle(out, adjacent=False, after=None)
+        if not dicts.held and self._sig != _FLUSHED:  # (a burst may be flushed midway)
             self._sig_before_held = self._sig
         if values is not None and any(k in SUMMARY_KEYS for k in values):
-            self._ended = True  # the training's summary: the next bar may start another
+            self._bar.ended = True  # the training's summary: the next bar may start another
         if values is None:
             self.unreadable += 1
             self._unreadable_example = self._unreadable_example or text
-            self._held.append(_Held({}, "unread", self.step, None, None))
+            dicts.held.append(Held({}, "unread", self._bar.step, None, None))
         else:
             # The bar drawn before a dict is at most its step, unless the dict sat in
             # stdout's buffer while bars went on (redraws queued).
-            before = None if self._buffered or self._markers else self.step
-            self._held.append(
-                _Held(values, _kind(values), before, _epoch(values, text), _explicit_step(values))
+            before = None if dicts.buffered or dicts.markers else self._bar.step
+            dicts.held.append(
+                Held(values, _kind(values), before, epoch_of(values, text), explicit_step(values))
             )
         self._sig = _DICT
-        self._check = None
-        if len(self._held) > MAX_HELD:
-            self._settle(out, adjacent=False, after=None)
-
-    # -- steps ---------------------------------------------------------------
+        dicts.check = None
+        if len(dicts.held) > MAX_HELD:
+            dicts.settle(out, adjacent=False, after=None)
 
     def _new_training(self) -> None:
-        self._markers.clear()
-        self._n = None
-        self._ended = False
-        self._obs_last: dict[str, int] = {}  # last observed (exact) step per kind
-        self._diffs: dict[str, tuple[int | None, int]] = {}  # last two step differences
-        self._ratio: tuple[float, float] | None = None  # global_step / epoch, an interval
-        self._ratio_broken = False
-        self._distrust = False
-
-    def _settle(self, out: list[Item], *, adjacent: bool, after: int | None) -> bool:
-        """Give every held dict its step; returns whether the bar showing `after` was
-        taken as the last held dict's redraw.
-
-        `adjacent`: that bar was drawn right after the last held dict. With n dicts
-        held and m redraws queued (buffered stdout; m is 0 otherwise): m == n - 1 and
-        adjacent, the bar is the last dict's own redraw (unbuffered output, or a burst
-        written out in the middle of the last dict's write); m >= n, the dicts take the
-        queued redraws first in first out, and the bar belongs to a write still in the
-        buffer. Without an adjacent bar (a flush, other output between) the same, where
-        m == n - 1 leaves the last dict waiting for its redraw: estimated. Counts that
-        do not add up, or steps that go back or contradict a dict's epoch: estimated.
-        """
-        held, self._held = self._held, []
-        n, m = len(held), len(self._markers)
-        queued = list(self._markers)
-        # Readings of the counts, most likely first; the first that keeps the order
-        # and agrees with the epochs wins: (dicts from the queue, the bar is the last's).
-        if self._buffered and not self._queued_any:
-            readings = []  # bursts of stdout but no redraws seen to place them: estimates
-        elif adjacent and after is not None:
-            readings = [(n - 1, True)] if m == n - 1 else [(n, False), (n - 1, True)]
-        else:
-            readings = [(n, False)] if m >= n else [(n - 1, False)] if m == n - 1 else []
-        exact: list[int | None] = [None] * n
-        used = False
-        for take, last_is_after in readings:
-            if take > m or take < 0:
-                continue
-            trial: list[int | None] = [*queued[:take], *[None] * (n - take)]
-            if last_is_after:
-                trial[-1] = after
-            if self._agrees(held, trial):
-                exact, used = trial, last_is_after
-                for _ in range(take):
-                    self._markers.popleft()
-                if take and n >= 2:
-                    self._buffered = True
-                break
-        if used or not readings or exact == [None] * n:
-            self._markers.clear()  # its own redraw, or counts that do not add up: start over
-        for i, h in enumerate(held):
-            step = exact[i]
-            if step is not None:
-                self._emit(h, step, True, out)
-                self._observe(h, step)
-                continue
-            hi = next((e for e in exact[i + 1 :] if e is not None), after)
-            step, known = self._estimate(h, hi)
-            self._emit(h, step, known, out)
-            if i == n - 1:
-                self._check = (h, step, known)
-        return used
-
-    def _agrees(self, held: list[_Held], exact: list[int | None]) -> bool:
-        """Steps from redraws must keep the order and agree with each dict's epoch."""
-        floor: dict[str, int] = {}
-        prev = self._last or 0
-        for h, step in zip(held, exact):
-            if step is None or h.kind in ("summary", "unread") or not h.values:
-                continue
-            last = floor.get(h.kind, self._last_kind.get(h.kind))
-            if step < prev or (last is not None and step <= last):
-                return False
-            span = self._epoch_span(h)
-            if span is not None and not span[0] - 1 <= step <= span[1] + 1:
-                return False
-            prev = floor[h.kind] = step
-        return True
-
-    def _floor(self, kind: str, *, known_only: bool = False) -> int:
-        """The smallest step the next dict of `kind` can have (from the steps emitted so
-        far, or only from those that were known)."""
-        last, by_kind = (self._known, self._known_kind) if known_only else (
-            self._last, self._last_kind)
-        floor = last if last is not None else 0
-        prev = by_kind.get(kind)
-        return max(floor, prev + 1) if prev is not None else floor
-
-    def _estimate(self, h: _Held, hi: int | None) -> tuple[int, bool]:
-        if h.kind == "summary":
-            step = self.step if self.step is not None else (self._last or 0)
-            return max(step, self._last or 0), False
-        floor = self._floor(h.kind)  # steps never go back
-        # The bar drawn before the dict is at most its step, as far as the output is not
-        # buffered: a bound for the estimate, never a proof.
-        lo = floor if h.bar_before is None else max(floor, h.bar_before)
-        if self.total is not None:
-            cap = self._offset + self.total  # global_step never passes max_steps
-            hi = cap if hi is None else min(hi, cap)
-        if hi is not None and hi <= lo:
-            return max(hi, floor), hi == self._floor(h.kind, known_only=True)
-
-        def fits(step: int | None) -> bool:
-            return step is not None and step >= lo and (hi is None or step <= hi)
-
-        if fits(h.explicit):
-            return h.explicit, True  # type: ignore[return-value]
-        by_epoch = self._epoch_step(h)
-        last = self._last_kind.get(h.kind)
-        cadence = self._cadence(h.kind)
-        if fits(by_epoch):  # with the cadence agreeing, the step is known
-            known = cadence is not None and last is not None and last + cadence == by_epoch
-            return by_epoch, known and not self._distrust  # type: ignore[return-value]
-        if cadence is not None and last is not None and fits(last + cadence):
-            return last + cadence, False
-        guess = lo
-        if h.kind == "train":
-            base = last if last is not None else self._offset
-            guess = max(lo, base + (cadence or self.logging_steps))
-        return (guess if hi is None else min(guess, hi)), False
-
-    def _cadence(self, kind: str) -> int | None:
-        """The step difference between the last observed dicts of `kind` (with the one
-        before, when known, agreeing)."""
-        d = self._diffs.get(kind)
-        return d[1] if d is not None and d[0] in (None, d[1]) else None
-
-    def _epoch_span(self, h: _Held) -> tuple[int, int] | None:
-        """Steps the dict's epoch allows, from the ratio seen so far (None: unknown)."""
-        if self._ratio is None or h.epoch is None:
-            return None
-        v, half = h.epoch
-        lo = math.ceil((v - half) * self._ratio[0] - 1e-9)
-        hi = math.floor((v + half) * self._ratio[1] + 1e-9)
-        return self._offset + lo, self._offset + hi
-
-    def _epoch_step(self, h: _Held) -> int | None:
-        """The one step the dict's epoch allows; None when unknown or not one."""
-        span = self._epoch_span(h)
-        return span[0] if span is not None and span[0] == span[1] else None
-
-    def _observe(self, h: _Held, step: int) -> None:
-        """Learn the cadence and the epoch ratio from a dict whose step is exact."""
-        if h.kind == "summary" or not h.values:
-            return
-        prev = self._obs_last.get(h.kind)
-        if prev is not None and step > prev:
-            d = self._diffs.get(h.kind)
-            self._diffs[h.kind] = (d[1] if d else None, step - prev)
-        self._obs_last[h.kind] = step
-        local = step - self._offset
-        if h.epoch is None or local <= 0 or self._ratio_broken:
-            return
-        v, half = h.epoch
-        lo, hi = local / (v + half), local / (v - half)
-        if self._ratio is not None:
-            lo, hi = max(lo, self._ratio[0]), min(hi, self._ratio[1])
-        if lo > hi:  # epoch is not proportional to the step in this run
-            self._ratio, self._ratio_broken = None, True
-        else:
-            self._ratio = (lo, hi)
-
-    def _emit(self, h: _Held, step: int, known: bool, out: list[Item]) -> None:
-        if h.kind == "summary":
-            if h.values:
-                out.append(MetricsLine(step, h.values, True, known))
-            return
-        if not h.values:
-            return  # a dict with nothing to plot ({} or only text values)
-        floor = self._floor(h.kind)
-        if step < floor:
-            step, known = floor, False
-        self._last = step
-        self._last_kind[h.kind] = step
-        if known:
-            self._known = step
-            self._known_kind[h.kind] = step
-        self.lines_seen += 1
-        self.estimated += not known
-        out.append(MetricsLine(step, h.values, False, known))
+        self._dicts.markers.clear()
+        self._bar.new_training()
+        self._steps.new_training()
 
 
 # -- telling a Trainer log from a JSONL stream ---------------------------------
