@@ -295,6 +295,10 @@ def _find_header(buf: bytes, arr: np.ndarray, pos: int) -> int | None:
     return None
 
 
+# What `_take_block` leaves at the offset it returns.
+_DONE, _NEXT_BLOCK, _CHECK_HEADER = "done", "next block", "check header"
+
+
 def scan_records(buf: bytes, *, at_eof: bool, file_start: bool = False) -> Scan:
     """The records in `buf`, a piece of an event file that starts at a record boundary.
 
@@ -310,63 +314,88 @@ def scan_records(buf: bytes, *, at_eof: bool, file_start: bool = False) -> Scan:
     out = Scan()
     arr = np.frombuffer(buf, dtype=np.uint8)
     pos = 0
-    n = len(buf)
     while True:
-        starts, lens, stop = _frame(buf, pos)
-        k = len(starts)
-        if k:
-            st = np.asarray(starts, dtype=np.int64)
-            ln = np.asarray(lens, dtype=np.int64)
-            head_ok = _mask(crc32c_many(buf, st, np.full(k, 8, dtype=np.int64))) == _stored_crcs(
-                arr, st + 8
-            )
-            data_ok = _mask(crc32c_many(buf, st + HEADER_LEN, ln)) == _stored_crcs(
-                arr, st + HEADER_LEN + ln
-            )
-            good = head_ok & data_ok
-            bad = np.flatnonzero(~good)
-            first_bad = int(bad[0]) if len(bad) else k
-            data = st[:first_bad] + HEADER_LEN
-            out.starts.extend(data.tolist())
-            out.ends.extend((data + ln[:first_bad]).tolist())
-            if first_bad == k:
-                pos = stop
-                out.end = pos
-                if stop + HEADER_LEN > n:
-                    return out
-                # the walk stopped on an implausible length: check that header below
-            else:
-                pos = starts[first_bad]
-                out.end = pos
-                if head_ok[first_bad]:  # a damaged body: its length is good, skip just it
-                    rec_end = pos + HEADER_LEN + lens[first_bad] + FOOTER_LEN
-                    if _unwritten(buf, pos + HEADER_LEN, at_eof):
-                        return out
-                    out.damaged.append((pos, rec_end))
-                    pos = out.end = rec_end
-                    continue
+        pos, look = _take_block(buf, arr, pos, at_eof, out)
+        if look == _DONE:
+            return out
+        if look == _NEXT_BLOCK:
+            continue
         # `pos` holds a header that is damaged, implausible, or not complete in buf
-        if pos + HEADER_LEN > n:
-            return out  # a header still being written
-        length, stored = _HEAD.unpack_from(buf, pos)
-        if masked_crc32c(buf[pos : pos + 8]) == stored:
-            if length < MAX_RECORD:
-                return out  # a good header whose record is still being written
-        elif _unwritten(buf, pos, at_eof):
+        resume = _resync(buf, arr, pos, at_eof, file_start, out)
+        if resume is None:
             return out
-        nxt = _find_header(buf, arr, pos + 1)
-        if file_start and pos == 0 and nxt is None:
-            out.not_event_file = True  # no record where one must start, and none after
-            return out
-        if nxt is None:
-            # nothing found yet: a header may still start in the last 11 bytes
-            resume = max(pos + 1, n - HEADER_LEN + 1)
-            out.damaged.append((pos, resume))
-            out.end = resume
-            out.open_damage = True
-            return out
-        out.damaged.append((pos, nxt))
-        pos = out.end = nxt
+        pos = resume
+
+
+def _take_block(buf: bytes, arr: np.ndarray, pos: int, at_eof: bool,
+                out: Scan) -> tuple[int, str]:
+    """Frame the records from `pos` on and check their CRCs, a whole block at once;
+    the good ones up to the first failure go to `out`. Returns where to go on from
+    and what is there: `_DONE` (the end of what is complete in `buf`), `_NEXT_BLOCK`
+    (a damaged record was skipped), `_CHECK_HEADER` (a header to look at)."""
+    starts, lens, stop = _frame(buf, pos)
+    k = len(starts)
+    if not k:
+        return pos, _CHECK_HEADER
+    st = np.asarray(starts, dtype=np.int64)
+    ln = np.asarray(lens, dtype=np.int64)
+    head_ok = _mask(crc32c_many(buf, st, np.full(k, 8, dtype=np.int64))) == _stored_crcs(
+        arr, st + 8
+    )
+    data_ok = _mask(crc32c_many(buf, st + HEADER_LEN, ln)) == _stored_crcs(
+        arr, st + HEADER_LEN + ln
+    )
+    bad = np.flatnonzero(~(head_ok & data_ok))
+    first_bad = int(bad[0]) if len(bad) else k
+    data = st[:first_bad] + HEADER_LEN
+    out.starts.extend(data.tolist())
+    out.ends.extend((data + ln[:first_bad]).tolist())
+    if first_bad == k:
+        out.end = stop
+        if stop + HEADER_LEN > len(buf):
+            return stop, _DONE
+        return stop, _CHECK_HEADER  # the walk stopped on an implausible length
+    pos = out.end = starts[first_bad]
+    if not head_ok[first_bad]:
+        return pos, _CHECK_HEADER
+    # a damaged body: its length is good, skip just it
+    if _unwritten(buf, pos + HEADER_LEN, at_eof):
+        return pos, _DONE
+    rec_end = pos + HEADER_LEN + lens[first_bad] + FOOTER_LEN
+    out.damaged.append((pos, rec_end))
+    out.end = rec_end
+    return rec_end, _NEXT_BLOCK
+
+
+def _resync(buf: bytes, arr: np.ndarray, pos: int, at_eof: bool, file_start: bool,
+            out: Scan) -> int | None:
+    """`pos` holds a header that is damaged, implausible, or not complete in `buf`:
+    the next offset where a record checks out (the range before it recorded as
+    damaged), or None to stop here (a record still being written, no event file,
+    or nothing found yet)."""
+    n = len(buf)
+    if pos + HEADER_LEN > n:
+        return None  # a header still being written
+    length, stored = _HEAD.unpack_from(buf, pos)
+    if masked_crc32c(buf[pos : pos + 8]) == stored:
+        if length < MAX_RECORD:
+            return None  # a good header whose record is still being written
+    elif _unwritten(buf, pos, at_eof):
+        return None
+    nxt = _find_header(buf, arr, pos + 1)
+    if file_start and pos == 0 and nxt is None:
+        out.not_event_file = True  # no record where one must start, and none after
+        return None
+    if nxt is None:
+        # nothing found yet: a header may still start in the last 11 bytes
+        resume = max(pos + 1, n - HEADER_LEN + 1)
+        out.damaged.append((pos, resume))
+        out.end = resume
+        out.open_damage = True
+        return None
+    out.damaged.append((pos, nxt))
+    out.end = nxt
+    return nxt
 
 
 # -- protobuf wire format ------------------------------------------------------------------
@@ -558,6 +587,25 @@ def tensor_scalar(t: _Tensor) -> float | None:
     return None
 
 
+def _tensor_item(d: bytes, tag: str, tensor: tuple[int, int] | None,
+                 plugin: str | None) -> tuple:
+    """(kind, tag, value) of a value without simple_value: a scalar tensor (of the
+    "scalars" plugin, or 0-d without a plugin), a text, or a kind to count."""
+    if tensor is None:
+        # metadata alone (e.g. the hparams plugin's session records)
+        return (PLUGIN_KINDS.get(plugin or "", plugin or "empty value"), tag, None)
+    t = _tensor(d, tensor[0], tensor[1])
+    if plugin == "scalars" or (plugin is None and not t.dims):  # one number, or 0-d
+        v = tensor_scalar(t)
+        if v is not None:
+            return (SCALAR, tag, v)
+        if plugin == "scalars":
+            return (BAD, tag, "scalar tensor that is not one number")
+    if plugin == "text" or (plugin is None and t.dtype == DT_STRING):
+        return (TEXT, tag, b"".join(t.strings[:1]).decode("utf-8", "replace"))
+    return (PLUGIN_KINDS.get(plugin or "", plugin or "tensor"), tag, None)
+
+
 class Items:
     """Decoded values in arrival order as parallel lists, one entry per summary
     value (or per counted non-summary part of an event): `kind` is SCALAR (value a
@@ -701,6 +749,26 @@ class EventDecoder:
             raise DecodeError("field runs past the summary")
 
     def _value(self, d: bytes, i: int, end: int, items: list[tuple]) -> None:
+        """Append the (kind, tag, value) of the Summary.Value in d[i:end]."""
+        raw_tag, simple, kind, tensor, plugin = self._value_fields(d, i, end)
+        tag = self._tags.get(raw_tag)
+        if tag is None:
+            tag = self._tags[raw_tag] = raw_tag.decode("utf-8", "replace")
+        if plugin is not None:
+            self.plugins[tag] = plugin
+        if simple is not None:
+            items.append((SCALAR, tag, simple))
+        elif kind is not None:
+            items.append((kind, tag, None))
+        else:
+            items.append(_tensor_item(d, tag, tensor, self.plugins.get(tag, plugin)))
+
+    @classmethod
+    def _value_fields(cls, d: bytes, i: int, end: int) -> tuple[
+        bytes, float | None, str | None, tuple[int, int] | None, str | None
+    ]:
+        """(raw tag, simple_value, kind of a non-scalar oneof field, where the tensor is,
+        the plugin named in the metadata) of a Summary.Value; None where absent."""
         raw_tag = b""
         simple: float | None = None
         kind: str | None = None
@@ -732,42 +800,13 @@ class EventDecoder:
                 if num == 8:
                     tensor = (i, j)
                 elif num == 9:
-                    plugin = self._plugin(d, i, j)
+                    plugin = cls._plugin(d, i, j)
                 elif num in VALUE_KINDS:
                     kind = VALUE_KINDS[num]
                 i = j
         if i != end:
             raise DecodeError("field runs past the value")
-        tag = self._tags.get(raw_tag)
-        if tag is None:
-            tag = self._tags[raw_tag] = raw_tag.decode("utf-8", "replace")
-        if plugin is not None:
-            self.plugins[tag] = plugin
-        if simple is not None:
-            items.append((SCALAR, tag, simple))
-            return
-        if kind is not None:
-            items.append((kind, tag, None))
-            return
-        plugin = self.plugins.get(tag, plugin)
-        if tensor is None:
-            # metadata alone (e.g. the hparams plugin's session records)
-            items.append((PLUGIN_KINDS.get(plugin or "", plugin or "empty value"), tag, None))
-            return
-        t = _tensor(d, tensor[0], tensor[1])
-        if plugin == "scalars" or (plugin is None and not t.dims):  # one number, or 0-d
-            v = tensor_scalar(t)
-            if v is not None:
-                items.append((SCALAR, tag, v))
-                return
-            if plugin == "scalars":
-                items.append((BAD, tag, "scalar tensor that is not one number"))
-                return
-        if plugin == "text" or (plugin is None and t.dtype == DT_STRING):
-            text = b"".join(t.strings[:1]).decode("utf-8", "replace")
-            items.append((TEXT, tag, text))
-            return
-        items.append((PLUGIN_KINDS.get(plugin or "", plugin or "tensor"), tag, None))
+        return raw_tag, simple, kind, tensor, plugin
 
     @staticmethod
     def _plugin(d: bytes, i: int, end: int) -> str | None:
