@@ -40,7 +40,8 @@ What a run's events become:
   TensorBoard callback writes (`args/text_summary`: the TrainingArguments,
   `model_config/text_summary`: the model config, both JSON) become
   `RunMeta(run, {"config": {**model_config, **args}, "vocab_size", "model",
-  "method"})` as far as they say them.
+  "method"})` as far as they say them (`run_config.describe_config`, the same
+  rules as for W&B configs).
 - histograms, images, audio, graphs, hparams, other plugins' tensors: counted
   by kind (`tally.note(...)`), never errors.
 """
@@ -48,7 +49,6 @@ What a run's events become:
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import re
@@ -60,12 +60,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch
 from carl_tui.metric_names import canonical, is_metric_key
 from carl_tui.sources import tfevents as tfe
 from carl_tui.sources.base import SourceError
+from carl_tui.sources.run_config import describe_config, loads_json
 from carl_tui.sources.tally import InputTally
 
 SOURCE = "tensorboard"
@@ -230,57 +230,12 @@ class _EventFile:
 # -- one run -----------------------------------------------------------------------------
 
 
-def _loads(text: str) -> Any:
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)  # Python's json writes NaN/Infinity bare
-
-
-_MODEL_KEYS = ("model_name_or_path", "_name_or_path", "name_or_path", "model_name", "model",
-               "pretrain")
-
-
-def _nested(cfg: dict, depth: int = 2):
-    """`cfg` and the dicts inside it, breadth first, `depth` levels down."""
-    level = [cfg]
-    for _ in range(depth + 1):
-        yield from level
-        level = [v for d in level for v in d.values() if isinstance(v, dict)]
-
-
-def describe(config: dict) -> dict[str, Any]:
-    """`vocab_size`, `model` and `method` as far as a config says them: vocab_size
-    from the config or a nested model config (`text_config`, ...), the model from
-    `_name_or_path` (transformers' model config) and kin, the method from the
-    fields only one TRL config has (GRPO: `num_generations` with `scale_rewards`,
-    PPO: `num_ppo_epochs`, SFT: `dataset_text_field`)."""
-    out: dict[str, Any] = {}
-    for d in _nested(config):
-        v = d.get("vocab_size")
-        if type(v) is int and v > 1:
-            out["vocab_size"] = v
-            break
-    for d in _nested(config):
-        v = next((d[k] for k in _MODEL_KEYS if isinstance(d.get(k), str) and d[k]), None)
-        if v is not None:
-            out["model"] = v
-            break
-    if "num_generations" in config and "scale_rewards" in config:
-        out["method"] = "grpo"
-    elif "num_ppo_epochs" in config:
-        out["method"] = "ppo"
-    elif "dataset_text_field" in config:
-        out["method"] = "sft"
-    return out
-
-
 def _config_text(text: str) -> dict | None:
     m = _FENCE.match(text)
     if m:
         text = m.group(1)
     try:
-        obj = _loads(text)
+        obj = loads_json(text)
     except (ValueError, RecursionError):
         return None
     return obj if isinstance(obj, dict) else None
@@ -294,6 +249,39 @@ def _batch_extras(times: np.ndarray, nonfinite: tuple[tuple[str, int], ...]) -> 
     the fields for them (`times`, `nonfinite`)."""
     extras = {"times": times, "nonfinite": nonfinite}
     return {k: v for k, v in extras.items() if k in _BATCH_FIELDS}
+
+
+class _Rows:
+    """Rows of one poll: each row's step and wall time, and per metric the rows it has
+    a value in and those values."""
+
+    __slots__ = ("cols", "steps", "times")
+
+    def __init__(self) -> None:
+        self.steps: list[int] = []
+        self.times: list[float] = []
+        self.cols: dict[str, tuple[list[int], list[float]]] = {}
+
+    def batch(self, ref: RunRef, nonfinite: tuple[tuple[str, int], ...]) -> ScalarBatch:
+        """The rows as one ScalarBatch (NaN where a metric has no value in a row)."""
+        n = len(self.steps)
+        columns: dict[str, np.ndarray] = {}
+        for name, (idx, vals) in self.cols.items():
+            if len(idx) == n:
+                columns[name] = np.array(vals, dtype=np.float64)
+            else:
+                c = np.full(n, np.nan)
+                c[idx] = vals
+                columns[name] = c
+        t = np.array(self.times, dtype=np.float64)
+        good = t[np.isfinite(t)]
+        return ScalarBatch(
+            ref,
+            np.array(self.steps, dtype=np.int64),
+            columns,
+            wall_time=float(good.max()) if good.size else None,
+            **_batch_extras(t, nonfinite),
+        )
 
 
 class _Run:
@@ -318,10 +306,24 @@ class _Run:
 
     def events(self, items: tfe.Items, tally: InputTally) -> list[Event]:
         """The RunMeta and ScalarBatch of what one poll decoded for this run."""
-        steps: list[int] = []
-        times: list[float] = []
-        cols: dict[str, tuple[list[int], list[float]]] = {}
         nonfinite, self.nonfinite = self.nonfinite, []
+        rows, config_changed = self._rows(items, tally, nonfinite)
+        out: list[Event] = []
+        if config_changed:
+            out.append(RunMeta(self.ref, self.meta()))
+        if rows.steps:
+            out.append(rows.batch(self.ref, tuple(nonfinite)))
+        else:
+            self.nonfinite.extend(nonfinite)  # sent with the next rows (the store needs a row)
+        return out
+
+    def _rows(self, items: tfe.Items, tally: InputTally,
+              nonfinite: list[tuple[str, int]]) -> tuple[_Rows, bool]:
+        """The scalars of `items` in rows (values logged at one step in a row share a
+        row), and whether a config text changed; everything else is counted in `tally`.
+        A non-finite value goes to `nonfinite`. One loop over every value: the hot path."""
+        rows = _Rows()
+        steps, times, cols = rows.steps, rows.times, rows.cols
         config_changed = False
         row = -1
         row_step: int | None = None
@@ -360,33 +362,7 @@ class _Run:
                 tally.skip(NOT_SCALAR, f"{tag} at step {step}: {value}")
             else:
                 tally.note(kind)
-        out: list[Event] = []
-        if config_changed:
-            out.append(RunMeta(self.ref, self.meta()))
-        if steps:
-            n = len(steps)
-            columns: dict[str, np.ndarray] = {}
-            for name, (idx, vals) in cols.items():
-                if len(idx) == n:
-                    columns[name] = np.array(vals, dtype=np.float64)
-                else:
-                    c = np.full(n, np.nan)
-                    c[idx] = vals
-                    columns[name] = c
-            t = np.array(times, dtype=np.float64)
-            good = t[np.isfinite(t)]
-            out.append(
-                ScalarBatch(
-                    self.ref,
-                    np.array(steps, dtype=np.int64),
-                    columns,
-                    wall_time=float(good.max()) if good.size else None,
-                    **_batch_extras(t, tuple(nonfinite)),
-                )
-            )
-        else:
-            self.nonfinite.extend(nonfinite)  # sent with the next rows (the store needs a row)
-        return out
+        return rows, config_changed
 
     def _text(self, tag: str, text: str) -> bool:
         base = tag.removesuffix("/text_summary")
@@ -403,7 +379,7 @@ class _Run:
 
     def meta(self) -> dict[str, Any]:
         config = {**(self.model_config or {}), **(self.args or {})}
-        return {"config": config, **describe(config), "tensorboard_dir": str(self.path)}
+        return {"config": config, **describe_config(config), "tensorboard_dir": str(self.path)}
 
 
 # -- the source --------------------------------------------------------------------------
