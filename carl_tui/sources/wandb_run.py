@@ -46,13 +46,15 @@ Records used:
   name>)` (kept from the first run record on), and its config.
 - config: merged into the config; sent as `RunMeta(run, {"config": ...,
   "vocab_size", "model", "method", ...})` once per poll when it changed.
-  `vocab_size` is taken from the config's top level, else from a nested model
-  config (`{"model_config": {"vocab_size": ...}}`, `text_config`, ...); the model
-  from `model_name_or_path`, `_name_or_path`, `model_name`, `model` or
-  `pretrain`; the method (sft/grpo/ppo) from a `method`/`trainer`/`algorithm`
-  entry, or from fields only one TRL config has (`scale_rewards` with
-  `num_generations`: GRPO; `dataset_text_field`: SFT; `num_ppo_epochs`: PPO),
-  or OpenRLHF's `advantage_estimator` (`group_norm`: GRPO, `gae`: PPO).
+  `vocab_size`, `model` and `method` are found by `run_config.describe_config`
+  (the same rules as for TensorBoard's config texts): `vocab_size` from the
+  config's top level, else from a nested model config (`{"model_config":
+  {"vocab_size": ...}}`, `text_config`, ...); the model from
+  `model_name_or_path`, `_name_or_path`, `model_name`, `model` or `pretrain`;
+  the method (sft/grpo/ppo) from a `method`/`trainer`/`algorithm` entry, or
+  from fields only one TRL config has (`scale_rewards` with `num_generations`:
+  GRPO; `dataset_text_field`: SFT; `num_ppo_epochs`: PPO), or OpenRLHF's
+  `advantage_estimator` (`group_norm`: GRPO, `gae`: PPO).
 - metric (`define_metric`): the step metric declared for `*` (else for
   `train/*`) becomes the x axis, as in W&B's own charts. transformers'
   W&B callback declares `train/global_step`.
@@ -73,23 +75,22 @@ Other records (files, stats, telemetry, console output, artifacts) are ignored.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 import struct
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.rows import build_columns
+from carl_tui.sources.run_config import describe_config, loads_json
 from carl_tui.sources.tally import InputTally
 
 SOURCE = "wandb"
@@ -160,85 +161,102 @@ def scan_chunks(
     """Records in `buf`, the log's bytes from file offset `start` (past the
     file header). `at_eof`: `buf` reaches the end of the file as it is now, so
     a damaged-looking last chunk may still be being written and is waited for."""
-    end_abs = start + len(buf)
-    pos = committed = start
-    parts: list[bytes] | None = None
-    damaged = False  # inside a damaged record: its later pieces are not counted again
-    out = Scan(end=start)
+    return _ChunkScan(buf, start, at_eof, tally, where).run()
 
-    def unwritten(i: int) -> bool:
+
+class _ChunkScan:
+    """One pass of `scan_chunks`: walks the chunks, joins the pieces of each record,
+    and keeps the resume offset (`committed`: the end of the last complete record)."""
+
+    def __init__(self, buf: bytes, start: int, at_eof: bool, tally: InputTally, where: str):
+        self.buf, self.start, self.at_eof = buf, start, at_eof
+        self.tally, self.where = tally, where
+        self.pos = self.committed = start
+        self.parts: list[bytes] | None = None  # pieces of the record being joined
+        self.damaged = False  # inside a damaged record: its later pieces are not counted again
+        self.out = Scan(end=start)
+
+    def run(self) -> Scan:
+        buf, start = self.buf, self.start
+        end_abs = start + len(buf)
+        while True:
+            pos = self.pos
+            left = BLOCK_LEN - pos % BLOCK_LEN
+            if left < HEADER_LEN:  # the block's zero padding
+                if end_abs - pos < left:
+                    break
+                self.pos = pos + left
+                if self.parts is None:
+                    self.committed = self.pos
+                continue
+            if end_abs - pos < HEADER_LEN:
+                break
+            i = pos - start
+            crc, length, kind = CHUNK_HEADER.unpack_from(buf, i)
+            if not FULL <= kind <= LAST or length > left - HEADER_LEN:
+                if self._unwritten(i + HEADER_LEN):
+                    break
+                self._bad_header(kind == crc == length == 0, left)
+                continue
+            chunk_end = pos + HEADER_LEN + length
+            if chunk_end > end_abs:
+                break
+            data = buf[i + HEADER_LEN : i + HEADER_LEN + length]
+            if zlib.crc32(data, _CRC_SEED[kind]) != crc:
+                if self._unwritten(chunk_end - start):
+                    break  # the last chunk may still be settling
+                self._bad_checksum(kind, chunk_end)
+                continue
+            self.pos = chunk_end
+            self._piece(kind, data, pos)
+        self.out.end = self.committed
+        return self.out
+
+    def _unwritten(self, i: int) -> bool:
         """Only zeros from buffer index `i` to the end of the file: the rest of
         a record not written yet (or a crash's zero fill), to be waited for."""
-        return at_eof and not buf[i:].strip(b"\0")
+        return self.at_eof and not self.buf[i:].strip(b"\0")
 
-    def corrupt(what: str, at: int, *, new_record: bool = True) -> None:
-        if new_record or not damaged:
-            tally.skip(CORRUPT, f"{what} at byte {at}{' of ' + where if where else ''}")
+    def _corrupt(self, what: str, at: int, *, new_record: bool = True) -> None:
+        if new_record or not self.damaged:
+            where = f" of {self.where}" if self.where else ""
+            self.tally.skip(CORRUPT, f"{what} at byte {at}{where}")
 
-    while True:
-        left = BLOCK_LEN - pos % BLOCK_LEN
-        if left < HEADER_LEN:  # the block's zero padding
-            if end_abs - pos < left:
-                break
-            pos += left
-            if parts is None:
-                committed = pos
-            continue
-        if end_abs - pos < HEADER_LEN:
-            break
-        i = pos - start
-        crc, length, kind = CHUNK_HEADER.unpack_from(buf, i)
-        if not FULL <= kind <= LAST or length > left - HEADER_LEN:
-            if unwritten(i + HEADER_LEN):
-                break
-            what = "a zero-filled region" if kind == crc == length == 0 else "a bad chunk header"
-            corrupt(what, pos, new_record=not damaged)
-            pos += left  # LevelDB's rule: drop the rest of the block
-            parts, committed, damaged = None, pos, True
-            continue
-        chunk_end = pos + HEADER_LEN + length
-        if chunk_end > end_abs:
-            break
-        data = buf[i + HEADER_LEN : i + HEADER_LEN + length]
-        if zlib.crc32(data, _CRC_SEED[kind]) != crc:
-            if unwritten(chunk_end - start):
-                break  # the last chunk may still be settling
-            corrupt("a checksum mismatch", pos, new_record=kind in (FULL, FIRST))
-            pos = chunk_end
-            parts, committed, damaged = None, pos, kind in (FIRST, MIDDLE)
-            continue
-        chunk_start, pos = pos, chunk_end
+    def _bad_header(self, zeros: bool, left: int) -> None:
+        """A chunk header that cannot be one: the rest of the block is dropped (LevelDB's rule)."""
+        what = "a zero-filled region" if zeros else "a bad chunk header"
+        self._corrupt(what, self.pos, new_record=not self.damaged)
+        self.pos += left
+        self.parts, self.committed, self.damaged = None, self.pos, True
+
+    def _bad_checksum(self, kind: int, chunk_end: int) -> None:
+        self._corrupt("a checksum mismatch", self.pos, new_record=kind in (FULL, FIRST))
+        self.pos = chunk_end
+        self.parts, self.committed, self.damaged = None, chunk_end, kind in (FIRST, MIDDLE)
+
+    def _piece(self, kind: int, data: bytes, chunk_start: int) -> None:
+        """A good chunk: a whole record, or a piece of one (first, middle, last)."""
         if kind == FULL or kind == FIRST:
-            if parts is not None:  # the pieces before are lost; resume here from now on
-                corrupt("a record cut short", chunk_start)
-                committed = chunk_start
-            damaged = False
+            if self.parts is not None:  # the pieces before are lost; resume here from now on
+                self._corrupt("a record cut short", chunk_start)
+                self.committed = chunk_start
+            self.damaged = False
             if kind == FULL:
-                out.records.append(data)
-                parts, committed = None, pos
+                self.out.records.append(data)
+                self.parts, self.committed = None, self.pos
             else:
-                parts = [data]
-        elif parts is None:  # a middle or last piece without its first
-            corrupt("a record piece without its start", pos, new_record=False)
-            committed, damaged = pos, kind == MIDDLE
+                self.parts = [data]
+        elif self.parts is None:  # a middle or last piece without its first
+            self._corrupt("a record piece without its start", self.pos, new_record=False)
+            self.committed, self.damaged = self.pos, kind == MIDDLE
         else:
-            parts.append(data)
+            self.parts.append(data)
             if kind == LAST:
-                out.records.append(b"".join(parts))
-                parts, committed = None, pos
-    out.end = committed
-    return out
+                self.out.records.append(b"".join(self.parts))
+                self.parts, self.committed = None, self.pos
 
 
 # -- values ------------------------------------------------------------------------------
-
-
-def _loads(text: str) -> Any:
-    """JSON as wandb writes it (it spells NaN/Infinity bare). Raises ValueError."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
 
 
 def _item_value(item: Any, typed: bool) -> Any:
@@ -249,11 +267,11 @@ def _item_value(item: Any, typed: bool) -> Any:
         which = item.WhichOneof("value")
         if which is not None:
             if which == "json":
-                return _loads(item.json)
+                return loads_json(item.json)
             if which == "none":
                 return None
             return getattr(item, which)
-    return _loads(item.value_json)
+    return loads_json(item.value_json)
 
 
 def _item_path(item: Any) -> list[str]:
@@ -290,7 +308,7 @@ def _apply_updates(tree: dict, record: Any, tally: InputTally, what: str) -> boo
         if not path or path[0] == "_wandb":
             continue
         try:
-            value = _loads(item.value_json)
+            value = loads_json(item.value_json)
         except ValueError:
             tally.skip(NOT_JSON, f"{what} {'.'.join(path)}={item.value_json!r}")
             continue
@@ -302,85 +320,6 @@ def _apply_updates(tree: dict, record: Any, tally: InputTally, what: str) -> boo
             _del_path(tree, path)
             changed = True
     return changed
-
-
-# -- what a config says ------------------------------------------------------------------
-
-_MODEL_KEYS = ("model_name_or_path", "_name_or_path", "model_name", "model", "pretrain")
-_NESTED_MODEL_KEYS = ("model_name_or_path", "_name_or_path", "name_or_path", "model_name")
-_METHOD_KEYS = ("method", "trainer", "trainer_type", "trainer_class", "algorithm", "algo")
-
-
-def _dicts_breadth_first(cfg: dict, depth: int = 3) -> Iterable[dict]:
-    level = [cfg]
-    for _ in range(depth + 1):
-        nxt = []
-        for d in level:
-            yield d
-            nxt.extend(v for v in d.values() if isinstance(v, dict))
-        level = nxt
-
-
-def _vocab_size(cfg: dict) -> int | None:
-    for d in _dicts_breadth_first(cfg):
-        v = d.get("vocab_size")
-        if type(v) is int and v > 1:
-            return v
-        if type(v) is float and math.isfinite(v) and v > 1 and v == int(v):
-            return int(v)
-    return None
-
-
-def _model(cfg: dict) -> str | None:
-    for key in _MODEL_KEYS:
-        v = cfg.get(key)
-        if isinstance(v, str) and v:
-            return v
-    for d in _dicts_breadth_first(cfg):
-        if d is cfg:
-            continue
-        for key in _NESTED_MODEL_KEYS:
-            v = d.get(key)
-            if isinstance(v, str) and v:
-                return v
-    return None
-
-
-def _method_of(text: str) -> str | None:
-    t = text.lower()
-    for m in ("grpo", "ppo", "sft"):
-        if m in t:
-            return m
-    return None
-
-
-def _method(cfg: dict) -> str | None:
-    for key in _METHOD_KEYS:
-        v = cfg.get(key)
-        if isinstance(v, str) and _method_of(v):
-            return _method_of(v)
-    if "num_generations" in cfg and "scale_rewards" in cfg:
-        return "grpo"
-    if "num_ppo_epochs" in cfg:
-        return "ppo"
-    if "dataset_text_field" in cfg:
-        return "sft"
-    estimator = cfg.get("advantage_estimator")
-    if estimator == "group_norm":
-        return "grpo"
-    if estimator == "gae":
-        return "ppo"
-    return None
-
-
-def describe_config(cfg: dict) -> dict[str, Any]:
-    """`vocab_size`, `model` and `method` where the config says them."""
-    out: dict[str, Any] = {}
-    for key, fn in (("vocab_size", _vocab_size), ("model", _model), ("method", _method)):
-        v = fn(cfg)
-        if v is not None:
-            out[key] = v
-    return out
 
 
 # -- finding runs ------------------------------------------------------------------------
@@ -687,7 +626,7 @@ class _RunReader:
         tree: dict[str, Any] = {}
         for path, text in list(self.summary_raw.items()):
             try:
-                value = _loads(text)
+                value = loads_json(text)
             except ValueError:
                 self.tally.skip(NOT_JSON, f"summary {'.'.join(path)}={text!r}")
                 del self.summary_raw[path]
