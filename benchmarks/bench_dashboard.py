@@ -46,13 +46,15 @@ def run() -> list[Row]:
             root.mkdir()
             write_trackio_db(root, "bench", n)
             r = probe("paint-trackio", str(root), str(n))
-            rows.append(Row(f"first paint, Trackio {n:,} steps x 10", r["paint_s"], r["naive_read_s"],
-                            target=target, note="ref: naive sqlite + json.loads read"))
+            rows.append(Row(f"first paint, Trackio {n:,} steps x 10", r["paint_s"],
+                            r["naive_read_s"], target=target,
+                            note="ref: naive sqlite + json.loads read"))
             rows.append(Row(f"process memory, Trackio {n:,} steps x 10", r["rss_mb"], None, "MB",
                             target=f"< {mem_target} MB" if mem_target else ""))
         path = tmp / "idle.jsonl"
         write_jsonl(path, 1000)
         r = probe("idle", str(path))
-        rows.append(Row("idle CPU, finished run (% of a core)", r["app_cpu_pct"], r["empty_app_cpu_pct"],
-                        "%", target="< 1 %", note="ref: an empty Textual app"))
+        rows.append(Row("idle CPU, finished run (% of a core)", r["app_cpu_pct"],
+                        r["empty_app_cpu_pct"], "%", target="< 1 %",
+                        note="ref: an empty Textual app"))
     return rows

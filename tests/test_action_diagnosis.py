@@ -132,9 +132,12 @@ def test_answer_streams_in_deltas(claude):
     body = state.bodies[0]
     assert body["model"] == DEFAULT_MODEL and body["stream"] is True
     assert body["system"] == SYSTEM_PROMPT and body["max_tokens"] == 2048
-    assert body["messages"] == [{"role": "user", "content": f"SUMMARY\n\n---\n\n{DEFAULT_QUESTION}"}]
+    assert body["messages"] == [
+        {"role": "user", "content": f"SUMMARY\n\n---\n\n{DEFAULT_QUESTION}"}
+    ]
     headers = state.headers[0]
-    assert headers.get("authorization") == f"Bearer {TEST_KEY}" or headers.get("x-api-key") == TEST_KEY
+    assert (headers.get("authorization") == f"Bearer {TEST_KEY}"
+            or headers.get("x-api-key") == TEST_KEY)
     assert headers["anthropic-version"]
 
 

@@ -66,7 +66,9 @@ def test_hardware_lists_flavors_with_price_per_hour(hub):
     assert by_name["a10g-small"].price_per_hour_usd == pytest.approx(16667 * 60 / 1e6)
     assert by_name["a10g-largex4"].gpus == 4
     assert by_name["cpu-basic"].gpus == 0 and by_name["cpu-basic"].accelerator == ""
-    assert by_name["a10g-small"].label() == "a10g-small · Nvidia A10G - small · 1x A10G (24 GB) · $1.00/h"
+    assert by_name["a10g-small"].label() == (
+        "a10g-small · Nvidia A10G - small · 1x A10G (24 GB) · $1.00/h"
+    )
     prices = [o.price_per_hour_usd for o in opts]
     assert prices == sorted(prices)
     gpu = client(srv).hardware(gpu_only=True)
@@ -217,7 +219,8 @@ def test_cancel_then_status_reads_canceled(hub):
     seen = []
     c.cancel(launched.job_id)
     assert len(srv.requests_to("POST", rf"^/api/jobs/alice/{launched.job_id}/cancel$")) == 1
-    state = c.wait_for(launched.job_id, {"CANCELED"}, timeout=5, interval=0.05, on_state=seen.append)
+    state = c.wait_for(launched.job_id, {"CANCELED"}, timeout=5, interval=0.05,
+                       on_state=seen.append)
     assert state.stage == "CANCELED" and state.finished
     ev = status_event(state, launched.run)
     assert ev.stage == "CANCELED" and ev.job_id == launched.job_id and ev.run == launched.run
@@ -267,7 +270,8 @@ def test_defaults_are_valid_once_an_output_repo_is_given():
     assert LaunchSpec(target="local").validate() == []
     problems = LaunchSpec().validate()
     assert len(problems) == 1 and "Output repo is empty" in problems[0]
-    assert any("local path" in p for p in LaunchSpec(output_repo="a/b", package_spec="./x").validate())
+    local = LaunchSpec(output_repo="a/b", package_spec="./x")
+    assert any("local path" in p for p in local.validate())
     assert any("user/name" in p for p in LaunchSpec(output_repo="no-slash").validate())
     assert any("method" in p.lower() for p in LaunchSpec(target="local", method="ppo").validate())
 

@@ -204,8 +204,8 @@ def test_hub_unreachable(tmp_path):
         port = s.getsockname()[1]
     rec = Recorder()
     with pytest.raises(CarlError) as ei:
-        push_folder(make_checkpoint(tmp_path), "alice/x", api=HfApi(endpoint=f"http://127.0.0.1:{port}",
-                                                                     token=TEST_TOKEN), progress=rec)
+        api = HfApi(endpoint=f"http://127.0.0.1:{port}", token=TEST_TOKEN)
+        push_folder(make_checkpoint(tmp_path), "alice/x", api=api, progress=rec)
     assert ei.value.kind == "network" and "connection" in str(ei.value)
     assert rec.phases == ["checking", "creating repo"]
 

@@ -128,7 +128,8 @@ def grpo_rows(n: int = 300, seed: int = 7) -> list[dict]:
         if i == 4:
             row["train/is_best"] = True
         if i == 120:
-            row["train/completion_length_hist"] = {"__hist__": [rng.gauss(180, 30) for _ in range(64)]}
+            hist = [rng.gauss(180, 30) for _ in range(64)]
+            row["train/completion_length_hist"] = {"__hist__": hist}
         rows.append(row)
     # An eval row without the step metric: W&B syncs it to the last global step.
     evals = {"eval/loss": 0.02731946, "eval/runtime": 3.1838, "eval/samples_per_second": 15.7}
@@ -346,7 +347,8 @@ def test_wandb_dir_with_two_runs(written):
     events = drain(src)
     batches = [e for e in events if isinstance(e, ScalarBatch)]
     assert batches[0].run.run_id == grpo.run_id  # the latest run first
-    assert points(events, grpo.run_id) == expected_points(grpo_rows(), step_metric="train/global_step")
+    assert points(events, grpo.run_id) == expected_points(grpo_rows(),
+                                                          step_metric="train/global_step")
     assert points(events, sft.run_id) == expected_points(sft_rows(), step_metric=None)
     sft_meta = [e.meta for e in events if isinstance(e, RunMeta) and e.run.run_id == sft.run_id]
     assert sft_meta[0]["vocab_size"] == 32003 and sft_meta[0]["method"] == "sft"
