@@ -14,7 +14,7 @@ PY_OLDEST ?= $(call find_python,3.10)
 PY_NEWEST ?= $(call find_python,3.13)
 BUILD  := build/ci
 
-.PHONY: demo test suite lint wheel-check base-suites bench install screenshots screencast
+.PHONY: demo test suite lint wheel-check base-suites base-suite bench install screenshots screencast
 
 $(BIN)/carl-tui: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,3 +65,8 @@ bench: install
 
 screenshots: install
 	$(BIN)/python screenshots/make.py
+
+# The README's animation, from the recording of a real demo run (needs the [screencast] extra).
+screencast: install
+	$(BIN)/pip install --quiet -e ".[screencast]"
+	$(BIN)/python screenshots/screencast.py

@@ -28,21 +28,14 @@ class StatusBar(Static):
     def show(
         self, summary: StoreSummary, snap: RunSnapshot | None, now: float | None = None
     ) -> None:
+        """Sources in trouble first (what the user must know), then the run, what was
+        skipped, and healthy sources last: a narrow terminal cuts the least important."""
         now = time.time() if now is None else now
         t = Text(no_wrap=True, overflow="ellipsis")
-        for name, st in summary.sources.items():
-            t.append(f"{name} ", style="bold")
-            t.append(st.state, style=STATE_STYLE.get(st.state, ""))
-            if st.message:
-                trouble = st.state in ("retrying", "error")
-                t.append(f" ({st.message})", style="red" if trouble else "")
-            if st.state == "retrying" and st.retry_in:
-                t.append(f" retry in {st.retry_in:.0f}s", style="dim")
-            if st.state in ("retrying", "error"):
-                t.append(f" · last good {age_text(st.last_good, now)}", style="dim")
-            if st.limitation:
-                t.append(f" · {st.limitation}", style="yellow")
-            t.append("  │  ", style="dim")
+        sources = list(summary.sources.items())
+        trouble = [(n, st) for n, st in sources if st.state in ("retrying", "error")]
+        for name, st in trouble:
+            _source(t, name, st, now)
         if snap is not None:
             t.append("run ", style="dim")
             t.append(snap.run.label, style="bold")
@@ -50,6 +43,28 @@ class StatusBar(Static):
             if snap.progress and snap.progress.total:
                 t.append(f"/{snap.progress.total}")
             t.append(f" · updated {age_text(snap.updated_at, now)}")
-        t.append("  │  ", style="dim")
+            t.append("  │  ", style="dim")
         t.append(f"skipped {summary.skipped}", style="yellow" if summary.skipped else "dim")
+        if summary.skipped:
+            t.append(" (k: why)", style="dim")
+        for name, st in sources:
+            if (name, st) not in trouble:
+                t.append("  │  ", style="dim")
+                _source(t, name, st, now, sep=False)
         self.update(t)
+
+
+def _source(t: Text, name: str, st, now: float, sep: bool = True) -> None:
+    t.append(f"{name} ", style="bold")
+    t.append(st.state, style=STATE_STYLE.get(st.state, ""))
+    bad = st.state in ("retrying", "error")
+    if st.message:
+        t.append(f" ({st.message})", style="red" if bad else "")
+    if st.state == "retrying" and st.retry_in:
+        t.append(f" retry in {st.retry_in:.0f}s", style="dim")
+    if bad:
+        t.append(f" · last good {age_text(st.last_good, now)}", style="dim")
+    if st.limitation:
+        t.append(f" · {st.limitation}", style="yellow")
+    if sep:
+        t.append("  │  ", style="dim")
