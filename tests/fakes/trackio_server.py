@@ -24,6 +24,7 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.fakes.server import FakeServer, Request, Response
 
@@ -57,6 +58,7 @@ class TrackioServer:
     """`with TrackioServer(tmp_path) as srv:`; `srv.url`, `srv.stop()`, `srv.start()`."""
 
     def __init__(self, data_dir: Path, port: int | None = None):
+        pytest.importorskip("trackio")  # the real server needs trackio
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.port = port or free_port()
@@ -138,6 +140,7 @@ def start_writer(
     delay: float = 0.0,
 ) -> subprocess.Popen:
     """A separate process logging `points` one `trackio.log` call each, `delay` s apart."""
+    pytest.importorskip("trackio")
     spec = {"project": project, "run": run, "points": points, "config": config, "delay": delay}
     spec_file = Path(data_dir) / f"writer-{uuid.uuid4().hex}.json"
     spec_file.write_text(json.dumps(spec))
