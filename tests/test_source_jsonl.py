@@ -635,3 +635,22 @@ def test_drain_reads_a_whole_last_line_without_newline(tmp_path):
     assert [(r.reason, r.count, r.example) for r in src.tally.reasons()] == [
         ("unfinished line", 1, '{"step": 1, "lo')
     ]
+
+
+def test_tracker_media_tables_and_histograms_are_counted_apart_not_skipped():
+    from carl_tui.sources.rows import build_columns
+    from carl_tui.sources.tally import InputTally
+
+    tally = InputTally()
+    rows = [
+        {"step": 1, "loss": 0.5, "samples": {"_type": "trackio.table", "data": [[1, 2]]}},
+        {"step": 2, "loss": 0.4, "img": {"_type": "trackio.image", "file_path": "x.png"}},
+        {"step": 3, "loss": 0.3, "hist": {"_type": "trackio.histogram", "bins": [0, 1]}},
+        {"step": 4, "loss": {"not": "media"}},
+    ]
+    cols = build_columns(rows, tally=tally)
+    assert cols.steps.tolist() == [1, 2, 3, 4]
+    assert cols.columns["loss"][:3].tolist() == [0.5, 0.4, 0.3]
+    assert set(cols.columns) == {"loss"}
+    assert dict(tally.notes()) == {"table": 1, "image": 1, "histogram": 1}
+    assert [(r.reason, r.count) for r in tally.reasons()] == [("value not a number", 1)]

@@ -36,6 +36,9 @@ The skipped-input policy (one rule for every source that builds rows here):
   writes), "value not a number" for strings, booleans, null, lists, objects
   and integers too large for a float. A metric whose every value was skipped
   adds no column.
+- A tracker's media, table or histogram (an object with a `"_type"`, such as
+  Trackio's `{"_type": "trackio.image", ...}`) is valid data the dashboard does
+  not plot: counted apart (`tally.note("image")`), never as skipped.
 
 Every skip is counted in the `tally` given (an `InputTally`, by reason with
 the first example) and in `RowColumns.tally` / `RowColumns.skipped`; kept
@@ -119,7 +122,7 @@ _MAX_STEP_INT = 2**62
 _EXACT = float(2**53)  # integers at or beyond this are not all exact in a float64
 _NONFINITE_STRINGS = frozenset({"NaN", "nan", "Infinity", "-Infinity", "inf", "-inf"})
 # Codes of a value in a kinds matrix: 0 fine or absent, then the skip reasons.
-_OK, _NOT_FINITE, _NOT_NUMBER = 0, 1, 2
+_OK, _NOT_FINITE, _NOT_NUMBER, _MEDIA = 0, 1, 2, 3
 _VALUE_REASONS = {_NOT_FINITE: NOT_FINITE, _NOT_NUMBER: NOT_NUMBER}
 
 
@@ -195,7 +198,15 @@ def _kind(value: Any) -> int:
     t = type(value)
     if t is float or (t is str and value in _NONFINITE_STRINGS):
         return _NOT_FINITE
+    if t is dict and isinstance(value.get("_type"), str):
+        return _MEDIA  # a tracker's media, table or histogram: valid, not plotted
     return _NOT_NUMBER
+
+
+def media_kind(value: dict) -> str:
+    """`{"_type": "trackio.image", ...}` -> "image"; W&B's "histogram" stays "histogram"."""
+    kind = str(value.get("_type", "media"))
+    return kind.rsplit(".", 1)[-1].replace("_", " ") or "media"
 
 
 def _matrix(values: list[tuple], width: int) -> tuple[np.ndarray, np.ndarray | None]:
@@ -422,6 +433,8 @@ def _count_values(e: _Entry, kept: np.ndarray, all_kept: bool, local: InputTally
         hit = np.flatnonzero(kinds == code)
         if hit.size:
             local.skip(reason, _example(e, int(hit[0])), int(hit.size))
+    for pos in np.flatnonzero(kinds == _MEDIA).tolist():
+        local.note(media_kind(e.values[pos][e.j]))
 
 
 def _assign(out: np.ndarray, col: np.ndarray, idx: np.ndarray | None) -> None:
