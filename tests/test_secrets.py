@@ -25,6 +25,10 @@ import time
 from pathlib import Path
 
 import pytest
+
+for _extra in ("huggingface_hub", "anthropic", "trackio"):  # every source and client, for real
+    pytest.importorskip(_extra)
+
 from huggingface_hub import HfApi
 from textual.widgets import OptionList
 
