@@ -749,26 +749,9 @@ class EventDecoder:
             raise DecodeError("field runs past the summary")
 
     def _value(self, d: bytes, i: int, end: int, items: list[tuple]) -> None:
-        """Append the (kind, tag, value) of the Summary.Value in d[i:end]."""
-        raw_tag, simple, kind, tensor, plugin = self._value_fields(d, i, end)
-        tag = self._tags.get(raw_tag)
-        if tag is None:
-            tag = self._tags[raw_tag] = raw_tag.decode("utf-8", "replace")
-        if plugin is not None:
-            self.plugins[tag] = plugin
-        if simple is not None:
-            items.append((SCALAR, tag, simple))
-        elif kind is not None:
-            items.append((kind, tag, None))
-        else:
-            items.append(_tensor_item(d, tag, tensor, self.plugins.get(tag, plugin)))
-
-    @classmethod
-    def _value_fields(cls, d: bytes, i: int, end: int) -> tuple[
-        bytes, float | None, str | None, tuple[int, int] | None, str | None
-    ]:
-        """(raw tag, simple_value, kind of a non-scalar oneof field, where the tensor is,
-        the plugin named in the metadata) of a Summary.Value; None where absent."""
+        """Append the (kind, tag, value) of the Summary.Value in d[i:end]: its fields are
+        read here (tag, simple_value, a non-scalar oneof field, tensor, plugin), a tensor
+        is told apart by `_tensor_item`."""
         raw_tag = b""
         simple: float | None = None
         kind: str | None = None
@@ -800,13 +783,23 @@ class EventDecoder:
                 if num == 8:
                     tensor = (i, j)
                 elif num == 9:
-                    plugin = cls._plugin(d, i, j)
+                    plugin = self._plugin(d, i, j)
                 elif num in VALUE_KINDS:
                     kind = VALUE_KINDS[num]
                 i = j
         if i != end:
             raise DecodeError("field runs past the value")
-        return raw_tag, simple, kind, tensor, plugin
+        tag = self._tags.get(raw_tag)
+        if tag is None:
+            tag = self._tags[raw_tag] = raw_tag.decode("utf-8", "replace")
+        if plugin is not None:
+            self.plugins[tag] = plugin
+        if simple is not None:
+            items.append((SCALAR, tag, simple))
+        elif kind is not None:
+            items.append((kind, tag, None))
+        else:
+            items.append(_tensor_item(d, tag, tensor, self.plugins.get(tag, plugin)))
 
     @staticmethod
     def _plugin(d: bytes, i: int, end: int) -> str | None:
