@@ -47,6 +47,13 @@ class ScalarBatch:
     "time since start"); otherwise `wall_time` dates the newest row.
     `nonfinite` names values the run logged as NaN or infinite (not plotted;
     the store raises an alert for a NaN loss).
+
+    `preview`: the rows are a coarse view of the run read ahead of its history (a
+    strided sample of the whole run and its newest rows), shown provisionally
+    while the history is read in order; they never reach the gates and phases.
+    The real rows follow as plain batches; an empty preview batch says the
+    history has been read up to where the preview was taken (the coarse view is
+    dropped).
     """
 
     run: RunRef
@@ -55,6 +62,7 @@ class ScalarBatch:
     wall_time: float | None = None  # wall time of the newest row, seconds since epoch
     times: np.ndarray | None = None  # wall time of each row (float64, NaN = unknown), if known
     nonfinite: tuple[tuple[str, int], ...] = ()  # (metric, step) logged as NaN or infinite
+    preview: bool = False  # a coarse view of the history, shown until the history is read
 
     def __len__(self) -> int:
         return int(self.steps.shape[0])

@@ -6,6 +6,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -16,7 +17,8 @@ from carl_tui.store import roles
 from carl_tui.store.alerts import AlertWatch
 from carl_tui.store.cascade import CascadeTracker
 from carl_tui.store.phases import PhaseTrack
-from carl_tui.store.series import Series
+from carl_tui.store.preview import Preview
+from carl_tui.store.series import Series, minmax_decimate
 from carl_tui.store.snapshot import (
     CascadeView,
     GateView,
@@ -69,6 +71,7 @@ class RunState:
         self.steps_logged = 0
         self.last_step: int | None = None
         self.first_step: int | None = None
+        self.preview: Preview | None = None  # the coarse view while the history is read
         self._warned_vocab = False
         self._notify = notify or (lambda *a: None)
 
@@ -149,6 +152,9 @@ class RunState:
         self._touch()
 
     def add_batch(self, batch: ScalarBatch) -> None:
+        if batch.preview:
+            self._add_preview(batch)
+            return
         n = len(batch)
         if n == 0:
             return
@@ -163,6 +169,24 @@ class RunState:
         self.first_step = oldest if self.first_step is None else min(self.first_step, oldest)
         self._feed_gates(batch.steps, cols, batch.nonfinite)
         self._check_vocab()
+        if self.preview is not None and self.updated_at is not None:
+            # Old rows of the history: the run's newest data is the preview's.
+            self.version += 1
+            if batch.wall_time is not None and batch.wall_time > self.updated_at:
+                self.updated_at = batch.wall_time
+            return
+        self._touch(batch.wall_time)
+
+    def _add_preview(self, batch: ScalarBatch) -> None:
+        """A coarse view of the history (see store/preview.py); an empty one ends it."""
+        if len(batch) == 0:
+            if self.preview is not None:
+                self.preview = None
+                self.version += 1
+            return
+        if self.preview is None:
+            self.preview = Preview(self.gate.metric)
+        self.preview.add(batch)
         self._touch(batch.wall_time)
 
     def _add_wall_times(self, batch: ScalarBatch, steps: np.ndarray) -> None:
@@ -177,7 +201,10 @@ class RunState:
     @property
     def phi_derived(self) -> bool:
         """phi is shown as `1 - entropy / ln V`: the run logs entropy, no phi, and V is known."""
-        return mn.PHI not in self.series and mn.ENTROPY in self.series and bool(self.vocab_size)
+        names = set(self.series)
+        if self.preview is not None:
+            names.update(self.preview.names())
+        return mn.PHI not in names and mn.ENTROPY in names and bool(self.vocab_size)
 
     def _check_vocab(self) -> None:
         """Entropy above ln V is impossible: then the vocabulary size is wrong. Said once."""
@@ -243,12 +270,23 @@ class RunState:
         views = {
             name: _view(name, s, max_points) for name, s in self.series.items() if s.count
         }
+        pv = self.preview
+        wall = _view("wall time", self.wall, max_points) if self.wall.count else None
+        if pv is not None:
+            for name in pv.names():
+                views[name] = _merged(name, views.get(name), pv.series(name), max_points)
+            for name in set(views) - set(pv.names()):
+                views[name] = replace(views[name], provisional=True)
+            wall_pts = pv.wall.arrays()
+            if wall_pts[1].size:
+                wall = _merged("wall time", wall, wall_pts, max_points)
         if self.phi_derived and mn.ENTROPY in views:
             # phi is linear in entropy, so the entropy series (extremes included)
             # maps exactly onto phi, whenever the vocabulary size became known.
             views[mn.PHI] = _phi_from_entropy(views[mn.ENTROPY], math.log(self.vocab_size))
-        g = self.gate
-        stage = self.phases.current
+        g = self.gate if pv is None else pv.gate
+        phases = self.phases if pv is None else pv.phases
+        stage = phases.current
         phase = stage.classifier.phase.value if stage is not None else ""
         cascade = self.cascade.state()
         if cascade.switched_at is not None:
@@ -273,6 +311,7 @@ class RunState:
                 peak_entropy_step=g.peak_entropy_step,
                 progress_text=g.progress_text,
                 window_values=tuple(g.window_values),
+                provisional=pv is not None,
             ),
             cascade=CascadeView(
                 metric=cascade.task_metric,
@@ -292,24 +331,36 @@ class RunState:
                 inputs=inputs,
                 stage=stage.kind if stage is not None else "",
                 stage_start=stage.start_step if stage is not None else None,
-                history=tuple(self.phases.timeline()),
+                history=tuple(phases.timeline()),
+                provisional=pv is not None,
             ),
             events=tuple(self.events),
-            wall=_view("wall time", self.wall, max_points) if self.wall.count else None,
+            wall=wall,
             markers=tuple(self.markers),
             log_tail=tuple(self.log_tail),
             log_total=self.log_total,
             job=self.job,
             usage=self.usage,
             progress=self.progress,
-            last_step=self.last_step,
+            last_step=_newest(self.last_step, pv),
             updated_at=self.updated_at,
             vocab_size=self.vocab_size,
             phi_derived=self.phi_derived,
             steps_logged=self.steps_logged,
-            first_step=self.first_step,
+            first_step=_oldest(self.first_step, pv),
             system=self.system.view(),
+            history_read=None if pv is None else self._history_read(pv),
         )
+
+    def _history_read(self, pv: Preview) -> float:
+        """Share of the history read, by step (0..0.99 while the preview stands)."""
+        if self.last_step is None or pv.newest_step is None:
+            return 0.0
+        first = _oldest(self.first_step, pv) or 0
+        span = pv.newest_step - first
+        if span <= 0:
+            return 0.0
+        return float(min(0.99, max(0.0, (self.last_step - first) / span)))
 
 
 def _view(name: str, s: Series, max_points: int) -> SeriesView:
@@ -332,6 +383,66 @@ def _view(name: str, s: Series, max_points: int) -> SeriesView:
     )
 
 
+def _newest(last: int | None, pv: Preview | None) -> int | None:
+    if pv is None or pv.newest_step is None:
+        return last
+    return pv.newest_step if last is None else max(last, pv.newest_step)
+
+
+def _oldest(first: int | None, pv: Preview | None) -> int | None:
+    if pv is None or pv.oldest_step is None:
+        return first
+    return pv.oldest_step if first is None else min(first, pv.oldest_step)
+
+
+def _trend(values: np.ndarray, k: int = 10) -> float:
+    """`Series.trend` of raw values: the mean of the last k minus the k before."""
+    n = min(values.shape[0], 2 * k)
+    if n < 2:
+        return 0.0
+    half = n // 2
+    tail = values[values.shape[0] - n :]
+    return float(tail[half:].mean() - tail[:half].mean())
+
+
+def _merged(
+    name: str, real: SeriesView | None, coarse: tuple[np.ndarray, np.ndarray] | None,
+    max_points: int,
+) -> SeriesView:
+    """The real points read so far, then the preview's beyond them: provisional."""
+    if coarse is None:
+        assert real is not None
+        return replace(real, provisional=True)
+    ps, pv = coarse
+    tail = pv[-TAIL_POINTS:]
+    if real is None:
+        steps, values = minmax_decimate(ps, pv, max_points)
+        return SeriesView(
+            name=name, steps=steps, values=values, count=0,
+            first_step=float(ps.min()), last_step=float(ps[-1]), last=float(pv[-1]),
+            min=float(pv.min()), max=float(pv.max()), trend=_trend(tail),
+            recent_mean=float(tail[-50:].mean()), whole_mean=float(pv.mean()), tail=tail.copy(),
+            provisional=True,
+        )
+    cut = real.last_step if real.last_step is not None else -np.inf
+    beyond = ps > cut
+    steps = np.concatenate([real.steps, ps[beyond]])
+    values = np.concatenate([real.values, pv[beyond]])
+    steps, values = minmax_decimate(steps, values, max_points)
+    last_step, last = real.last_step, real.last
+    if ps[-1] >= (real.last_step or -np.inf):
+        last_step, last = float(ps[-1]), float(pv[-1])
+    lo = min(float(pv.min()), real.min if real.min is not None else np.inf)
+    hi = max(float(pv.max()), real.max if real.max is not None else -np.inf)
+    first = float(ps.min()) if real.first_step is None else min(real.first_step, float(ps.min()))
+    return SeriesView(
+        name=name, steps=steps, values=values, count=real.count, first_step=first,
+        last_step=last_step, last=last, min=lo, max=hi, trend=_trend(tail),
+        recent_mean=float(tail[-50:].mean()), whole_mean=float(pv.mean()), tail=tail.copy(),
+        derived=real.derived, provisional=True,
+    )
+
+
 def _phi_from_entropy(ent: SeriesView, ln_v: float) -> SeriesView:
     def f(x: float | None) -> float | None:
         return None if x is None else 1.0 - x / ln_v
@@ -351,4 +462,5 @@ def _phi_from_entropy(ent: SeriesView, ln_v: float) -> SeriesView:
         whole_mean=f(ent.whole_mean),
         tail=1.0 - ent.tail / ln_v,
         derived=True,
+        provisional=ent.provisional,
     )

@@ -32,6 +32,9 @@ class SeriesView:
     whole_mean: float | None  # mean over the whole run
     tail: np.ndarray = field(default_factory=lambda: np.empty(0))  # the last raw values
     derived: bool = False  # e.g. phi computed from entropy
+    # min, max and whole_mean come partly from a coarse preview of the history (see
+    # store/preview.py): provisional until the whole history is read. `last` is exact.
+    provisional: bool = False
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class GateView:
     peak_entropy_step: int | None
     progress_text: str
     window_values: tuple[float, ...] = ()
+    provisional: bool = False  # the preview's gate (a sample of the history), not the run's
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,7 @@ class PhaseView:
     stage: str = ""  # "accuracy" (SFT-like) or "reward" (GRPO-like), see store/phases.py
     stage_start: int | None = None
     history: tuple[tuple[str, int, str], ...] = ()  # (phase, first step, stage) of every stage
+    provisional: bool = False  # classified on a sample of the history while it is read
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,13 @@ class RunSnapshot:
     events: tuple[RunEvent, ...] = ()
     wall: SeriesView | None = None  # wall time (epoch s) by step: the x axis "time"
     system: SystemView | None = None  # GPUs, CPU, RAM (store/system.py)
+    # While a long history is read after a coarse preview: the share of it read so far
+    # (0..1, by step); None once every row is in (nothing on screen is provisional).
+    history_read: float | None = None
+
+    @property
+    def provisional(self) -> bool:
+        return self.history_read is not None
 
 
 @dataclass(frozen=True)

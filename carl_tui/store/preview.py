@@ -1,0 +1,104 @@
+"""The coarse view of a run shown while its history is read (newest first, coarse
+to fine).
+
+A source that reads a long history first sends preview batches
+(`ScalarBatch.preview`): a strided sample of the whole run and its newest rows.
+They land here, never in the run's series, gates or phases, which see only the
+real rows in order. Until the history has been read up to where the preview was
+taken (an empty preview batch), a snapshot shows the real rows read so far and,
+beyond them, the preview: the newest values are the preview's (exact: they are
+real rows), the extremes and the phase are provisional (from the sample, marked
+as such). The preview has a phase classifier and a gate of its own, fed the
+sample in order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from carl_tui import metric_names as mn
+from carl_tui.coherence.gates import PhaseTransitionGate
+from carl_tui.events import ScalarBatch
+from carl_tui.store import roles
+from carl_tui.store.phases import PhaseTrack
+
+MAX_PREVIEW_ROWS = 100_000  # a preview is small by design; more is ignored
+
+
+class _Points:
+    """Points of one series, in arrival order (NaN values dropped)."""
+
+    __slots__ = ("_cache", "_steps", "_values")
+
+    def __init__(self) -> None:
+        self._steps: list[np.ndarray] = []
+        self._values: list[np.ndarray] = []
+        self._cache: tuple[np.ndarray, np.ndarray] | None = None
+
+    def add(self, steps: np.ndarray, values: np.ndarray) -> None:
+        keep = ~np.isnan(values)
+        if not keep.any():
+            return
+        self._steps.append(steps[keep])
+        self._values.append(values[keep])
+        self._cache = None
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._cache is None:
+            if not self._steps:
+                self._cache = (np.empty(0), np.empty(0))
+            else:
+                self._cache = (np.concatenate(self._steps), np.concatenate(self._values))
+                self._steps, self._values = [self._cache[0]], [self._cache[1]]
+        return self._cache
+
+
+class Preview:
+    """The provisional view of one run (see the module doc)."""
+
+    def __init__(self, gate_metric: str):
+        self.points: dict[str, _Points] = {}
+        self.wall = _Points()
+        self.gate = PhaseTransitionGate(metric=gate_metric)
+        self.phases = PhaseTrack()
+        self.rows = 0
+        self._carl = False  # a CARL reward was seen (the task reward excludes it)
+        self.newest_step: int | None = None  # step of the newest row previewed
+        self.oldest_step: int | None = None
+
+    def add(self, batch: ScalarBatch) -> None:
+        n = len(batch)
+        if n == 0 or self.rows >= MAX_PREVIEW_ROWS:
+            return
+        self.rows += n
+        steps = batch.steps.astype(np.float64)
+        cols = dict(batch.columns)
+        for name, values in cols.items():
+            p = self.points.get(name)
+            if p is None:
+                p = self.points[name] = _Points()
+            p.add(steps, np.asarray(values, dtype=np.float64))
+        if batch.times is not None:
+            self.wall.add(steps, np.asarray(batch.times, dtype=np.float64))
+        elif batch.wall_time is not None:
+            self.wall.add(steps[-1:], np.array([batch.wall_time], dtype=np.float64))
+        self.newest_step = int(batch.steps[-1])
+        oldest = int(batch.steps.min())
+        self.oldest_step = oldest if self.oldest_step is None else min(self.oldest_step, oldest)
+        # Its own classifier and gate, fed the sample in order (never the real ones').
+        nan = np.full(n, np.nan)
+        self.gate.update_many(batch.steps, cols.get(self.gate.metric, nan),
+                              cols.get(mn.ENTROPY, nan))
+        self._carl = self._carl or bool(roles.carl_reward_names(cols))
+        task = roles.task_reward(cols, n, carl_known=self._carl)
+        self.phases.add_batch(batch.steps, cols, task)
+
+    def series(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+        p = self.points.get(name)
+        if p is None:
+            return None
+        steps, values = p.arrays()
+        return (steps, values) if values.size else None
+
+    def names(self) -> list[str]:
+        return [k for k, p in self.points.items() if p.arrays()[1].size]
