@@ -25,6 +25,18 @@ they are skipped and counted. A run's config becomes a `RunMeta` when Trackio
 has stored it. System rows become `SystemSample`s and alerts `Marker(kind="alert")`s,
 each read once by id like the metrics; a database without those tables (written
 before Trackio had them) is read without them until they appear.
+
+Newest first, coarse to fine (`preview = True`, which the dashboard sets; readers
+that need every row exactly once, `summary` and `export`, leave it off): when the
+history to read is long, the first poll sends a preview of it
+(`ScalarBatch(preview=True)`): its newest `PREVIEW_TAIL_ROWS` rows and a strided
+sample of `PREVIEW_SAMPLE_ROWS` rows of the rest, found by id (point lookups, so
+a preview costs the same for 100k rows or 10M). Then the history is read in id
+order as usual, and once it reaches the newest row previewed, an empty preview
+batch per run says so.
+
+Following a live run costs what arrived: `PRAGMA data_version` changes only when
+another connection commits, so a poll of an unchanged database runs no query.
 """
 
 from __future__ import annotations
@@ -44,7 +56,8 @@ import orjson
 from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
 from carl_tui.sources import trackio_system as ts
 from carl_tui.sources.base import SourceError
-from carl_tui.sources.rows import build_columns, iso_to_epoch
+from carl_tui.sources.rows import iso_to_epoch
+from carl_tui.sources.trackio_read import RangeReader, RunBlock, group_by_run, run_columns
 
 SOURCE = "trackio"
 X_KEY = "train/global_step"
@@ -52,6 +65,11 @@ STEP_KEYS = (X_KEY,)
 BUSY_RETRIES = 5
 BUSY_SLEEP_S = 0.05
 BUSY_TIMEOUT_S = 1.0  # SQLite's own wait for a lock, per attempt
+PREVIEW_MIN_ROWS = 30_000  # a shorter history is simply read
+PREVIEW_TAIL_ROWS = 2_000  # newest rows of the preview (the table's values, the trend)
+PREVIEW_SAMPLE_ROWS = 3_000  # strided sample of the rest (the shape of the whole run)
+HELPER_MIN_ROWS = 200_000  # a longer history is read by helper processes too
+HELPER_BLOCK_ROWS = 10_000
 
 
 def trackio_dir() -> Path:
@@ -181,15 +199,28 @@ def list_runs(project: str, root: Path | None = None) -> list[RunInfo]:
     ]
 
 
+def newest_run(project: str, root: Path | None = None) -> str | None:
+    """The run (id, or name in old databases) of the newest row of a project: one
+    lookup of the largest id, whatever the project's size."""
+    conn = _connect(db_path(project, root))
+    try:
+        key = "run_id" if "run_id" in _retry(_columns, conn, "metrics") else "run_name"
+        row = _retry(lambda: conn.execute(
+            f"SELECT {key} FROM metrics ORDER BY id DESC LIMIT 1").fetchone())
+    finally:
+        conn.close()
+    return None if row is None else str(row[0])
+
+
 def most_recent(root: Path | None = None) -> tuple[str, str] | None:
     """(project, run_id) of the most recently written run, or None."""
     for info in list_projects(root):
         try:
-            runs = list_runs(info.name, info.path.parent)
+            run = newest_run(info.name, info.path.parent)
         except (SourceError, sqlite3.Error):
             continue
-        if runs:
-            return info.name, runs[0].run_id
+        if run is not None:
+            return info.name, run
     return None
 
 
@@ -234,6 +265,15 @@ class TrackioLocalSource:
         self._last_x: dict[str, int] = {}  # run key -> newest step seen (alerts without one)
         self._base_limitation = ""
         self._extra_error = ""
+        self.preview = False  # send a coarse view of a long history first (the dashboard)
+        self._previewed = False
+        self._preview_until: int | None = None  # newest id previewed, until read in order
+        self._preview_runs: set[str] = set()
+        self._data_version: int | None = None  # PRAGMA data_version at the last poll
+        self.helpers = 2  # helper processes for a long history (0: read it here)
+        self._reader: RangeReader | None = None
+        self._helpers_tried = False
+        self.queries = 0  # statements that read tables (for tests and benchmarks)
 
     @property
     def interval(self) -> float:
@@ -272,17 +312,31 @@ class TrackioLocalSource:
     def poll(self) -> list[Event]:
         conn = self._open()
         try:
-            rows = _retry(self._fetch, conn)
+            version = _retry(self._version, conn)
+            if version is not None and version == self._data_version and not self.behind:
+                return []  # nothing was committed since the last poll
+            if self.preview and not self._previewed:
+                events = self._preview_events(conn)
+                self._previewed = True
+                if events:
+                    self.behind = True
+                    self._data_version = version
+                    return events
             configs = _retry(self._fetch_configs, conn) if self._has_configs else []
+            events: list[Event] = list(self._config_events(configs))
+            more = self._read_helped(conn, events)
+            if more is None:
+                rows = _retry(self._fetch, conn)
+                if rows:
+                    events.extend(self._batches(conn, rows))
+                    self.last_id = rows[-1][0]
+                more = len(rows) >= self.batch_rows
         except SourceError:
             self.close()  # reopen next time: the file may have been replaced
             raise
+        if self._preview_until is not None and (self.last_id >= self._preview_until or not more):
+            events.extend(self._preview_done())
         system, alerts = self._fetch_extras(conn)
-        events: list[Event] = []
-        events.extend(self._config_events(configs))
-        if rows:
-            events.extend(self._batches(rows))
-            self.last_id = rows[-1][0]
         if system:
             events.extend(self._system_events(system))
             self.last_system_id = system[-1][0]
@@ -290,11 +344,98 @@ class TrackioLocalSource:
             events.extend(self._alert_events(alerts))
             self.last_alert_id = alerts[-1][0]
         self.behind = (
-            len(rows) >= self.batch_rows
+            more
             or len(system) >= self.batch_rows
             or len(alerts) >= self.alert_rows
         )
+        self._data_version = version
         return events
+
+    def _read_helped(self, conn: sqlite3.Connection, events: list[Event]) -> bool | None:
+        """The next range of a long history, read by helper processes (appended to
+        `events`); returns whether more is waiting, or None to read in-process."""
+        if self._reader is None:
+            if self._helpers_tried or self.helpers <= 0:
+                return None
+            self._helpers_tried = True
+            top = _retry(lambda: conn.execute("SELECT MAX(id) FROM metrics").fetchone()[0])
+            self.queries += 1
+            if top is None or top - self.last_id < HELPER_MIN_ROWS:
+                return None
+            try:
+                self._reader = RangeReader(self.path, self._key, self.last_id, int(top),
+                                           rows=HELPER_BLOCK_ROWS, workers=self.helpers)
+            except OSError:
+                return None
+        blocks = self._reader.next()
+        if blocks is None:  # a helper failed: read the rest here, from where it stopped
+            self._reader = None
+            return None
+        events.extend(self._block_events(blocks))
+        self.last_id = max(self.last_id, self._reader.position)
+        if self._reader.done:
+            self._reader.close()
+            self._reader = None
+        return True
+
+    def _block_events(self, blocks: list[RunBlock]) -> list[Event]:
+        events: list[Event] = []
+        for b in blocks:
+            self._names.setdefault(b.key, b.name)
+            if not self._wanted(b.key, self._names[b.key]):
+                continue
+            self.skipped += b.skipped
+            if not b.parsed:
+                continue  # not one JSON object
+            if len(b.steps):
+                newest = int(b.steps.max())
+                self._last_x[b.key] = max(newest, self._last_x.get(b.key, newest))
+            events.append(ScalarBatch(self._ref(b.key), b.steps, b.columns,
+                                      wall_time=iso_to_epoch(b.stamp)))
+        return events
+
+    def _version(self, conn: sqlite3.Connection) -> int | None:
+        row = conn.execute("PRAGMA data_version").fetchone()
+        return int(row[0]) if row else None
+
+    # -- the preview: newest first, coarse to fine ---------------------------------
+
+    def _preview_events(self, conn: sqlite3.Connection) -> list[Event]:
+        """A coarse view of a long history (see the module doc); [] for a short one."""
+        top = _retry(lambda: conn.execute("SELECT MAX(id) FROM metrics").fetchone()[0])
+        self.queries += 1
+        if top is None or top - self.last_id <= PREVIEW_MIN_ROWS:
+            return []
+        tail_from = max(self.last_id, top - PREVIEW_TAIL_ROWS)
+        stride = max(1, (tail_from - self.last_id) // PREVIEW_SAMPLE_ROWS)
+        cols = f"m.id, m.{self._key}, m.step, m.metrics"
+        sample = _retry(lambda: conn.execute(
+            "WITH RECURSIVE s(x) AS (SELECT ? UNION ALL SELECT x + ? FROM s WHERE x + ? <= ?) "
+            f"SELECT {cols} FROM s CROSS JOIN metrics AS m ON m.id = s.x ORDER BY m.id",
+            (self.last_id + 1, stride, stride, tail_from),
+        ).fetchall())
+        tail = _retry(lambda: conn.execute(
+            f"SELECT {cols} FROM metrics AS m WHERE m.id > ? ORDER BY m.id", (tail_from,)
+        ).fetchall())
+        self.queries += 2
+        configs = _retry(self._fetch_configs, conn) if self._has_configs else []
+        events: list[Event] = list(self._config_events(configs))
+        batches = self._batches(conn, sample + tail, preview=True)
+        if not batches:
+            return events
+        self._preview_until = int(tail[-1][0]) if tail else top
+        self._preview_runs = {b.run.run_id for b in batches}
+        return events + batches
+
+    def _preview_done(self) -> list[Event]:
+        """The history is read up to the newest row previewed: the previews end."""
+        self._preview_until = None
+        done = [
+            ScalarBatch(self._ref(key), np.empty(0, dtype=np.int64), {}, preview=True)
+            for key in sorted(self._preview_runs)
+        ]
+        self._preview_runs = set()
+        return done
 
     def _fetch_extras(self, conn: sqlite3.Connection) -> tuple[list[tuple], list[tuple]]:
         """New system rows and alerts. Best effort: a failure to read them never stops
@@ -314,13 +455,22 @@ class TrackioLocalSource:
         return system, alerts
 
     def _fetch(self, conn: sqlite3.Connection) -> list[tuple]:
+        self.queries += 1
         return conn.execute(
-            f"SELECT id, {self._key}, run_name, step, timestamp, metrics FROM metrics "
+            f"SELECT id, {self._key}, step, metrics FROM metrics "
             "WHERE id > ? ORDER BY id LIMIT ?",
             (self.last_id, self.batch_rows),
         ).fetchall()
 
+    def _row_info(self, conn: sqlite3.Connection, row_id: int) -> tuple[str, str | None]:
+        """(run name, timestamp) of one row."""
+        self.queries += 1
+        row = _retry(lambda: conn.execute(
+            "SELECT run_name, timestamp FROM metrics WHERE id = ?", (row_id,)).fetchone())
+        return ("", None) if row is None else (str(row[0]), row[1])
+
     def _fetch_configs(self, conn: sqlite3.Connection) -> list[tuple]:
+        self.queries += 1
         key = "run_id" if self._key == "run_id" else "run_name"
         return conn.execute(
             f"SELECT id, {key}, run_name, config FROM configs WHERE id > ? ORDER BY id",
@@ -328,10 +478,12 @@ class TrackioLocalSource:
         ).fetchall()
 
     def _fetch_system(self, conn: sqlite3.Connection) -> list[tuple]:
+        self.queries += 1
         sql = ts.system_sql(self._system_key or "run_id", self.last_system_id, self.batch_rows)
         return conn.execute(sql).fetchall()
 
     def _fetch_alerts(self, conn: sqlite3.Connection) -> list[tuple]:
+        self.queries += 1
         sql = ts.alerts_sql(
             self._alert_key or "run_id", self._key, self.last_alert_id, self.alert_rows
         )
@@ -392,43 +544,38 @@ class TrackioLocalSource:
             events.append(RunMeta(self._ref(key), meta))
         return events
 
-    def _batches(self, rows: list[tuple]) -> list[Event]:
-        by_run: dict[str, list[tuple]] = {}
-        for row in rows:
-            by_run.setdefault(str(row[1]), []).append(row)
+    def _batches(
+        self, conn: sqlite3.Connection, rows: list[tuple], *, preview: bool = False
+    ) -> list[Event]:
+        """One ScalarBatch per run of `rows` (id, run key, step, metrics JSON), in order.
+        A preview's input problems are not counted (its rows are read again)."""
         events: list[Event] = []
-        for key, run_rows in by_run.items():
-            name = str(run_rows[-1][2])
-            if not self._wanted(key, name):
-                continue
+        for key, run_rows in group_by_run(rows).items():
+            name, stamp = self._row_info(conn, run_rows[-1][0])
             self._names.setdefault(key, name)
-            parsed = list(map(_loads, (r[5] for r in run_rows)))
-            if None in parsed:
-                self.skipped += parsed.count(None)
-                keep = [i for i, p in enumerate(parsed) if p is not None]
-                run_rows = [run_rows[i] for i in keep]
-                parsed = [parsed[i] for i in keep]
-                if not parsed:
-                    continue
-            default_steps = np.fromiter(
-                (s if type(s) is int else -1 for s in (r[3] for r in run_rows)),
-                dtype=np.int64,
-                count=len(run_rows),
-            )
-            cols = build_columns(
-                parsed, default_steps=default_steps, step_keys=STEP_KEYS, time_key=None
-            )
-            self.skipped += cols.skipped
-            if len(cols.steps):
-                newest = int(cols.steps.max())
+            if not self._wanted(key, self._names[key]):
+                continue
+            steps, columns, skipped, bad = run_columns(run_rows)
+            if preview:
+                if len(steps):
+                    events.append(ScalarBatch(self._ref(key), steps, columns,
+                                              wall_time=iso_to_epoch(stamp), preview=True))
+                continue
+            self.skipped += skipped + bad
+            if bad == len(run_rows):
+                continue  # not one JSON object
+            if len(steps):
+                newest = int(steps.max())
                 self._last_x[key] = max(newest, self._last_x.get(key, newest))
-            batch = ScalarBatch(
-                self._ref(key), cols.steps, cols.columns, wall_time=iso_to_epoch(run_rows[-1][4])
-            )
-            events.append(batch)
+            events.append(ScalarBatch(self._ref(key), steps, columns,
+                                      wall_time=iso_to_epoch(stamp)))
         return events
 
     def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+            self._helpers_tried = False  # a reopened source may use them again
         if self._conn is not None:
             self._conn.close()
             self._conn = None

@@ -1,0 +1,267 @@
+"""Reading blocks of a Trackio metrics table into columns, in this process or in
+helper processes.
+
+`run_columns(rows)` turns rows `(id, run key, step, metrics JSON)` of one run into
+columns (the rules of `sources.rows`: `train/global_step` is the x axis, else
+Trackio's step). `read_range(path, key, lo, hi)` reads the rows `lo < id <= hi`
+of a database and returns one `RunBlock` per run, in id order: a pure function
+of the file, so a long history can be read by several processes at once
+(`RangeReader`) while this one feeds the store and draws. Each block is
+reassembled here in id order: the gates and phases still see every row in order.
+
+`RangeReader` keeps a few ranges in flight in helper processes (fresh
+interpreters running this module: no state of this one is copied, none of its
+threads can hold a lock there, no main module is imported again). Any failure
+of a helper (it cannot start, it dies) is reported as `None` and the caller
+reads in-process instead: helpers only ever make reading faster, never different.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import sqlite3
+import struct
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from operator import itemgetter
+from pathlib import Path
+from urllib.parse import quote
+
+import numpy as np
+import orjson
+
+from carl_tui.sources.rows import build_columns
+
+X_KEY = "train/global_step"
+STEP_KEYS = (X_KEY,)
+
+
+@dataclass
+class RunBlock:
+    """The rows of one run in a range: columns ready for a ScalarBatch."""
+
+    key: str  # run_id (run_name in old databases)
+    name: str  # run name of its last row in the range
+    stamp: str | None  # timestamp of that row
+    last_id: int
+    steps: np.ndarray
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+    skipped: int = 0  # rows that are not JSON objects, plus skipped values
+    parsed: int = 0  # rows that are JSON objects
+
+
+def _loads(blob):
+    try:
+        obj = orjson.loads(blob)
+    except (orjson.JSONDecodeError, TypeError):
+        return None
+    return obj if type(obj) is dict else None
+
+
+def parse_all(blobs: Sequence) -> list[dict | None]:
+    """Each JSON object of `blobs`; None for one that is not a JSON object."""
+    try:
+        parsed = list(map(orjson.loads, blobs))
+    except (orjson.JSONDecodeError, TypeError):
+        return list(map(_loads, blobs))
+    if set(map(type, parsed)) != {dict}:
+        return [p if type(p) is dict else None for p in parsed]
+    return parsed
+
+
+def run_columns(rows: Sequence[tuple]) -> tuple[np.ndarray, dict[str, np.ndarray], int, int]:
+    """(steps, columns, skipped values, rows that were not JSON objects) of rows
+    `(id, key, step, metrics)` of one run."""
+    parsed = parse_all(list(map(itemgetter(3), rows)))
+    bad = 0
+    if None in parsed:
+        bad = parsed.count(None)
+        keep = [i for i, p in enumerate(parsed) if p is not None]
+        rows = [rows[i] for i in keep]
+        parsed = [parsed[i] for i in keep]
+        if not parsed:
+            return np.empty(0, dtype=np.int64), {}, 0, bad
+    steps = list(map(itemgetter(2), rows))
+    if set(map(type, steps)) == {int}:
+        default_steps = np.array(steps, dtype=np.int64)
+    else:
+        default_steps = np.fromiter(
+            (s if type(s) is int else -1 for s in steps), dtype=np.int64, count=len(steps)
+        )
+    cols = build_columns(parsed, default_steps=default_steps, step_keys=STEP_KEYS, time_key=None)
+    return cols.steps, cols.columns, cols.skipped, bad
+
+
+def group_by_run(rows: list[tuple]) -> dict[str, list[tuple]]:
+    """Rows by run key (column 1), each in id order; runs in order of appearance."""
+    if not rows:
+        return {}
+    keys = list(map(itemgetter(1), rows))
+    if keys.count(keys[0]) == len(keys):
+        return {str(keys[0]): rows}
+    by_run: dict[str, list[tuple]] = {}
+    for row in rows:
+        by_run.setdefault(str(row[1]), []).append(row)
+    return by_run
+
+
+_CONNECTIONS: dict[str, sqlite3.Connection] = {}
+
+
+def _connection(path: str) -> sqlite3.Connection:
+    conn = _CONNECTIONS.get(path)
+    if conn is None:
+        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=1.0)
+        conn.execute("PRAGMA query_only = ON")
+        _CONNECTIONS[path] = conn
+    return conn
+
+
+def read_range(path: str, key: str, lo: int, hi: int) -> list[RunBlock]:
+    """The rows `lo < id <= hi` of the metrics table of `path`, per run."""
+    conn = _connection(path)
+    rows = conn.execute(
+        f"SELECT id, {key}, step, metrics FROM metrics WHERE id > ? AND id <= ? ORDER BY id",
+        (lo, hi),
+    ).fetchall()
+    out = []
+    for run_key, run_rows in group_by_run(rows).items():
+        last = int(run_rows[-1][0])
+        info = conn.execute("SELECT run_name, timestamp FROM metrics WHERE id = ?",
+                            (last,)).fetchone()
+        steps, columns, skipped, bad = run_columns(run_rows)
+        out.append(RunBlock(run_key, str(info[0]) if info else run_key,
+                            info[1] if info else None, last, steps, columns, skipped + bad,
+                            len(run_rows) - bad))
+    return out
+
+
+class _Worker:
+    """One helper process (`python -m carl_tui.sources.trackio_read`): reads a range
+    per request line on its stdin, answers each with a length-prefixed pickle."""
+
+    def __init__(self) -> None:
+        import carl_tui
+
+        root = str(Path(carl_tui.__file__).resolve().parents[1])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "carl_tui.sources.trackio_read"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            env=env, close_fds=True,
+        )
+
+    def ask(self, path: str, key: str, lo: int, hi: int) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(orjson.dumps([path, key, lo, hi]) + b"\n")
+        self.proc.stdin.flush()
+
+    def answer(self) -> list[RunBlock]:
+        assert self.proc.stdout is not None
+        head = self.proc.stdout.read(8)
+        if len(head) < 8:
+            raise EOFError("the reader process ended")
+        size = struct.unpack("<Q", head)[0]
+        data = self.proc.stdout.read(size)
+        if len(data) < size:
+            raise EOFError("the reader process ended")
+        status, result = pickle.loads(data)
+        if status != "ok":
+            raise RuntimeError(str(result))
+        return result
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            self.proc.wait(timeout=1.0)
+        for f in (self.proc.stdout,):
+            with contextlib.suppress(OSError):
+                if f is not None:
+                    f.close()
+
+
+def serve() -> None:
+    """The helper process: one range per request line, until stdin closes."""
+    out = sys.stdout.buffer
+    for line in sys.stdin.buffer:
+        try:
+            path, key, lo, hi = orjson.loads(line)
+            result: tuple = ("ok", read_range(path, key, int(lo), int(hi)))
+        except Exception as exc:  # noqa: BLE001 - said to the parent, which reads in-process
+            result = ("error", f"{type(exc).__name__}: {exc}")
+        data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        out.write(struct.pack("<Q", len(data)) + data)
+        out.flush()
+
+
+class RangeReader:
+    """Reads the id ranges of a long history in helper processes, in order.
+
+    Range i goes to worker i % workers; each answers in the order asked, so the
+    ranges come back in id order. `next()` returns the blocks of the next range
+    (waiting for it), [] when every range was handed out, or None when the helpers
+    failed (then read in-process from `position`). `position` is the last id of
+    the ranges handed out.
+    """
+
+    def __init__(self, path: Path, key: str, start: int, end: int, *, rows: int,
+                 workers: int = 2, ahead: int = 2):
+        self.path, self.key = str(path), key
+        self.position = start  # everything up to here was handed out
+        self.end = end
+        self.rows = rows
+        self._next_lo = start
+        self._asked = 0  # ranges asked so far
+        self._answered = 0
+        self._his: list[int] = []  # upper id of each range asked, not yet answered
+        self._workers = [_Worker() for _ in range(max(1, workers))]
+        self._depth = max(1, ahead) * len(self._workers)
+        self._fill()
+
+    @property
+    def done(self) -> bool:
+        return self.position >= self.end
+
+    def _fill(self) -> None:
+        while len(self._his) < self._depth and self._next_lo < self.end:
+            hi = min(self.end, self._next_lo + self.rows)
+            self._workers[self._asked % len(self._workers)].ask(
+                self.path, self.key, self._next_lo, hi)
+            self._asked += 1
+            self._his.append(hi)
+            self._next_lo = hi
+
+    def next(self) -> list[RunBlock] | None:
+        if not self._his:
+            return []
+        try:
+            blocks = self._workers[self._answered % len(self._workers)].answer()
+            self._answered += 1
+            self.position = self._his.pop(0)
+            self._fill()
+        except Exception:  # noqa: BLE001 - the helpers only speed reading up
+            self.close()
+            return None
+        return blocks
+
+    def close(self) -> None:
+        for w in self._workers:
+            w.close()
+        self._workers = []
+        self._his = []
+
+
+if __name__ == "__main__":
+    # Through the imported module, so that what is pickled names its real classes.
+    from carl_tui.sources import trackio_read  # noqa: PLW0406
+
+    trackio_read.serve()
