@@ -5,6 +5,11 @@ snapshots of the run on screen when the store changed.
 (the preferred one, a run to follow as soon as it appears, a project just
 opened). Threads talk to the UI only by posting one collapsing message
 (`StoreChanged`, which replaces a queued older one); they never touch widgets.
+
+Newest first, coarse to fine: every source that can (it has a `preview`
+attribute) is asked for a coarse preview of a long history before reading it
+all (see `store/preview.py`); the first snapshot of a run is shown at once,
+later ones are paced while a backlog is read.
 """
 
 from __future__ import annotations
@@ -25,12 +30,20 @@ if TYPE_CHECKING:  # pragma: no cover
 ALWAYS_SHOWN = ("phase_transition", "job")
 
 
+def enable_preview(source: Source) -> Source:
+    """Ask `source` for a coarse preview of a long history first, when it can give one
+    (a wrapper that picks its reader later passes the wish on)."""
+    if hasattr(source, "preview") or hasattr(source, "inner"):
+        source.preview = True  # type: ignore[attr-defined]
+    return source
+
+
 class Follower:
     def __init__(self, app: App, store: RunStore, sources: Sequence[Source], preferred: str | None):
         self.app = app
         self.store = store
         self.preferred = preferred
-        self.runners = [SourceRunner(s, self.emit) for s in sources]
+        self.runners = [SourceRunner(enable_preview(s), self.emit) for s in sources]
         self.current_run: str | None = None
         self.snapshot: RunSnapshot | None = None
         self._seen_version = -1
@@ -54,7 +67,7 @@ class Follower:
     def add_source(self, source: Source, *, follow: str | None = None) -> SourceRunner:
         """Start polling another source (a launched job, a chosen project); with
         `follow`, switch to that run key as soon as it has data."""
-        runner = SourceRunner(source, self.emit)
+        runner = SourceRunner(enable_preview(source), self.emit)
         self.runners.append(runner)
         self._start(runner)
         if follow:

@@ -1,4 +1,8 @@
-"""A table of the latest value of every metric, with its trend."""
+"""A table of the latest value of every metric, with its trend.
+
+While a long history is still being read after a coarse preview, min and max
+are provisional: dimmed and marked "≈" (the latest value is exact).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,16 @@ from carl_tui.ui.format import value_text
 
 COLUMNS = ("metric", "last", "trend", "min", "max", "step")
 METRIC_WIDTH = 22
+PROVISIONAL = "≈"
+
+
+def extreme_text(v: float | None, provisional: bool) -> str | Text:
+    """A min or max cell: dimmed and marked "≈" while the history is still read."""
+    text = value_text(v)
+    if provisional and v is not None:
+        return Text(PROVISIONAL + text, style="dim")
+    return text
+
 
 def trend_text(s: SeriesView, trend: float) -> Text:
     """An arrow and the change of the recent values, coloured neutral."""
@@ -72,8 +86,8 @@ class MetricsTable(DataTable):
             label,
             value_text(s.last),
             trend_text(s, trend_value(s, smoothing)),
-            value_text(s.min),
-            value_text(s.max),
+            extreme_text(s.min, s.provisional),
+            extreme_text(s.max, s.provisional),
             "–" if s.last_step is None else str(int(s.last_step)),
         )
 
