@@ -589,10 +589,6 @@ async def test_jobs_panel_masks_a_token_in_a_job_command(hub):
     assert f"--hub_token {MASK}" in text and f"token={MASK}" in text
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the diagnosis screen shows Claude's streamed answer unmasked: "
-    "carl_tui/actions/diagnosis.py::Diagnoser._deltas must pass the text stream through "
-    "carl_tui.redact.StreamRedactor (yield feed(piece) for each piece, then flush())"))
 async def test_claude_answer_quoting_a_secret_is_masked_on_screen(hub, tmp_path):
     srv, _ = hub
     write_stream(tmp_path / "stream.jsonl")

@@ -19,7 +19,7 @@ import numpy as np
 
 from carl_tui.actions.errors import ActionError
 from carl_tui.errors import is_network_error
-from carl_tui.redact import redact
+from carl_tui.redact import StreamRedactor, redact
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 MODEL_ENV = "CARL_TUI_CLAUDE_MODEL"
@@ -323,7 +323,12 @@ class Diagnoser:
                 system=SYSTEM_PROMPT,
                 messages=messages,
             ) as stream:
-                yield from stream.text_stream
+                masked = StreamRedactor()  # a secret split across pieces is masked too
+                for piece in stream.text_stream:
+                    if safe := masked.feed(piece):
+                        yield safe
+                if rest := masked.flush():
+                    yield rest
         except ActionError:
             raise
         except Exception as exc:  # noqa: BLE001  (any client failure becomes a plain message)
