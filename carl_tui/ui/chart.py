@@ -285,7 +285,7 @@ def build_view(
         legend = [LegendItem("━", t.label, t.color_var) for t in drawn] + legend
     xt = (_time_ticks(*xlim, max(2, width // 12)) if x_axis == "time"
           else nice_ticks(*xlim, max(2, width // 12), integer=True))
-    yt = nice_ticks(*ylim, max(2, height // 2), integer=log_y)
+    yt = nice_ticks(*ylim, max(2, (height - 4) // 2), integer=log_y)  # a tick per 2 rows
     return PlotView(
         title=title,
         traces=tuple(frame.traces),
