@@ -80,6 +80,14 @@ bounded pieces (`max_bytes_per_poll`, `chunk_lines` lines per `ScalarBatch`)
 and `interval` is 0 until it is caught up. Within one chunk of lines, meta
 events come first, then the chunk's metrics batch, then markers and log lines
 in file order.
+
+Newest first, coarse to fine (`preview = True`, set by the dashboard; `summary`
+and `export` leave it off): a long file is first previewed from its end (its
+last `PREVIEW_TAIL_BYTES` and one line near each of `PREVIEW_SAMPLE_LINES`
+evenly spaced offsets before them, in point reads: `follow.sample_lines`) as
+`ScalarBatch(preview=True)` of the metrics lines that carry a step; then read in
+order as above, and an empty preview batch says when it has passed the preview's
+last line. A preview counts no skipped input (every line is read again).
 """
 
 from __future__ import annotations
@@ -88,6 +96,7 @@ import bisect
 import json
 import logging
 import os
+import stat
 from collections.abc import Sequence
 from operator import contains
 from pathlib import Path
@@ -98,7 +107,8 @@ import orjson
 
 from carl_tui.events import Event, LogLines, Marker, RunMeta, RunRef, ScalarBatch
 from carl_tui.identity import file_run
-from carl_tui.sources.follow import BOM, DEFAULT_MAX_LINE_BYTES, FileFollower
+from carl_tui.metric_names import STEP_KEYS
+from carl_tui.sources.follow import BOM, DEFAULT_MAX_LINE_BYTES, FileFollower, sample_lines
 from carl_tui.sources.rows import (
     RowColumns,
     build_columns,
@@ -110,6 +120,9 @@ from carl_tui.sources.tally import InputTally
 
 _IDENTITY_KEYS = ("run_id", "name", "project")
 MAX_NOTES = 50
+PREVIEW_MIN_BYTES = 16 << 20  # a shorter file is simply read
+PREVIEW_TAIL_BYTES = 1 << 20  # the newest lines of the preview
+PREVIEW_SAMPLE_LINES = 3000  # evenly spaced lines before them
 
 NOT_UTF8 = "not UTF-8"
 NOT_JSON = "not JSON"
@@ -361,6 +374,11 @@ class JsonlSource:
         self.notes: list[str] = []  # what happened to the file (restarts), oldest first
         self._generation = 0
         self._backlog = False
+        self.preview = False  # preview a long file from its end first (the dashboard)
+        self._previewed = False
+        self._preview_end: int | None = None  # offset past the last line previewed
+        self._preview_run: RunRef | None = None
+        self._preview_gen = 0
 
     @property
     def run(self) -> RunRef:
@@ -406,6 +424,12 @@ class JsonlSource:
         self._interval = value
 
     def poll(self) -> list[Event]:
+        if self.preview and not self._previewed:
+            events = self._preview_events()
+            self._previewed = True
+            if events:
+                self._backlog = True
+                return events
         got = self.follower.read()
         self._backlog = got.backlog
         for reason, example in got.dropped:
@@ -425,7 +449,54 @@ class JsonlSource:
             except Exception as exc:  # a bug must not stop the stream: count, say, go on
                 log.exception("parsing %d lines of %s", len(chunk), self.path)
                 self.tally.skip(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}", len(chunk))
+        if self._preview_end is not None and (
+            self.follower.offset >= self._preview_end or not got.backlog
+            or got.generation != self._preview_gen
+        ):
+            events.append(ScalarBatch(self._preview_run or self.run,
+                                      np.empty(0, dtype=np.int64), {}, preview=True))
+            self._preview_end = None
         return events
+
+    def _preview_events(self) -> list[Event]:
+        """A coarse view of a long file read from its end (see the module doc)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return []
+        start = self.follower.offset
+        if not stat.S_ISREG(st.st_mode) or st.st_size - start < PREVIEW_MIN_BYTES:
+            return []
+        try:
+            got = sample_lines(self.path, start, st.st_size, count=PREVIEW_SAMPLE_LINES,
+                               tail_bytes=PREVIEW_TAIL_BYTES)
+        except OSError:
+            return []
+        # The run's identity is set by a meta line at the head: learn it apart.
+        ident = StreamParser(self.parser.run, explicit=self.parser.explicit, tally=InputTally())
+        if start == 0:
+            ident.parse([line.removeprefix(BOM) for line in got.head[:100]])
+        rows = []
+        for line in (*got.lines, *got.tail):
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if type(obj) is dict and "event" not in obj and any(k in obj for k in STEP_KEYS):
+                rows.append(obj)
+        if not rows:
+            return []
+        cols = build_columns(rows, tally=InputTally())
+        if not len(cols):
+            return []
+        times = cols.times
+        if times is not None and np.isnan(times).all():
+            times = None
+        self._preview_run = ident.run
+        self._preview_end = got.tail_end
+        self._preview_gen = self.follower.generation
+        return [ScalarBatch(ident.run, cols.steps, cols.columns, wall_time=cols.last_time,
+                            times=times, preview=True)]
 
     def drain(self) -> list[Event]:
         """The reader stops here (`summary`, `export`): a last line still without

@@ -18,6 +18,13 @@ by id, both in one more query per poll (a page of each; see
 those tables is probed again every few polls, and a failure to read them never
 stops the metrics (it shows as the source's limitation until it clears).
 
+Newest first, coarse to fine (`preview = True`, set by the dashboard): before
+paging through a long history, one query reads its newest `PREVIEW_TAIL_ROWS`
+rows and one more a strided sample of the rest (`id IN (...)`: point lookups on
+the server, whatever the history's length); they are sent as
+`ScalarBatch(preview=True)`, and an empty preview batch per run once the pages
+have reached the newest row previewed.
+
 Servers without `query_project` fall back to `get_logs`, which the server
 down-samples; `limitation` says so for the status bar.
 
@@ -33,11 +40,12 @@ import ipaddress
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import numpy as np
 import orjson
 
 from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
@@ -56,6 +64,9 @@ SYSTEM_PAGE_ROWS = PAGE_ROWS - ALERT_PAGE_ROWS  # one query holds both, within t
 MISSING_TABLE_RECHECK_POLLS = 10  # polls between probes for a table the database lacks
 EXTRA_TABLES = ("system_metrics", "alerts")
 X_KEY = "train/global_step"
+PREVIEW_MIN_ROWS = 30_000  # a shorter history is simply paged through
+PREVIEW_TAIL_ROWS = 2_000
+PREVIEW_SAMPLE_ROWS = 3_000
 NOT_AUTHORISED = "not authorised: set HF_TOKEN or run `hf auth login`"
 FALLBACK_LIMITATION = "server has no incremental queries: history down-sampled by the server"
 _HF_HOST_SUFFIXES = (".hf.space", "huggingface.co", ".hf.co")
@@ -201,6 +212,10 @@ class TrackioRemoteSource:
         self._last_x: dict[str, int] = {}  # run_id -> newest step seen (alerts without one)
         self.bytes_received = 0  # response bytes, for benchmarks
         self.requests = 0
+        self.preview = False  # preview a long history first (the dashboard)
+        self._previewed = False
+        self._preview_until: int | None = None
+        self._preview_runs: dict[str, RunRef] = {}
 
     # -- Source protocol -------------------------------------------------
 
@@ -361,7 +376,13 @@ class TrackioRemoteSource:
         return f" AND run_name IN ({names})"
 
     def _poll_query(self) -> list[Event]:
-        events: list[Event] = []
+        if self.preview and not self._previewed:
+            events = self._preview_events()
+            self._previewed = True
+            if events:
+                self.behind = True
+                return events
+        events = []
         deadline = time.monotonic() + self.timeout
         self.behind = False
         for page in range(MAX_PAGES_PER_POLL):
@@ -387,9 +408,70 @@ class TrackioRemoteSource:
                 break
         else:
             self.behind = True
+        if self._preview_until is not None and (
+            self.last_id >= self._preview_until or not self.behind
+        ):
+            events.extend(self._preview_done())
         events.extend(self._configs())
         events.extend(self._extras())
         return events
+
+    # -- the preview: newest first, coarse to fine -----------------------
+
+    def _preview_events(self) -> list[Event]:
+        """A coarse view of a long history (see the module doc); [] for a short one."""
+        filt = self._run_filter()
+        top_rows = self._query(
+            f"SELECT MAX(id) AS top FROM metrics WHERE id > {int(self.last_id)}{filt}")
+        top = top_rows[0].get("top") if top_rows else None
+        if not isinstance(top, int) or top - self.last_id <= PREVIEW_MIN_ROWS:
+            return []
+        cols = f"id, {self._run_col} AS run_id, run_name, step, metrics, timestamp"
+        tail_from = max(self.last_id, top - PREVIEW_TAIL_ROWS)
+        stride = max(1, (tail_from - self.last_id) // PREVIEW_SAMPLE_ROWS)
+        ids = ", ".join(map(str, range(self.last_id + 1, tail_from + 1, stride)))
+        sample = self._query(
+            f"SELECT {cols} FROM metrics WHERE id IN ({ids}){filt} ORDER BY id LIMIT {PAGE_ROWS}")
+        tail = self._query(
+            f"SELECT {cols} FROM metrics WHERE id > {tail_from}{filt} ORDER BY id "
+            f"LIMIT {PAGE_ROWS}")
+        skipped = self.skipped  # a preview counts nothing: its rows are read again
+        by_run: dict[str, list[tuple[int, dict[str, float]]]] = {}
+        names: dict[str, str] = {}
+        newest: dict[str, float | None] = {}
+        for row in (*sample, *tail):
+            metrics = row.get("metrics")
+            if isinstance(metrics, (str, bytes)):
+                try:
+                    metrics = orjson.loads(metrics)
+                except orjson.JSONDecodeError:
+                    continue
+            if not isinstance(metrics, dict):
+                continue
+            rid = str(row.get("run_id") or row.get("run_name") or "")
+            names.setdefault(rid, str(row.get("run_name") or rid))
+            by_run.setdefault(rid, []).append(self._point(row.get("step"), metrics))
+            newest[rid] = iso_to_epoch(row.get("timestamp"))
+        self.skipped = skipped
+        events: list[Event] = []
+        for rid, points in by_run.items():
+            ref = RunRef(SOURCE, self.project or "", rid, names.get(rid, rid))
+            batch = ScalarBatch.from_rows(ref, points, wall_time=newest.get(rid))
+            if len(batch):
+                events.append(replace(batch, preview=True))
+                self._preview_runs[rid] = ref
+        if events:
+            self._preview_until = int(top)
+        return events
+
+    def _preview_done(self) -> list[Event]:
+        self._preview_until = None
+        done: list[Event] = [
+            ScalarBatch(ref, np.empty(0, dtype=np.int64), {}, preview=True)
+            for ref in self._preview_runs.values()
+        ]
+        self._preview_runs = {}
+        return done
 
     # -- system metrics and alerts ---------------------------------------
 

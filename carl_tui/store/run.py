@@ -226,13 +226,16 @@ class RunState:
         entropy = cols.get(mn.ENTROPY, nan)
         gate_values = cols.get(self.gate.metric, nan)
         was_fired = self.gate.fired
+        window_before = self.gate.window_values
         self.gate.update_many(steps, gate_values, entropy)
         if self.gate.fired and not was_fired:
+            g = self.gate
             self._event(
                 "phase_transition",
-                self.gate.trigger_step,
-                f"Crystallised: {self.gate.metric} held >= {self.gate.threshold:g} "
-                f"({self.gate.progress_text}) at step {self.gate.trigger_step}",
+                g.trigger_step,
+                f"Crystallised: {g.metric} held >= {g.threshold:g} "
+                f"({_above_at_trigger(g, window_before, gate_values)}/{g.window} >= "
+                f"{g.threshold:g}) at step {g.trigger_step}",
                 "warning",
             )
         self.alerts.feed(steps, cols, nonfinite)
@@ -381,6 +384,19 @@ def _view(name: str, s: Series, max_points: int) -> SeriesView:
         whole_mean=s.mean(),
         tail=tail,
     )
+
+
+def _above_at_trigger(gate: PhaseTransitionGate, before: list[float],
+                      values: np.ndarray) -> int:
+    """How many of the gate's window were above its threshold at the value that fired it
+    (not at the end of the batch: the story reads the same however rows were batched)."""
+    v = np.asarray(values, dtype=np.float64)
+    allv = np.concatenate([np.asarray(before, dtype=np.float64), v[np.isfinite(v)]])
+    cs = np.concatenate([[0], np.cumsum(allv >= gate.threshold)])
+    end = np.arange(len(before) + 1, allv.size + 1)
+    count = cs[end] - cs[np.maximum(end - gate.window, 0)]
+    hits = np.flatnonzero(count >= gate.min_above)
+    return int(count[hits[0]]) if hits.size else gate.above
 
 
 def _newest(last: int | None, pv: Preview | None) -> int | None:
