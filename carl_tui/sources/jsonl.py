@@ -97,6 +97,7 @@ import json
 import logging
 import os
 import stat
+import threading
 from collections.abc import Sequence
 from operator import contains
 from pathlib import Path
@@ -123,6 +124,7 @@ MAX_NOTES = 50
 PREVIEW_MIN_BYTES = 16 << 20  # a shorter file is simply read
 PREVIEW_TAIL_BYTES = 1 << 20  # the newest lines of the preview
 PREVIEW_SAMPLE_LINES = 3000  # evenly spaced lines before them
+HOLD_MAX_S = 2.0  # longest wait, after a preview, for the screen to show it (`hold`)
 
 NOT_UTF8 = "not UTF-8"
 NOT_JSON = "not JSON"
@@ -379,6 +381,7 @@ class JsonlSource:
         self._preview_end: int | None = None  # offset past the last line previewed
         self._preview_run: RunRef | None = None
         self._preview_gen = 0
+        self.hold: threading.Event | None = None  # set by the dashboard: preview on screen
 
     @property
     def run(self) -> RunRef:
@@ -430,6 +433,9 @@ class JsonlSource:
             if events:
                 self._backlog = True
                 return events
+        if self._preview_end is not None and self.hold is not None:
+            self.hold.wait(HOLD_MAX_S)  # read the history once the preview is on screen
+            self.hold = None
         got = self.follower.read()
         self._backlog = got.backlog
         for reason, example in got.dropped:

@@ -44,6 +44,7 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,6 +69,7 @@ BUSY_TIMEOUT_S = 1.0  # SQLite's own wait for a lock, per attempt
 PREVIEW_MIN_ROWS = 30_000  # a shorter history is simply read
 PREVIEW_TAIL_ROWS = 2_000  # newest rows of the preview (the table's values, the trend)
 PREVIEW_SAMPLE_ROWS = 3_000  # strided sample of the rest (the shape of the whole run)
+HOLD_MAX_S = 2.0  # longest wait, after a preview, for the screen to show it (`hold`)
 HELPER_MIN_ROWS = 200_000  # a longer history is read by helper processes too
 HELPER_BLOCK_ROWS = 10_000
 
@@ -269,6 +271,9 @@ class TrackioLocalSource:
         self._previewed = False
         self._preview_until: int | None = None  # newest id previewed, until read in order
         self._preview_runs: set[str] = set()
+        # Set by the dashboard: the preview is on screen. The history is read after it,
+        # so that reading never competes with drawing the first useful frame.
+        self.hold: threading.Event | None = None
         self._data_version: int | None = None  # PRAGMA data_version at the last poll
         self.helpers = 2  # helper processes for a long history (0: read it here)
         self._reader: RangeReader | None = None
@@ -322,6 +327,9 @@ class TrackioLocalSource:
                     self.behind = True
                     self._data_version = version
                     return events
+            if self._preview_until is not None and self.hold is not None:
+                self.hold.wait(HOLD_MAX_S)
+                self.hold = None
             configs = _retry(self._fetch_configs, conn) if self._has_configs else []
             events: list[Event] = list(self._config_events(configs))
             more = self._read_helped(conn, events)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -67,6 +68,7 @@ X_KEY = "train/global_step"
 PREVIEW_MIN_ROWS = 30_000  # a shorter history is simply paged through
 PREVIEW_TAIL_ROWS = 2_000
 PREVIEW_SAMPLE_ROWS = 3_000
+HOLD_MAX_S = 2.0  # longest wait, after a preview, for the screen to show it (`hold`)
 NOT_AUTHORISED = "not authorised: set HF_TOKEN or run `hf auth login`"
 FALLBACK_LIMITATION = "server has no incremental queries: history down-sampled by the server"
 _HF_HOST_SUFFIXES = (".hf.space", "huggingface.co", ".hf.co")
@@ -216,6 +218,7 @@ class TrackioRemoteSource:
         self._previewed = False
         self._preview_until: int | None = None
         self._preview_runs: dict[str, RunRef] = {}
+        self.hold: threading.Event | None = None  # set by the dashboard: preview on screen
 
     # -- Source protocol -------------------------------------------------
 
@@ -382,6 +385,9 @@ class TrackioRemoteSource:
             if events:
                 self.behind = True
                 return events
+        if self._preview_until is not None and self.hold is not None:
+            self.hold.wait(HOLD_MAX_S)  # page through the history once the preview is shown
+            self.hold = None
         events = []
         deadline = time.monotonic() + self.timeout
         self.behind = False

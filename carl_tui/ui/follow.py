@@ -30,11 +30,14 @@ if TYPE_CHECKING:  # pragma: no cover
 ALWAYS_SHOWN = ("phase_transition", "job")
 
 
-def enable_preview(source: Source) -> Source:
+def enable_preview(source: Source, painted: threading.Event | None = None) -> Source:
     """Ask `source` for a coarse preview of a long history first, when it can give one
-    (a wrapper that picks its reader later passes the wish on)."""
+    (a wrapper that picks its reader later passes the wish on), and to read the rest
+    once `painted` is set (the preview is on screen)."""
     if hasattr(source, "preview") or hasattr(source, "inner"):
         source.preview = True  # type: ignore[attr-defined]
+        if painted is not None:
+            source.hold = painted  # type: ignore[attr-defined]
     return source
 
 
@@ -43,7 +46,9 @@ class Follower:
         self.app = app
         self.store = store
         self.preferred = preferred
-        self.runners = [SourceRunner(enable_preview(s), self.emit) for s in sources]
+        self.painted = threading.Event()  # the first snapshot of a run is on screen
+        self.runners = [SourceRunner(enable_preview(s, self.painted), self.emit)
+                        for s in sources]
         self.current_run: str | None = None
         self.snapshot: RunSnapshot | None = None
         self._seen_version = -1
@@ -67,7 +72,7 @@ class Follower:
     def add_source(self, source: Source, *, follow: str | None = None) -> SourceRunner:
         """Start polling another source (a launched job, a chosen project); with
         `follow`, switch to that run key as soon as it has data."""
-        runner = SourceRunner(enable_preview(source), self.emit)
+        runner = SourceRunner(enable_preview(source, self.painted), self.emit)
         self.runners.append(runner)
         self._start(runner)
         if follow:
@@ -80,6 +85,7 @@ class Follower:
     def stop(self, timeout: float = 0.3) -> None:
         """Stop every runner without waiting on their I/O for long (a hung server
         must not hold up quitting: runner threads are daemons)."""
+        self.painted.set()
         for runner in self.runners:
             runner.stop(timeout=0)
         deadline = time.monotonic() + timeout
@@ -143,6 +149,9 @@ class Follower:
         self.snapshot = store.snapshot(self.current_run, max_points=max_points)
         if self.snapshot is not None:
             show(self.snapshot)
+            if not self.painted.is_set():
+                # Sources hold a long history back until this frame is drawn.
+                self.app.call_after_refresh(self.painted.set)
         cost = time.perf_counter() - t0 + render_cost()
         self._next_pull = time.perf_counter() + max(10 * cost, 1.0)
         return True
