@@ -492,6 +492,206 @@ def test_local_job_refuses_bad_input(tmp_path):
         LocalJob.start([str(tmp_path / "no-such-program")], tmp_path / "s.jsonl")
 
 
+# -- tied to the dashboard, or not; the registry of local runs -----------------------
+
+TIED_CHILD = textwrap.dedent("""
+    import json, sys, time
+    from carl_tui.actions.local_job import watch_parent
+    path, mode, grace = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    stop = []
+    on_gone = (lambda: stop.append("parent gone")) if mode == "cooperating" else (lambda: None)
+    tied = watch_parent(on_gone, grace=grace)
+    with open(path, "a") as f:
+        f.write(json.dumps({"tied": tied}) + "\\n")
+        f.flush()
+        while not stop:
+            time.sleep(0.02)
+        f.write(json.dumps({"event": "stopped", "why": stop[0]}) + "\\n")
+""")
+
+PARENT = textwrap.dedent("""
+    import json, sys, time
+    from carl_tui.actions.local_job import LocalJob
+    stream, tie, mode = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
+    child = [sys.executable, "-c", sys.argv[4], stream, mode, "0.5"]
+    job = LocalJob.start(child, stream, tie_to_parent=tie)
+    print(json.dumps({"pid": job.pid, "outlives": job.outlives_dashboard}), flush=True)
+    time.sleep(600)
+""")
+
+
+def _parent_with_child(tmp_path, tie: bool, mode: str = "cooperating"):
+    import subprocess
+
+    stream = tmp_path / "s.jsonl"
+    parent = subprocess.Popen([sys.executable, "-c", PARENT, str(stream), "1" if tie else "0",
+                               mode, TIED_CHILD], stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parent.parent)
+    info = json.loads(parent.stdout.readline())
+    _wait_for_lines(stream, 1, timeout=30)
+    return parent, info, stream
+
+
+def _wait_gone(pid: int, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_tied_run_stops_cleanly_when_its_parent_is_killed(tmp_path):
+    parent, info, stream = _parent_with_child(tmp_path, tie=True)
+    try:
+        assert info["outlives"] is False
+        assert json.loads(stream.read_text().splitlines()[0]) == {"tied": True}
+        parent.kill()  # SIGKILL: no handler, no cleanup in the parent
+        parent.wait()
+        assert _wait_gone(info["pid"]), "the tied run outlived its parent"
+        last = json.loads(stream.read_text().splitlines()[-1])
+        assert last == {"event": "stopped", "why": "parent gone"}  # on_gone, not the grace exit
+    finally:
+        if _alive(info["pid"]):
+            os.killpg(info["pid"], signal.SIGKILL)
+
+
+def test_tied_run_that_ignores_the_stop_is_ended_after_the_grace(tmp_path):
+    parent, info, stream = _parent_with_child(tmp_path, tie=True, mode="ignoring")
+    try:
+        parent.kill()
+        parent.wait()
+        assert _wait_gone(info["pid"])
+        assert "stopped" not in stream.read_text()  # ended by the grace timer, not by on_gone
+    finally:
+        if _alive(info["pid"]):
+            os.killpg(info["pid"], signal.SIGKILL)
+
+
+def test_untied_run_outlives_its_parent(tmp_path):
+    parent, info, stream = _parent_with_child(tmp_path, tie=False)
+    try:
+        assert info["outlives"] is True
+        assert json.loads(stream.read_text().splitlines()[0]) == {"tied": False}
+        parent.kill()
+        parent.wait()
+        time.sleep(1.0)  # longer than the tied child's grace
+        assert _alive(info["pid"])
+    finally:
+        if _alive(info["pid"]):
+            os.killpg(info["pid"], signal.SIGKILL)
+    assert _wait_gone(info["pid"])
+
+
+def test_watch_parent_outside_a_tied_run_does_nothing(monkeypatch):
+    from carl_tui.actions.local_job import PARENT_FD_ENV, watch_parent
+
+    monkeypatch.delenv(PARENT_FD_ENV, raising=False)
+    assert watch_parent(lambda: None) is False
+
+
+def test_a_tie_is_never_passed_on(tmp_path, monkeypatch):
+    """A tied process's own runs do not inherit its tie (they get their own, or none)."""
+    from carl_tui.actions.local_job import PARENT_FD_ENV, PARENT_PID_ENV
+
+    monkeypatch.setenv(PARENT_FD_ENV, "97")
+    monkeypatch.setenv(PARENT_PID_ENV, "1")
+    stream = tmp_path / "env.jsonl"
+    code = ("import json, os, sys; open(sys.argv[1], 'w').write(json.dumps("
+            "{k: v for k, v in os.environ.items() if k.startswith('CARL_TUI_PARENT')}) + '\\n')")
+    job = LocalJob.start([sys.executable, "-c", code, str(stream)], stream)
+    assert job.wait(30) == "completed"
+    assert json.loads(stream.read_text()) == {}
+    assert job.outlives_dashboard is True
+
+
+@pytest.fixture
+def registry(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    from carl_tui.actions.local_job import registry_path
+
+    path = registry_path()
+    assert path == tmp_path / "cache" / "carl-tui" / "local-runs.jsonl"
+    return path
+
+
+def test_registry_round_trip(tmp_path, registry):
+    import subprocess
+
+    from carl_tui.actions.local_job import list_local_runs, record_local_run
+
+    assert list_local_runs() == []  # no registry yet
+    done = subprocess.Popen([sys.executable, "-c", "pass"])
+    done.wait()
+    first = record_local_run(pid=done.pid, stream_path=tmp_path / "a.jsonl",
+                             log_path=tmp_path / "a.log", argv=["python", "-c", "pass"],
+                             name="finished run", started_at=1_795_000_000.25)
+    live = LocalJob.start(_child(tmp_path / "b.jsonl", "graceful"), tmp_path / "b.jsonl")
+    try:
+        second = live.record("grpo on tiny")
+        runs = list_local_runs()
+        assert [r.name for r in runs] == ["grpo on tiny", "finished run"]  # newest first
+        newest, oldest = runs
+        assert newest.alive and not oldest.alive
+        assert newest.pid == live.pid and newest.argv == tuple(live.argv)
+        assert newest.stream_path == (tmp_path / "b.jsonl").resolve()
+        assert newest.log_path == live.log_path.resolve() and newest.outlives_dashboard
+        assert newest.process_start is not None
+        assert abs(newest.started_at - live.started_at) < 1e-6
+        assert oldest.started_at == first.started_at == 1_795_000_000.25
+        assert (oldest.pid, oldest.argv) == (done.pid, ("python", "-c", "pass"))
+        assert second.alive is False  # as recorded; `alive` is read when listed
+        # a reused pid: same pid, another start time -> not this run
+        line = json.loads(registry.read_text().splitlines()[-1])
+        line.update(process_start=line["process_start"] - 3600, name="older process, same pid")
+        with registry.open("a") as f:
+            f.write(json.dumps(line) + "\n")
+        reused = list_local_runs()[0]
+        assert reused.name == "older process, same pid" and reused.alive is False
+    finally:
+        live.stop(grace=5, term_grace=1)
+    assert not list_local_runs()[1].alive  # stopped now
+
+
+def test_registry_skips_bad_lines_and_other_hosts(tmp_path, registry):
+    from carl_tui.actions.local_job import list_local_runs, record_local_run
+
+    record_local_run(pid=os.getpid(), stream_path="s.jsonl", log_path="s.log", argv=["x"],
+                     name="this test", outlives_dashboard=False)
+    other = json.loads(registry.read_text())
+    other.update(host=other["host"] + "-elsewhere", name="another machine")
+    with registry.open("a") as f:
+        f.write("not json\n[1, 2]\n{\"pid\": \"seven\"}\n\n" + json.dumps(other) + "\n")
+    runs = list_local_runs()
+    assert [(r.name, r.alive, r.outlives_dashboard) for r in runs] == [("this test", True, False)]
+    both = list_local_runs(all_hosts=True)
+    assert [(r.name, r.alive) for r in both] == [("another machine", False), ("this test", True)]
+
+
+def test_registry_is_cut_to_its_newest_entries(tmp_path, registry, monkeypatch):
+    import carl_tui.actions.local_job as lj
+
+    monkeypatch.setattr(lj, "REGISTRY_MAX_BYTES", 1500)
+    monkeypatch.setattr(lj, "REGISTRY_KEEP", 3)
+    for i in range(12):
+        lj.record_local_run(pid=10**7 + i, stream_path=f"s{i}.jsonl", log_path=f"s{i}.log",
+                            argv=["x"], name=f"run {i}")
+    names = [r.name for r in lj.list_local_runs()]
+    assert 3 <= len(names) < 12 and len(registry.read_text().splitlines()) == len(names)
+    assert names == [f"run {i}" for i in range(11, 11 - len(names), -1)]  # the newest, in order
+
+
+def test_registry_that_cannot_be_written_is_a_plain_error(tmp_path):
+    from carl_tui.actions.local_job import list_local_runs, record_local_run
+
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where a folder should be")
+    with pytest.raises(CarlError, match="Cannot record the run"):
+        record_local_run(pid=1, stream_path="s", log_path="l", argv=["x"], name="n",
+                         path=blocker / "runs.jsonl")
+    assert list_local_runs(path=blocker / "runs.jsonl") == []
+
+
 # -- `carl-tui launch` ------------------------------------------------------------
 
 
