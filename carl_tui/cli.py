@@ -362,7 +362,7 @@ def run_demo(args) -> int:
         stream = Path(tempfile.mkdtemp(prefix="carl-demo-")) / "stream.jsonl"
     argv = [sys.executable, "-m", "carl_tui.training.demo", "--stream", str(stream),
             "--seed", str(args.seed)]
-    job = LocalJob.start(argv, stream)
+    job = LocalJob.start(argv, stream, tie_to_parent=True)  # training ends with the dashboard
     print(f"carl-tui demo: training a tiny model on the CPU; stream {stream}, "
           f"log {job.log_path}", file=sys.stderr)
     run = demo_run(args.seed)

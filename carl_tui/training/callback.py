@@ -6,16 +6,13 @@ first line of a stream is a meta line (run identity, model, method, vocabulary
 size, config). The callback also carries the phase-transition gate: when it
 fires, a `phase_transition` marker is written and, if asked, training stops.
 
-Each line is written with a single `os.write` on a file opened for appending,
-so a reader tailing the file never sees a torn line.
+Each line is written with a single `os.write` on a file opened for appending
+(`StreamWriter`, in `training/stream.py`), so a reader tailing the file never
+sees a torn line.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import os
-import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -24,69 +21,15 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from carl_tui.training.stream import StreamWriter, finite, json_safe, phi_of
 
-def _finite(value: Any) -> float | int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and math.isfinite(value):
-        return value
-    try:  # numpy / torch scalars
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def _json_safe(obj: Any, depth: int = 0) -> Any:
-    """A JSON-encodable copy of `obj` (non-finite floats and unknown types dropped)."""
-    if obj is None or isinstance(obj, (str, bool)):
-        return obj
-    if isinstance(obj, (int, float)):
-        return _finite(obj)
-    if depth < 4 and isinstance(obj, Mapping):
-        out = {}
-        for k, v in obj.items():
-            sv = _json_safe(v, depth + 1)
-            if sv is not None:
-                out[str(k)] = sv
-        return out
-    if depth < 4 and isinstance(obj, (list, tuple)):
-        return [x for x in (_json_safe(v, depth + 1) for v in obj) if x is not None]
-    return None
+__all__ = ["CarlCallback", "StreamWriter", "method_of"]
 
 
 def method_of(args: Any) -> str:
     """"sft", "grpo", ... from the trainer's config class name; "train" if unknown."""
     name = type(args).__name__
     return name[: -len("Config")].lower() if name.endswith("Config") else "train"
-
-
-class StreamWriter:
-    """Append whole JSON lines to a file; safe to share between threads."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self._lock = threading.Lock()
-
-    def write(self, obj: Mapping[str, Any]) -> None:
-        data = (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
-        with self._lock:
-            if self._fd is None:
-                return
-            view = memoryview(data)
-            while view:
-                n = os.write(self._fd, view)
-                view = view[n:]
-
-    def close(self) -> None:
-        with self._lock:
-            if self._fd is not None:
-                os.close(self._fd)
-                self._fd = None
 
 
 class CarlCallback(TrainerCallback):
@@ -98,11 +41,15 @@ class CarlCallback(TrainerCallback):
     - `phases`: label steps with the online phase classifier (from `phase_metric`
       and `entropy`); a `phase` marker is written whenever the label changes.
     - `meta`: extra fields for the meta line (e.g. `{"model": ..., "config": {...}}`).
+
+    `path` may be a `StreamWriter` already in use (a process that opened its
+    stream before importing transformers, see `training/stream.py`): if it wrote
+    lines, the first of them was the meta line and the stream goes on after them.
     """
 
     def __init__(
         self,
-        path: str | Path,
+        path: str | Path | StreamWriter,
         vocab_size: int,
         *,
         gate: Any = None,
@@ -118,7 +65,7 @@ class CarlCallback(TrainerCallback):
             raise ValueError("vocab_size must be at least 2")
         from carl_tui.coherence.gates import PhaseTransitionGate
 
-        self.writer = StreamWriter(path)
+        self.writer = path if isinstance(path, StreamWriter) else StreamWriter(path)
         self.vocab_size = int(vocab_size)
         self.gate = PhaseTransitionGate() if gate is None else (gate or None)
         self.stop_on_gate = stop_on_gate
@@ -130,9 +77,8 @@ class CarlCallback(TrainerCallback):
         self.last_step = 0
         self.step_offset = 0
         self.stage = ""
-        self._meta_written = False
+        self._meta_written = self.writer.lines > 0
         self._stop_requested = False
-        self._log_v = math.log(self.vocab_size)
         self.phase_metric = phase_metric
         self.phase: str | None = None
         self._phases = self._new_classifier() if phases else None
@@ -151,7 +97,7 @@ class CarlCallback(TrainerCallback):
         }
         obj.update(self.extra_meta)
         obj.update(fields)
-        self.writer.write(_json_safe(obj))
+        self.writer.write(json_safe(obj))
         self._meta_written = True
 
     def _ensure_meta(self) -> None:
@@ -162,7 +108,7 @@ class CarlCallback(TrainerCallback):
         """Write a marker line at `step` (stream steps; default: the latest step)."""
         self._ensure_meta()
         obj = {"event": "marker", "kind": kind, "step": int(self.last_step if step is None else step)}
-        obj.update(_json_safe(detail))
+        obj.update(json_safe(detail))
         self.writer.write(obj)
 
     def log_text(self, text: str) -> None:
@@ -177,15 +123,19 @@ class CarlCallback(TrainerCallback):
         for key, value in values.items():
             if key in ("step", "time", "event"):
                 continue
-            v = _finite(value)
+            v = finite(value)
             if v is not None:
                 line[key] = v
         entropy = line.get("entropy")
         if entropy is not None and "phi" not in line:
-            line["phi"] = min(1.0, max(0.0, 1.0 - float(entropy) / self._log_v))
+            line["phi"] = self.phi_of(entropy)
         self.writer.write(line)
         self.last_step = max(self.last_step, int(step))
         return line
+
+    def phi_of(self, entropy: float) -> float:
+        """phi = 1 - entropy / ln V for this run's vocabulary, clipped to [0, 1]."""
+        return phi_of(entropy, self.vocab_size)
 
     # -- stages and stopping ---------------------------------------------------
 
@@ -214,6 +164,10 @@ class CarlCallback(TrainerCallback):
         """Ask the trainer to stop at the end of the current step (e.g. on SIGTERM)."""
         self._stop_requested = True
 
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested
+
     def close(self) -> None:
         self.writer.close()
 
@@ -237,9 +191,9 @@ class CarlCallback(TrainerCallback):
         zero = state.is_world_process_zero
         if zero:
             self.write_metrics(step, logs)
-        entropy = _finite(logs.get("entropy"))
+        entropy = finite(logs.get("entropy"))
         if self.gate is not None and not self.gate.fired:
-            value = _finite(logs.get(self.gate.metric))
+            value = finite(logs.get(self.gate.metric))
             if value is not None and self.gate.update(step, float(value), entropy=entropy):
                 self.gate_step = step
                 if zero:
@@ -264,7 +218,7 @@ class CarlCallback(TrainerCallback):
         return control
 
     def _update_phase(self, step: int, logs: Mapping[str, Any], entropy: float | None) -> None:
-        acc = _finite(logs.get(self.phase_metric))
+        acc = finite(logs.get(self.phase_metric))
         if acc is None or entropy is None:
             return
         phase = self._phases.update(step, float(acc), float(entropy))

@@ -2,19 +2,35 @@
 
     python -m carl_tui.training.demo --stream PATH [--seed N] [--pace S]
 
-1. Warm start: a few steps of a neighbouring task (copy the digits), so the
-   model starts confident and wrong.
-2. SFT on reversal, one log per step, until the phase-transition gate fires
-   (token accuracy >= 0.99 on 3 of the last 5 steps): the entropy first rises
-   (melting), then collapses (transition, crystallisation).
-3. GRPO with the task reward, sampling hot (temperature 1.5); once the cascade
-   gate fires on the task reward, the CARL reward is added.
+One stream, one run, three stages (a `stage` marker starts each):
 
-Everything goes to the JSONL stream through `CarlCallback`. `--pace` sets a
-minimum wall time per optimizer step so that a person can watch the phases
-(0 runs as fast as the CPU allows). SIGINT or SIGTERM stops training at the end
-of the current step; the stream gets a final log line and the exit status is 0.
-Nothing is downloaded: the tokenizer, model and data are built in-process.
+1. Warm start (`warm_start`): the random model learns a neighbouring task
+   (copy the digits), so that it starts SFT confident and wrong. It is plain
+   PyTorch training, streamed step by step like the rest: `warm_start/loss`,
+   `warm_start/entropy`, `warm_start/mean_token_accuracy` and `phi` (from that
+   entropy). Its accuracy and entropy have their own names so that the
+   dashboard's gate and phases read SFT's alone (its phases calibrate on the
+   first steps they see; copy accuracy reaches 0.99 too).
+2. SFT on reversal (`sft`), one log per step, until the phase-transition gate
+   fires (token accuracy >= 0.99 on 3 of the last 5 steps): the entropy first
+   rises (melting), then collapses (transition, crystallisation).
+3. GRPO (`grpo`) with the task reward, sampling hot (temperature 1.5); once the
+   cascade gate fires on the task reward the CARL reward is added, and the demo
+   ends `--carl-steps` steps later.
+
+The first lines (meta, stage, log) are written before torch is imported, and
+the first metrics line as soon as the model has taken its first step; trl and
+datasets are imported in the background meanwhile. Torch uses one thread by
+default: on a small shared machine a second thread mostly waits for the first.
+
+`--pace` sets a minimum wall time per SFT step (the warm start gets a third of
+it, GRPO 1.5x) so that a person can watch the phases (0 runs as fast as the CPU
+allows). SIGINT or SIGTERM stops training at the end of the current step; the
+stream gets a final log line and the exit status is 0. Started by
+`carl-tui demo`, the process is tied to the dashboard (see
+`actions/local_job.py`): when the dashboard's process ends, however it ends,
+training stops the same way. Nothing is downloaded: the tokenizer, model and
+data are built in-process.
 """
 
 from __future__ import annotations
@@ -24,18 +40,37 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
+import uuid
 from collections.abc import Sequence
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-#: Steps of the copy task before SFT on reversal.
+#: Steps of the copy task before SFT on reversal, its batch size and learning rate.
 WARM_START_STEPS = 150
+WARM_START_BATCH = 64
+WARM_START_LR = 3e-3
+#: The model: hidden size and layers (3 layers crystallise in about half the steps of 2).
+MODEL_HIDDEN = 64
+MODEL_LAYERS = 3
+#: SFT: batch size, peak learning rate, warm-up steps, schedule (over `--sft-steps`).
+SFT_BATCH = 128
+SFT_LR = 5e-3
+SFT_WARMUP = 10
+SFT_SCHEDULE = "cosine"
+#: GRPO: batch size (completions: prompts x GRPO_GENERATIONS), learning rate.
+GRPO_BATCH = 64
+GRPO_GENERATIONS = 8
+GRPO_LR = 3e-4
 #: Cascade gate tuned for a short run: smaller windows than the default.
-DEMO_CASCADE = {"window": 10, "warmup": 10, "level": 0.8, "rise_z": 4.0, "flat": 0.5, "patience": 3}
+DEMO_CASCADE = {"window": 10, "warmup": 10, "rise_z": 4.0, "patience": 3, "plateau": 60}
+#: The demo's stages, in order (the `stage` marker's values).
+STAGES = ("warm_start", "sft", "grpo")
+#: Pace of a warm-start step and of a GRPO step, relative to `--pace` (an SFT step).
+WARM_PACE = 1 / 3
+GRPO_PACE = 1.5
+
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+               "TOKENIZERS_PARALLELISM": "false"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,13 +78,37 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stream", required=True, help="JSONL stream to write")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--pace", type=float, default=0.2,
-                   help="minimum seconds per SFT step (GRPO steps get 1.5x); 0 = no pacing")
-    p.add_argument("--sft-steps", type=int, default=400, help="SFT step limit if the gate never fires")
-    p.add_argument("--grpo-steps", type=int, default=160)
+    p.add_argument("--pace", type=float, default=0.25,
+                   help="minimum seconds per SFT step (warm start 1/3 of it, GRPO 1.5x); "
+                        "0 = no pacing")
+    p.add_argument("--warm-start-steps", type=int, default=WARM_START_STEPS)
+    p.add_argument("--sft-steps", type=int, default=250,
+                   help="SFT step limit if the gate never fires (the length of its cosine "
+                        "schedule too)")
+    p.add_argument("--grpo-steps", type=int, default=150,
+                   help="GRPO step limit if the cascade never fires")
+    p.add_argument("--carl-steps", type=int, default=30,
+                   help="GRPO steps after the cascade switched the CARL reward on")
     p.add_argument("--no-carl", action="store_true", help="GRPO with the task reward only")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
     return p
+
+
+class _Stop:
+    """Why training should stop (first reason wins), passed on to the trainer."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self.callback = None  # the CarlCallback, once it exists
+
+    def request(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+        if self.callback is not None:
+            self.callback.request_stop()
+
+    def __bool__(self) -> bool:
+        return self.reason is not None
 
 
 def _make_pace_callback(seconds: float):
@@ -74,6 +133,21 @@ def _make_pace_callback(seconds: float):
     return Pace()
 
 
+def _make_carl_steps_callback(cascade, steps: int):
+    from transformers import TrainerCallback
+
+    class EndAfterCarl(TrainerCallback):
+        """Stop GRPO `steps` steps after the cascade switched the CARL reward on."""
+
+        def on_step_end(self, args, state, control, **kwargs):
+            fired = cascade.fired_step
+            if fired is not None and state.global_step >= fired + steps - 1:
+                control.should_training_stop = True
+            return control
+
+    return EndAfterCarl()
+
+
 def _quiet(trainer) -> None:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
@@ -81,136 +155,205 @@ def _quiet(trainer) -> None:
     trainer.remove_callback(ProgressCallback)
 
 
+def _preload() -> None:
+    """Import what the SFT and GRPO stages need (run in a thread during the warm start)."""
+    import datasets  # noqa: F401
+    import trl  # noqa: F401
+    from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer  # noqa: F401
+
+    import carl_tui.training.cascade
+    import carl_tui.training.reward  # noqa: F401
+
+
 def run_demo(
     stream: str,
     *,
     seed: int = 0,
-    pace: float = 0.2,
-    sft_steps: int = 400,
-    grpo_steps: int = 160,
+    pace: float = 0.25,
+    warm_start_steps: int = WARM_START_STEPS,
+    sft_steps: int = 250,
+    grpo_steps: int = 150,
+    carl_steps: int = 30,
     carl: bool = True,
+    threads: int = 1,
     install_signals: bool = True,
+    tie_to_parent: bool = True,
 ) -> int:
-    """Run the demo, streaming to `stream`. Returns the exit status (0 also when stopped)."""
-    import datasets
-    from transformers import logging as hf_logging
-    from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer
+    """Run the demo, streaming to `stream`. Returns the exit status (0 also when stopped).
 
-    from carl_tui.coherence.gates import CascadeGate, PhaseTransitionGate
-    from carl_tui.training.callback import CarlCallback
-    from carl_tui.training.cascade import CascadeReward
-    from carl_tui.training.reward import carl_reward
-    from carl_tui.training.tiny import (
-        TINY_MODEL_NAME,
-        grpo_dataset,
-        reverse_reward,
-        sft_dataset,
-        tiny_model,
-        tiny_tokenizer,
-        warm_start_copy,
-    )
-
-    datasets.disable_progress_bars()
-    hf_logging.set_verbosity_error()
+    `tie_to_parent`: stop when the process that started this one ends (only
+    when it was started with `LocalJob.start(..., tie_to_parent=True)`)."""
     t_start = time.time()
-    tok = tiny_tokenizer()
-    model = tiny_model(seed=seed)
-    vocab = model.config.vocab_size
-    cb = CarlCallback(
-        stream, vocab, gate=PhaseTransitionGate(), stop_on_gate=True,
-        run_name=f"tiny-reverse-seed{seed}", project="carl-tui-demo",
-    )
-    stop_signal: list[str] = []
+    for key, value in OFFLINE_ENV.items():
+        os.environ.setdefault(key, value)
+    from carl_tui.training.stream import StreamWriter
+    from carl_tui.training.tiny import TINY_MODEL_NAME, tiny_vocab_size
 
-    def on_signal(signum, frame):
-        stop_signal.append(signal.Signals(signum).name)
-        cb.request_stop()
-
+    timings: list[tuple[str, float]] = []
+    stop = _Stop()
     if install_signals:
+        def on_signal(signum, frame):
+            stop.request(f"stopped by {signal.Signals(signum).name}")
+
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
+    if tie_to_parent:
+        from carl_tui.actions.local_job import watch_parent
 
-    cb.write_meta(
-        model=TINY_MODEL_NAME, method="sft", task="reverse a digit string",
-        config={"seed": seed, "pace": pace, "sft_max_steps": sft_steps, "grpo_steps": grpo_steps,
-                "carl": carl, "hidden_size": model.config.hidden_size,
-                "layers": model.config.num_hidden_layers,
-                "parameters": sum(p.numel() for p in model.parameters())},
-    )
-    pace_cb = _make_pace_callback(pace)
+        watch_parent(lambda: stop.request("stopped (its dashboard ended)"))
 
-    def finish(reason: str) -> int:
-        cb.log_text(f"demo {reason} after {time.time() - t_start:.1f} s (step {cb.last_step})")
+    # The first lines, before torch: the dashboard knows the run at once.
+    writer = StreamWriter(stream)
+    run_id, run_name, project = uuid.uuid4().hex[:12], f"tiny-reverse-seed{seed}", "carl-tui-demo"
+    vocab = tiny_vocab_size()
+    writer.write({"event": "meta", "run_id": run_id, "name": run_name, "project": project,
+                  "vocab_size": vocab, "model": TINY_MODEL_NAME, "method": "sft",
+                  "task": "reverse a digit string"})
+    writer.write({"event": "marker", "kind": "stage", "step": 0, "stage": "warm_start"})
+    writer.write({"event": "log", "text": f"warm start: {warm_start_steps} steps copying digits "
+                  "(the model becomes confident and wrong); loading torch"})
+
+    def finish(reason: str, cb) -> int:
+        parts = ", ".join(f"{name} {secs:.1f} s" for name, secs in timings)
+        cb.log_text(f"demo {reason} after {time.time() - t_start:.1f} s (step {cb.last_step})"
+                    + (f"; {parts}" if parts else ""))
         cb.close()
         return 0
 
+    cb = None
     try:
-        cb.log_text(f"warm start: {WARM_START_STEPS} steps copying digits "
-                    "(the model becomes confident and wrong)")
-        warm_start_copy(model, tok, steps=WARM_START_STEPS, seed=seed)
-        if stop_signal:
-            return finish(f"stopped by {stop_signal[0]}")
+        import torch
 
+        if threads > 0:
+            torch.set_num_threads(threads)
+        from carl_tui.coherence.gates import PhaseTransitionGate
+        from carl_tui.training.callback import CarlCallback
+        from carl_tui.training.tiny import tiny_model, tiny_tokenizer, warm_start_copy
+
+        tok = tiny_tokenizer()
+        model = tiny_model(seed=seed, hidden_size=MODEL_HIDDEN, num_layers=MODEL_LAYERS)
+        cb = CarlCallback(writer, vocab, gate=PhaseTransitionGate(), stop_on_gate=True,
+                          run_name=run_name, project=project, run_id=run_id)
+        cb.stage = "warm_start"
+        stop.callback = cb
+        if stop:
+            return finish(stop.reason, cb)
+        cb.write_meta(config={
+            "seed": seed, "pace": pace, "warm_start_steps": warm_start_steps,
+            "sft_max_steps": sft_steps, "grpo_max_steps": grpo_steps, "carl_steps": carl_steps,
+            "carl": carl, "threads": torch.get_num_threads(),
+            "hidden_size": model.config.hidden_size, "layers": model.config.num_hidden_layers,
+            "parameters": sum(p.numel() for p in model.parameters())})
+        timings.append(("model ready", time.time() - t_start))
+
+        # 1. Warm start, streamed; trl and datasets load in the background meanwhile.
+        preload = threading.Thread(target=_preload, name="carl-demo-preload", daemon=True)
+        warm_pace = pace * WARM_PACE
+        last = [time.monotonic()]
+
+        def on_warm_step(step: int, metrics: dict[str, float]) -> bool:
+            cb.write_metrics(step, {
+                "warm_start/loss": metrics["loss"], "warm_start/entropy": metrics["entropy"],
+                "warm_start/mean_token_accuracy": metrics["mean_token_accuracy"],
+                "warm_start/num_tokens": metrics["num_tokens"],
+                "phi": cb.phi_of(metrics["entropy"])})
+            if step == 1:
+                preload.start()
+            wait = warm_pace - (time.monotonic() - last[0])
+            if wait > 0 and not stop:
+                time.sleep(wait)
+            last[0] = time.monotonic()
+            return bool(stop)
+
+        t0 = time.time()
+        warm_start_copy(model, tok, steps=warm_start_steps, batch_size=WARM_START_BATCH,
+                        lr=WARM_START_LR, seed=seed, on_step=on_warm_step)
+        timings.append(("warm start", time.time() - t0))
+        if stop:
+            return finish(stop.reason, cb)
+
+        # 2. SFT on reversal until the phase-transition gate fires.
+        t0 = time.time()
+        if preload.ident is None:  # stopped before the first step
+            preload.start()
+        preload.join()
+        import datasets
+        from transformers import logging as hf_logging
+        from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer
+
+        from carl_tui.coherence.gates import CascadeGate
+        from carl_tui.training.cascade import CascadeReward
+        from carl_tui.training.reward import carl_reward
+        from carl_tui.training.tiny import grpo_dataset, reverse_reward, sft_dataset_tokenized
+
+        datasets.disable_progress_bars()
+        hf_logging.set_verbosity_error()
+        pace_cb = _make_pace_callback(pace)
+        # The data set as SFTTrainer would prepare it (a test checks they agree), so that
+        # the trainer starts at once instead of tokenizing for seconds.
+        sft_data = sft_dataset_tokenized(min(sft_steps, 256) * SFT_BATCH, seed=seed)
         with tempfile.TemporaryDirectory(prefix="carl-demo-") as out:
+            cb.begin_stage("sft")
             cb.log_text("SFT: reverse the digits; the gate stops it when token accuracy crystallises")
             sft_args = SFTConfig(
-                output_dir=os.path.join(out, "sft"), per_device_train_batch_size=64,
-                learning_rate=3e-3, lr_scheduler_type="cosine", warmup_steps=10,
-                max_steps=sft_steps,
+                output_dir=os.path.join(out, "sft"), per_device_train_batch_size=SFT_BATCH,
+                learning_rate=SFT_LR, lr_scheduler_type=SFT_SCHEDULE, warmup_steps=SFT_WARMUP,
+                max_steps=sft_steps, dataset_kwargs={"skip_prepare_dataset": True},
                 logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, seed=seed,
                 disable_tqdm=True, log_level="error", dataloader_num_workers=0,
             )
             sft = SFTTrainer(model=model, args=sft_args, processing_class=tok,
-                             train_dataset=sft_dataset(min(sft_steps, 256) * 64, seed=seed),
-                             callbacks=[cb, pace_cb])
+                             train_dataset=sft_data, callbacks=[cb, pace_cb])
             _quiet(sft)
             sft.train()
-            if stop_signal:
-                return finish(f"stopped by {stop_signal[0]}")
+            timings.append(("SFT", time.time() - t0))
+            if stop:
+                return finish(stop.reason, cb)
             if cb.gate_step is None:
                 cb.log_text(f"SFT reached {sft_steps} steps without the gate firing; going on")
             model.eval()
 
+            # 3. GRPO: the task reward, then CARL once the cascade gate fires.
+            t0 = time.time()
             cb.begin_stage("grpo", method="grpo", phase_metric="rewards/reverse_reward/mean")
             cb.log_text("GRPO: task reward first; CARL joins once the cascade gate fires")
-            pace_cb.seconds = pace * 1.5
+            pace_cb.seconds = pace * GRPO_PACE
+            callbacks = [cb, pace_cb]
             if carl:
                 cascade = CascadeReward([reverse_reward], carl_reward(model, tok),
                                         gate=CascadeGate(**DEMO_CASCADE), callback=cb)
                 funcs = cascade.reward_funcs
+                callbacks.append(_make_carl_steps_callback(cascade, carl_steps))
             else:
                 funcs = [reverse_reward]
             grpo_args = GRPOConfig(
-                output_dir=os.path.join(out, "grpo"), per_device_train_batch_size=64,
-                num_generations=8, max_completion_length=8, temperature=1.5,
-                learning_rate=3e-4, lr_scheduler_type="constant", max_steps=grpo_steps,
+                output_dir=os.path.join(out, "grpo"), per_device_train_batch_size=GRPO_BATCH,
+                num_generations=GRPO_GENERATIONS, max_completion_length=8, temperature=1.5,
+                learning_rate=GRPO_LR, lr_scheduler_type="constant", max_steps=grpo_steps,
                 logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, seed=seed,
                 disable_tqdm=True, log_level="error", dataloader_num_workers=0,
             )
             grpo = GRPOTrainer(model=model, args=grpo_args, processing_class=tok,
-                               train_dataset=grpo_dataset(min(grpo_steps, 256) * 8, seed=seed + 1),
-                               reward_funcs=funcs, callbacks=[cb, pace_cb])
+                               train_dataset=grpo_dataset(min(grpo_steps, 256) * GRPO_BATCH
+                                                          // GRPO_GENERATIONS, seed=seed + 1),
+                               reward_funcs=funcs, callbacks=callbacks)
             _quiet(grpo)
             grpo.train()
-        if stop_signal:
-            return finish(f"stopped by {stop_signal[0]}")
-        return finish("finished")
+            timings.append(("GRPO", time.time() - t0))
+        return finish(stop.reason or "finished", cb)
     except BaseException as exc:  # record why the stream ends, then re-raise
         if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            cb.log_text(f"demo failed: {type(exc).__name__}: {exc}")
-        cb.close()
+            writer.write({"event": "log", "text": f"demo failed: {type(exc).__name__}: {exc}"})
+        writer.close()
         raise
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.threads > 0:
-        import torch
-
-        torch.set_num_threads(args.threads)
     return run_demo(
-        args.stream, seed=args.seed, pace=args.pace, sft_steps=args.sft_steps,
-        grpo_steps=args.grpo_steps, carl=not args.no_carl,
+        args.stream, seed=args.seed, pace=args.pace, warm_start_steps=args.warm_start_steps,
+        sft_steps=args.sft_steps, grpo_steps=args.grpo_steps, carl_steps=args.carl_steps,
+        carl=not args.no_carl, threads=args.threads,
     )
 
 

@@ -9,6 +9,7 @@ entropy collapses, which is what the dashboard is made to show.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 PAD = "<pad>"
@@ -19,15 +20,21 @@ CHARS = DIGITS + SEP
 TINY_MODEL_NAME = "tiny-reverse"
 
 
+_VOCAB = {PAD: 0, EOS: 1, **{ch: i + 2 for i, ch in enumerate(CHARS)}}
+
+
+def tiny_vocab_size() -> int:
+    """The tiny tokenizer's vocabulary size (pad, eos and one token per character),
+    known without building it."""
+    return len(_VOCAB)
+
+
 def tiny_tokenizer():
     """A character-level `PreTrainedTokenizerFast`: one token per character, plus pad and eos."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {PAD: 0, EOS: 1}
-    for ch in CHARS:
-        vocab[ch] = len(vocab)
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=PAD))
+    tok = Tokenizer(models.WordLevel(vocab=dict(_VOCAB), unk_token=PAD))
     tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     tok.decoder = decoders.Fuse()
     fast = PreTrainedTokenizerFast(
@@ -97,6 +104,25 @@ def sft_dataset(n: int = 4096, *, seed: int = 0, min_len: int = 3, max_len: int 
     )
 
 
+def token_ids(text: str) -> list[int]:
+    """The tiny tokenizer's ids for `text` (digits and ">"), without building it."""
+    return [_VOCAB[ch] for ch in text]
+
+
+def sft_dataset_tokenized(n: int = 4096, *, seed: int = 0, min_len: int = 3, max_len: int = 6):
+    """`sft_dataset` as `SFTTrainer` prepares it: `input_ids` (prompt, completion, eos) and
+    `labels` (-100 on the prompt). Built in a blink; give `SFTConfig(dataset_kwargs=
+    {"skip_prepare_dataset": True})` so that the trainer uses it as is."""
+    from datasets import Dataset
+
+    ids, labels = [], []
+    for prompt, answer in _rows(n, seed, min_len, max_len):
+        p, a = token_ids(prompt), token_ids(answer) + [_VOCAB[EOS]]
+        ids.append(p + a)
+        labels.append([-100] * len(p) + a)
+    return Dataset.from_dict({"input_ids": ids, "labels": labels})
+
+
 def grpo_dataset(n: int = 1024, *, seed: int = 1, min_len: int = 3, max_len: int = 6):
     """Prompt + `answer` `datasets.Dataset` for GRPO."""
     from datasets import Dataset
@@ -126,20 +152,36 @@ def reverse_reward(completions: list[Any], answer: list[str], **kwargs: Any) -> 
     return out
 
 
-def warm_start_copy(model, tokenizer, *, steps: int = 150, batch_size: int = 64, lr: float = 3e-3,
-                    seed: int = 0) -> float:
+def warm_start_copy(
+    model,
+    tokenizer,
+    *,
+    steps: int = 150,
+    batch_size: int = 64,
+    lr: float = 3e-3,
+    seed: int = 0,
+    on_step: Callable[[int, dict[str, float]], bool | None] | None = None,
+) -> float:
     """Pre-train the random model on a neighbouring task (copy the digits) so that
     SFT on reversal starts from a confident, wrong model: its entropy first rises
-    (melting) before it collapses on the new task. Returns the final copy loss."""
+    (melting) before it collapses on the new task. Returns the final copy loss.
+
+    `on_step(step, metrics)` is called after each optimizer step (steps count
+    from 1) with the step's `loss`, `entropy` (mean entropy of the predicted
+    distribution over the trained tokens, in nats, as TRL's SFT logs it),
+    `mean_token_accuracy` (argmax = target over the same tokens) and
+    `num_tokens` (trained tokens so far); if it returns True the warm start
+    ends after that step."""
     import torch
 
     rng = random.Random(seed + 7919)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     model.train()
     loss_value = float("nan")
-    for _ in range(steps):
+    tokens = 0
+    for step in range(1, steps + 1):
         pairs = [reverse_example(rng) for _ in range(batch_size)]
-        texts = [p + p[:-1][::1] for p, _ in pairs]  # "123>" + "123"
+        texts = [p + p[:-1] for p, _ in pairs]  # "123>" + "123"
         enc = tokenizer(texts, padding=True, return_tensors="pt")
         ids = torch.cat([enc["input_ids"], torch.zeros(batch_size, 1, dtype=torch.long)], dim=1)
         mask = torch.cat([enc["attention_mask"], torch.zeros(batch_size, 1, dtype=torch.long)], dim=1)
@@ -155,6 +197,20 @@ def warm_start_copy(model, tokenizer, *, steps: int = 150, batch_size: int = 64,
         out.loss.backward()
         opt.step()
         loss_value = float(out.loss.detach())
+        if on_step is None:
+            continue
+        with torch.no_grad():  # the logits at k predict token k + 1
+            target = labels[:, 1:]
+            trained = target != -100
+            logits = out.logits.detach()[:, :-1][trained].float()
+            logp = torch.log_softmax(logits, dim=-1)
+            entropy = float(-(logp.exp() * logp).sum(-1).mean())
+            accuracy = float((logits.argmax(-1) == target[trained]).float().mean())
+        tokens += int(trained.sum())
+        metrics = {"loss": loss_value, "entropy": entropy, "mean_token_accuracy": accuracy,
+                   "num_tokens": float(tokens)}
+        if on_step(step, metrics):
+            break
     opt.zero_grad(set_to_none=True)
     model.eval()
     return loss_value
