@@ -33,7 +33,8 @@ class PhasePanel(Static):
         title = Text()
         if phase.phase:
             title.append(f" {phase.phase.upper()} ", style=f"bold reverse {self._color(phase.phase)}")
-            title.append(f"  since step {phase.since_step}", style="dim")
+            if phase.since_step is not None:
+                title.append(f"  since step {phase.since_step}", style="dim")
             if phase.stage == "reward" and any(k == "accuracy" for _, _, k in phase.history):
                 title.append("  · reward stage", style="dim")
         else:
@@ -56,10 +57,10 @@ class PhasePanel(Static):
         for label, text, style in _gate_rows(snap):
             t.add_row(label, Text(text, style=style))
         if gate.peak_entropy is not None:
-            t.add_row("peak entropy", f"{short_value(gate.peak_entropy)} at step {gate.peak_entropy_step}")
+            t.add_row("peak entropy", short_value(gate.peak_entropy) + _at_step(gate.peak_entropy_step))
         reported = {m.kind: m.step for m in snap.markers}
         if "phase_transition" in reported and reported["phase_transition"] != gate.trigger_step:
-            t.add_row("run's gate", f"fired at step {reported['phase_transition']}")
+            t.add_row("run's gate", "fired" + _at_step(reported["phase_transition"]))
         cascade = _cascade_text(snap)
         if cascade:
             t.add_row("cascade", cascade)
@@ -67,11 +68,16 @@ class PhasePanel(Static):
         return Group(title, strip, t)
 
 
+def _at_step(step: int | None) -> str:
+    """" at step N", or nothing when the step is not known (never "None")."""
+    return "" if step is None else f" at step {step}"
+
+
 def _gate_rows(snap: RunSnapshot) -> list[tuple[str, str, str]]:
     """The gate's state, and why it may disagree with the phase."""
     gate, phase = snap.gate, snap.phase.phase
     if gate.fired:
-        return [("gate", f"CRYSTALLISED at step {gate.trigger_step}", "bold")]
+        return [("gate", "CRYSTALLISED" + _at_step(gate.trigger_step), "bold")]
     if gate.metric not in snap.series:
         return [("gate", f"{gate.metric} not logged (--gate-metric picks another)", "dim")]
     last = gate.window_values[-1] if gate.window_values else None
