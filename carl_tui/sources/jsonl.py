@@ -122,8 +122,8 @@ from carl_tui.sources.tally import InputTally
 _IDENTITY_KEYS = ("run_id", "name", "project")
 MAX_NOTES = 50
 PREVIEW_MIN_BYTES = 16 << 20  # a shorter file is simply read
-PREVIEW_TAIL_BYTES = 1 << 20  # the newest lines of the preview
-PREVIEW_SAMPLE_LINES = 3000  # evenly spaced lines before them
+PREVIEW_TAIL_BYTES = 512 << 10  # the newest lines of the preview
+PREVIEW_SAMPLE_LINES = 1500  # evenly spaced lines before them
 HOLD_MAX_S = 2.0  # longest wait, after a preview, for the screen to show it (`hold`)
 
 NOT_UTF8 = "not UTF-8"

@@ -47,7 +47,6 @@ class RunBlock:
     key: str  # run_id (run_name in old databases)
     name: str  # run name of its last row in the range
     stamp: str | None  # timestamp of that row
-    last_id: int
     steps: np.ndarray
     columns: dict[str, np.ndarray] = field(default_factory=dict)
     skipped: int = 0  # rows that are not JSON objects, plus skipped values
@@ -73,10 +72,13 @@ def parse_all(blobs: Sequence) -> list[dict | None]:
     return parsed
 
 
-def run_columns(rows: Sequence[tuple]) -> tuple[np.ndarray, dict[str, np.ndarray], int, int]:
+def run_columns(
+    rows: Sequence[tuple], step_at: int = 2, metrics_at: int = 3
+) -> tuple[np.ndarray, dict[str, np.ndarray], int, int]:
     """(steps, columns, skipped values, rows that were not JSON objects) of rows
-    `(id, key, step, metrics)` of one run."""
-    parsed = parse_all(list(map(itemgetter(3), rows)))
+    `(id, key, step, metrics)` of one run (or other tuples: the step and the metrics
+    JSON at `step_at` and `metrics_at`)."""
+    parsed = parse_all(list(map(itemgetter(metrics_at), rows)))
     bad = 0
     if None in parsed:
         bad = parsed.count(None)
@@ -85,7 +87,7 @@ def run_columns(rows: Sequence[tuple]) -> tuple[np.ndarray, dict[str, np.ndarray
         parsed = [parsed[i] for i in keep]
         if not parsed:
             return np.empty(0, dtype=np.int64), {}, 0, bad
-    steps = list(map(itemgetter(2), rows))
+    steps = list(map(itemgetter(step_at), rows))
     if set(map(type, steps)) == {int}:
         default_steps = np.array(steps, dtype=np.int64)
     else:
@@ -96,16 +98,16 @@ def run_columns(rows: Sequence[tuple]) -> tuple[np.ndarray, dict[str, np.ndarray
     return cols.steps, cols.columns, cols.skipped, bad
 
 
-def group_by_run(rows: list[tuple]) -> dict[str, list[tuple]]:
-    """Rows by run key (column 1), each in id order; runs in order of appearance."""
+def group_by_run(rows: list[tuple], key_at: int = 1) -> dict[str, list[tuple]]:
+    """Rows by run key (column `key_at`), each in id order; runs in order of appearance."""
     if not rows:
         return {}
-    keys = list(map(itemgetter(1), rows))
+    keys = list(map(itemgetter(key_at), rows))
     if keys.count(keys[0]) == len(keys):
         return {str(keys[0]): rows}
     by_run: dict[str, list[tuple]] = {}
     for row in rows:
-        by_run.setdefault(str(row[1]), []).append(row)
+        by_run.setdefault(str(row[key_at]), []).append(row)
     return by_run
 
 
@@ -124,18 +126,19 @@ def _connection(path: str) -> sqlite3.Connection:
 def read_range(path: str, key: str, lo: int, hi: int) -> list[RunBlock]:
     """The rows `lo < id <= hi` of the metrics table of `path`, per run."""
     conn = _connection(path)
+    # No id column: the range is in id order already, and reading ids costs a fifth.
     rows = conn.execute(
-        f"SELECT id, {key}, step, metrics FROM metrics WHERE id > ? AND id <= ? ORDER BY id",
+        f"SELECT {key}, step, metrics FROM metrics WHERE id > ? AND id <= ? ORDER BY id",
         (lo, hi),
     ).fetchall()
     out = []
-    for run_key, run_rows in group_by_run(rows).items():
-        last = int(run_rows[-1][0])
-        info = conn.execute("SELECT run_name, timestamp FROM metrics WHERE id = ?",
-                            (last,)).fetchone()
-        steps, columns, skipped, bad = run_columns(run_rows)
+    for run_key, run_rows in group_by_run(rows, key_at=0).items():
+        info = conn.execute(
+            f"SELECT run_name, timestamp FROM metrics WHERE id > ? AND id <= ? AND {key} = ? "
+            "ORDER BY id DESC LIMIT 1", (lo, hi, run_rows[-1][0])).fetchone()
+        steps, columns, skipped, bad = run_columns(run_rows, step_at=1, metrics_at=2)
         out.append(RunBlock(run_key, str(info[0]) if info else run_key,
-                            info[1] if info else None, last, steps, columns, skipped + bad,
+                            info[1] if info else None, steps, columns, skipped + bad,
                             len(run_rows) - bad))
     return out
 
