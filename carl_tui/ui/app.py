@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import on
 from textual.app import App, SystemCommand
@@ -28,12 +28,14 @@ from carl_tui.sources.base import Source
 from carl_tui.store import Notice, RunSnapshot, RunStore
 from carl_tui.ui import chart
 from carl_tui.ui.alerts import AlertConfig, desktop_sequences, load_alert_config
-from carl_tui.ui.controller import ActionController
 from carl_tui.ui.follow import Follower
 from carl_tui.ui.keys import ACTION_KEYS, APP_KEYS
 from carl_tui.ui.messages import StoreChanged
 from carl_tui.ui.screens.dashboard import DashboardScreen
 from carl_tui.ui.themes import load_themes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.ui.controller import ActionController
 
 DEFAULT_THEME = "carl-dark"
 
@@ -84,7 +86,7 @@ class CarlApp(App[None]):
         self.config = config
         self.store = config.store or RunStore(vocab_size=config.vocab_size)
         self.follower = Follower(self, self.store, config.sources, config.run)
-        self.controller = ActionController(self, self.store, self.follower, config)
+        self._controller: ActionController | None = None  # made on first use
         self.alert_config, self._alert_problem = (
             (config.alerts, "") if config.alerts is not None else load_alert_config())
         self.notices_shown: list[str] = []  # texts of notifications raised, for tests/help
@@ -92,6 +94,15 @@ class CarlApp(App[None]):
         self._screen_built = False
         self._quitting = False
         self.title = config.title
+
+    @property
+    def controller(self) -> ActionController:
+        """The keys that act (imported when first needed: not for the first frame)."""
+        if self._controller is None:
+            from carl_tui.ui.controller import ActionController
+
+            self._controller = ActionController(self, self.store, self.follower, self.config)
+        return self._controller
 
     # -- what tests and the controller read ------------------------------------
 
@@ -135,7 +146,10 @@ class CarlApp(App[None]):
         self.set_interval(self.config.refresh_interval, self.pull)
         self.set_interval(1.0, self._refresh_status)
         self.theme_changed_signal.subscribe(self, lambda _theme: self._show(self.snapshot))
-        self.controller.start()
+        if self.config.local_jobs:
+            self.controller.start()
+        else:  # nothing to adopt: its timer can start after the first frame
+            self.call_after_refresh(lambda: self.controller.start())
 
     def screen_ready(self) -> None:
         """The dashboard's widgets exist: show what arrived meanwhile."""

@@ -11,6 +11,14 @@ from carl_tui.store.snapshot import RunSnapshot
 from carl_tui.ui.format import short_value
 
 PHASE_ORDER = ("baseline", "melting", "transition", "crystallisation", "converged")
+PROVISIONAL = "≈"  # read from a coarse preview while the history is still read
+
+
+def _history_text(snap: RunSnapshot) -> str:
+    """How much of a long history is read, while the phase is provisional."""
+    if snap.history_read is None:
+        return "reading the history"
+    return f"history {int(100 * snap.history_read)}% read"
 
 
 class PhasePanel(Static):
@@ -39,6 +47,8 @@ class PhasePanel(Static):
                 title.append("  · reward stage", style="dim")
         else:
             title.append("phase: waiting for accuracy/entropy", style="dim")
+        if phase.provisional:
+            title.append(f"  {PROVISIONAL} provisional: {_history_text(snap)}", style="dim italic")
 
         # The timeline as one line that wraps only between phases.
         strip = Text()
@@ -55,6 +65,8 @@ class PhasePanel(Static):
         t.add_column(style="dim", no_wrap=True)
         t.add_column(no_wrap=True)
         for label, text, style in _gate_rows(snap):
+            if gate.provisional and label == "gate":
+                text, style = f"{PROVISIONAL} {text}", "dim"
             t.add_row(label, Text(text, style=style))
         if gate.peak_entropy is not None:
             t.add_row("peak entropy", short_value(gate.peak_entropy) + _at_step(gate.peak_entropy_step))
