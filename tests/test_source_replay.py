@@ -108,7 +108,8 @@ def test_the_real_recording_tells_the_story():
     acc = [(s, v) for s, v in cols["mean_token_accuracy"] if not math.isnan(v)]
     gate = next(m for m in events if isinstance(m, Marker) and m.kind == "phase_transition")
     assert gate.step == acc[_gate([v for _, v in acc])][0]
-    ent = {s: v for s, v in cols["entropy"] if not math.isnan(v)}
+    ent = {s: v for name in ("entropy", "warm_start/entropy") for s, v in cols.get(name, [])
+           if not math.isnan(v)}  # the demo logs its warm start as warm_start/entropy
     phi = [(s, v) for s, v in cols["phi"] if not math.isnan(v)]
     assert len(phi) > 100
     for s, v in phi:

@@ -114,24 +114,6 @@ def _demo(stream, *extra):
 
 
 @pytest.mark.slow
-def test_demo_runs_sft_then_grpo_in_one_stream(tmp_path):
-    stream = tmp_path / "demo.jsonl"
-    proc = _demo(stream, "--sft-steps", "20", "--grpo-steps", "4", "--seed", "3")
-    _, err = proc.communicate(timeout=240)
-    assert proc.returncode == 0, err.decode()[-2000:]
-    lines = read_stream(stream)
-    assert lines[0]["event"] == "meta" and lines[0]["method"] == "sft"
-    stage = [x for x in lines if x.get("kind") == "stage"]
-    assert len(stage) == 1 and stage[0]["stage"] == "grpo" and stage[0]["step"] == 20
-    assert any(x.get("event") == "meta" and x.get("method") == "grpo" for x in lines)
-    sft_rows = [x for x in lines if "mean_token_accuracy" in x]
-    grpo_rows = [x for x in lines if "reward" in x]
-    assert [r["step"] for r in sft_rows] == list(range(1, 21))
-    assert [r["step"] for r in grpo_rows] == list(range(21, 25))
-    assert lines[-1]["event"] == "log" and lines[-1]["text"].startswith("demo finished")
-
-
-@pytest.mark.slow
 def test_demo_stops_cleanly_on_sigterm(tmp_path):
     stream = tmp_path / "demo.jsonl"
     proc = _demo(stream, "--sft-steps", "5000")

@@ -125,7 +125,7 @@ class DashboardScreen(Screen[None]):
         if snap is None:
             return
         self.snapshot = snap
-        self.sub_title = f"{snap.run.label} · {snap.meta.get('model', snap.run.source)}"
+        self.sub_title = f"{snap.run.label} · {snap.meta.get('model') or snap.run.source}"
         self.app.sub_title = self.sub_title
         self._show_plots(snap)
         self.phase.show(snap)
