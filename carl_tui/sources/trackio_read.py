@@ -21,10 +21,12 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import queue
 import sqlite3
 import struct
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -133,8 +135,10 @@ def read_range(path: str, key: str, lo: int, hi: int) -> list[RunBlock]:
     ).fetchall()
     out = []
     for run_key, run_rows in group_by_run(rows, key_at=0).items():
+        # `+key`: by id, backwards from the end of the range (an index on the run would
+        # make SQLite walk every row of the run).
         info = conn.execute(
-            f"SELECT run_name, timestamp FROM metrics WHERE id > ? AND id <= ? AND {key} = ? "
+            f"SELECT run_name, timestamp FROM metrics WHERE id > ? AND id <= ? AND +{key} = ? "
             "ORDER BY id DESC LIMIT 1", (lo, hi, run_rows[-1][0])).fetchone()
         steps, columns, skipped, bad = run_columns(run_rows, step_at=1, metrics_at=2)
         out.append(RunBlock(run_key, str(info[0]) if info else run_key,
@@ -145,7 +149,9 @@ def read_range(path: str, key: str, lo: int, hi: int) -> list[RunBlock]:
 
 class _Worker:
     """One helper process (`python -m carl_tui.sources.trackio_read`): reads a range
-    per request line on its stdin, answers each with a length-prefixed pickle."""
+    per request line on its stdin, answers each with a length-prefixed pickle. A
+    thread of ours takes its answers as they come, so it never waits on a full pipe
+    for us to ask for them."""
 
     def __init__(self) -> None:
         import carl_tui
@@ -158,6 +164,27 @@ class _Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=env, close_fds=True,
         )
+        self._answers: queue.Queue[bytes | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._take_answers, daemon=True,
+                                        name="trackio-read-answers")
+        self._reader.start()
+
+    def _take_answers(self) -> None:
+        out = self.proc.stdout
+        assert out is not None
+        try:
+            while True:
+                head = out.read(8)
+                if len(head) < 8:
+                    break
+                size = struct.unpack("<Q", head)[0]
+                data = out.read(size)
+                if len(data) < size:
+                    break
+                self._answers.put(data)
+        except (OSError, ValueError):
+            pass
+        self._answers.put(None)  # the process ended
 
     def ask(self, path: str, key: str, lo: int, hi: int) -> None:
         assert self.proc.stdin is not None
@@ -165,13 +192,9 @@ class _Worker:
         self.proc.stdin.flush()
 
     def answer(self) -> list[RunBlock]:
-        assert self.proc.stdout is not None
-        head = self.proc.stdout.read(8)
-        if len(head) < 8:
-            raise EOFError("the reader process ended")
-        size = struct.unpack("<Q", head)[0]
-        data = self.proc.stdout.read(size)
-        if len(data) < size:
+        data = self._answers.get()
+        if data is None:
+            self._answers.put(None)
             raise EOFError("the reader process ended")
         status, result = pickle.loads(data)
         if status != "ok":
@@ -186,10 +209,6 @@ class _Worker:
             self.proc.kill()
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             self.proc.wait(timeout=1.0)
-        for f in (self.proc.stdout,):
-            with contextlib.suppress(OSError):
-                if f is not None:
-                    f.close()
 
 
 def serve() -> None:
