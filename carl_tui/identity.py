@@ -11,6 +11,7 @@ A `RunRef` is `(source kind, project, run_id, display name)`; its `key`
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from carl_tui.events import RunRef
@@ -46,8 +47,10 @@ def demo_run(seed: int) -> RunRef:
     return RunRef(DEMO, "carl-demo", f"tiny-reverse-seed{seed}", f"tiny-reverse (seed {seed})")
 
 
-def local_run(name: str, stamp: str, pid: int) -> RunRef:
-    """A training process started on this machine from the launch form."""
+def local_run(name: str, started_at: float, pid: int) -> RunRef:
+    """A training process started on this machine from the launch form (the same key
+    when `j` finds it again in the registry of local runs after a restart)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(started_at))
     return RunRef(LOCAL, LOCAL_PROJECT, f"local-{stamp}-{pid}", name)
 
 

@@ -107,3 +107,11 @@ def trainer_logs(tmp_path_factory):
     from tests.data.make_trainer_stdout import generate
 
     return generate(tmp_path_factory.mktemp("trainer-stdout"), workers=2)
+
+
+@pytest.fixture(autouse=True)
+def _private_user_files(tmp_path_factory, monkeypatch):
+    """Each test has its own cache (the registry of local runs) and no user config."""
+    home = tmp_path_factory.mktemp("user")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    monkeypatch.setenv("CARL_TUI_CONFIG", str(home / "config.toml"))

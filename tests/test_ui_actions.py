@@ -476,6 +476,53 @@ async def test_jobs_panel_shows_a_rejected_token_plainly(hub, monkeypatch):
         assert "hf_Wrong" not in text and screen.rows == {}
 
 
+@pytest.fixture
+def sleeper():
+    """A live process standing for a training run started earlier on this machine."""
+    import subprocess
+
+    proc = subprocess.Popen(["sleep", "30"])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+async def test_j_lists_this_machines_runs_after_a_restart_and_follows_one(hub, monkeypatch,
+                                                                          tmp_path, sleeper):
+    """A run started with `l` on this machine outlives the dashboard; a new dashboard finds
+    it again in `j` (even when the Hub cannot be listed) and follows its stream."""
+    import os
+
+    from carl_tui.actions.local_job import record_local_run
+    from carl_tui.identity import local_run
+
+    srv, _, _ = hub
+    monkeypatch.setenv("HF_TOKEN", "hf_WrongTokenForTheFake0000")
+    stream = tmp_path / "stream.jsonl"
+    stream.write_text("".join(f'{{"step": {s}, "loss": {1.5 - s / 40:.4f}}}\n'
+                              for s in range(1, 21)))
+    rec = record_local_run(pid=sleeper.pid, stream_path=stream, log_path=tmp_path / "l.log",
+                           argv=["python", "-m", "carl_tui", "train"], name="grpo-local")
+    record_local_run(pid=os.getpid() + 10**6, stream_path=tmp_path / "old.jsonl",
+                            log_path=tmp_path / "o.log", argv=["x"], name="old-run")
+    app = make_app(srv)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("j")
+        screen = app.screen
+        await wait_for(pilot, lambda: len(screen.rows) == 2, what="local runs listed")
+        rows = {r.label.split(" · ")[0]: r for r in screen.rows.values()}
+        assert rows["grpo-local"].stage == "RUNNING" and rows["old-run"].stage == "ENDED"
+        assert "rejected the token" in plain_text(screen.query_one("#jobs-status"), 200)
+        key = local_run(rec.name, rec.started_at, rec.pid).key
+        table = screen.query_one(DataTable)
+        table.move_cursor(row=table.get_row_index(key))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.snapshot is not None
+                       and app.snapshot.run.key == key and app.snapshot.last_step == 20,
+                       what="the local run followed")
+        assert app.snapshot.series["loss"].last == 1.0
+
+
 # -- every action is a key, in the help and in the command palette ------------------------
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from carl_tui.actions.local_job import RUNNING, STOPPING, LocalJob
 from carl_tui.events import RunMeta, RunRef
-from carl_tui.identity import HF_JOB, job_run
+from carl_tui.identity import HF_JOB, job_run, local_run
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store import RunStore
@@ -269,11 +269,41 @@ class ActionController:
 
         snap = self.follower.snapshot
         current = snap.job.job_id if snap is not None and snap.job is not None else None
-        self.app.push_screen(JobsScreen(lambda: list_jobs(None, api=self.hub_api()), current),
-                             self._job_chosen)
+        self.app.push_screen(JobsScreen(lambda: list_jobs(None, api=self.hub_api()), current,
+                                        list_local=self._local_rows), self._job_chosen)
+
+    def _local_rows(self):
+        """Runs started on this machine (the registry), as rows of the jobs list."""
+        import time
+
+        from carl_tui.actions.local_job import list_local_runs
+        from carl_tui.hub import JobRow
+        from carl_tui.identity import LOCAL_PROJECT
+
+        now, rows = time.time(), []
+        self._local_registry = {}
+        for r in list_local_runs():
+            key = local_run(r.name, r.started_at, r.pid).key
+            self._local_registry[key] = r
+            rows.append(JobRow(id=key, namespace=LOCAL_PROJECT,
+                               stage="RUNNING" if r.alive else "ENDED", flavor="local",
+                               created_at=r.started_at, age_s=now - r.started_at,
+                               label=f"{r.name} · {r.stream_path}"))
+        return rows
 
     def _job_chosen(self, row) -> None:
         if row is None:
+            return
+        local = getattr(self, "_local_registry", {}).get(row.id)
+        if local is not None:  # a run of this machine: follow its stream
+            from carl_tui.sources.open import open_file
+
+            run = local_run(local.name, local.started_at, local.pid)
+            if self.store.run_version(run.key) < 0:
+                self.follower.add_source(open_file(local.stream_path, "jsonl", run=run))
+            self.follower.follow(run.key)
+            self.app.notify(f"Following {local.name} (pid {local.pid}, {row.stage}).",
+                            timeout=4)
             return
         key = job_run(row.namespace, row.id).key
         if self.follower.follows_job(row.id):

@@ -39,16 +39,20 @@ class JobsScreen(ModalScreen[JobRow | None]):
     JobsScreen #jobs-status.-error { color: $error; }
     """
 
-    def __init__(self, list_jobs: Callable[[], list[JobRow]], current_job: str | None = None):
+    def __init__(self, list_jobs: Callable[[], list[JobRow]], current_job: str | None = None,
+                 list_local: Callable[[], list[JobRow]] | None = None):
+        """`list_jobs`: the Hub's jobs (may raise); `list_local`: runs started on this
+        machine from the launch form, listed after them even when the Hub cannot be read."""
         super().__init__()
         self._list_jobs = list_jobs
+        self._list_local = list_local
         self._current = current_job
         self.rows: dict[str, JobRow] = {}
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Your Hugging Face jobs (enter follows, r reloads, esc closes)",
-                        classes="title")
+            yield Label("Your Hugging Face jobs and this machine's runs (enter follows, "
+                        "r reloads, esc closes)", classes="title")
             yield DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
             yield Static("Listing jobs…", id="jobs-status")
 
@@ -65,17 +69,24 @@ class JobsScreen(ModalScreen[JobRow | None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="jobs-list",
           description="listing your jobs")
     def _load(self) -> None:
+        local: list[JobRow] = []
+        if self._list_local is not None:
+            try:
+                local = self._list_local()
+            except Exception:  # noqa: BLE001 - the registry is a convenience: list the rest
+                local = []
         try:
             rows = self._list_jobs()
         except CarlError as exc:
-            self.post_message(JobsListed(error=str(exc)))
+            self.post_message(JobsListed(rows=local, error=str(exc)))
         except Exception as exc:  # noqa: BLE001  (shown plainly, never a traceback)
-            self.post_message(JobsListed(error=f"Listing your jobs failed: {describe(exc)}"))
+            self.post_message(JobsListed(rows=local,
+                                         error=f"Listing your jobs failed: {describe(exc)}"))
         else:
-            self.post_message(JobsListed(rows=rows))
+            self.post_message(JobsListed(rows=rows + local))
 
     def on_jobs_listed(self, msg: JobsListed) -> None:
-        if msg.error:
+        if msg.error and not msg.rows:
             self._status(msg.error, error=True)
             return
         table = self.query_one(DataTable)
@@ -93,6 +104,9 @@ class JobsScreen(ModalScreen[JobRow | None]):
             )
         if self._current in self.rows:
             table.move_cursor(row=table.get_row_index(self._current))
+        if msg.error:
+            self._status(f"{msg.error} (runs on this machine listed)", error=True)
+            return
         n = len(msg.rows)
         ns = msg.rows[0].namespace if msg.rows else ""
         self._status(f"{n} job{'s' if n != 1 else ''}" + (f" in {ns}" if ns else "")

@@ -128,6 +128,9 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
                     id="trackio", compact=True), only="hf")
                 yield from _row("Output dir", Input(s.output_dir, id="output-dir", compact=True),
                                 only="local")
+                yield from _row("Lifetime", Static(Text(
+                    "keeps running if you quit carl-tui; j lists it again after a restart",
+                    style="dim")), only="local")
             yield Static(id="problems")
             yield Static(id="launch-note")
             with Horizontal(id="buttons"):
@@ -300,7 +303,11 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
             stamp = time.strftime("%Y%m%d-%H%M%S")
             stream = Path(spec.output_dir) / f"stream-{stamp}.jsonl"
             local = self._start_local(spec, stream)
-            run = local_run(spec.job_name(), stamp, local.pid)
+            try:  # so that `j` finds it again after the dashboard restarts
+                local.record(spec.job_name())
+            except CarlError:
+                pass  # the run goes on; only the listing after a restart is lost
+            run = local_run(spec.job_name(), local.started_at, local.pid)
             return LaunchOutcome(spec, run, local=local, stream_path=stream)
         flavors = sorted(self._flavors) if self._flavors else None
         job = self._jobs_client().launch(spec, flavors=flavors)
