@@ -6,6 +6,9 @@ trackio-view 0.1.2 (`--once`) measured in the same run.
     python -m benchmarks startup
     CARL_BENCH_SIZES=100000,1000000,10000000 python -m benchmarks startup
 
+The same run as a JSONL stream (`--watch FILE --file-format jsonl`, previewed from
+its end) is timed too (CARL_BENCH_JSONL sizes, default 1,000,000 lines; empty: none).
+
 What is read off the screen (no hooks in carl-tui):
 
 - first frame: the dashboard is painted (its title in the header, its panels
@@ -15,8 +18,9 @@ What is read off the screen (no hooks in carl-tui):
 - whole history: the last step is on screen and nothing is marked provisional
   ("≈" before the min/max of a metric, in the phase panel) any more: every row
   was read.
-- memory: peak resident memory of the process (VmHWM, helpers included) by then.
-- idle CPU: CPU time over 5 s of a finished run, 2 s after the whole history.
+- memory: peak resident memory of the process (VmHWM) by then; the note adds the
+  most in use together with its helper processes (sampled while reading).
+- idle CPU: CPU time over 10 s of a finished run, 2 s after the whole history.
 
 trackio-view is timed from start to exit (`--once` reads the whole store, prints
 and ends). It is optional (the `bench` extra); without it that column says so.
@@ -35,12 +39,13 @@ from pathlib import Path
 from benchmarks.bare_app import READY
 from benchmarks.common import Row
 from benchmarks.pty_screen import Screen, Session
-from benchmarks.trl_store import ensure_store
+from benchmarks.trl_store import ensure_jsonl, ensure_store
 
 SIZE = (160, 45)
 PHASES = ("BASELINE", "MELTING", "TRANSITION", "CRYSTALLISATION", "CONVERGED")
 PROVISIONAL = "≈"
-IDLE_S = 5.0
+IDLE_S = 10.0
+TRACKIO_VIEW_MAX = 2_000_000  # beyond this it would hold ~1.5 KB x N of dicts: not run
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -95,11 +100,18 @@ def measure_bare(home: Path, idle: bool = False) -> dict:
     return out
 
 
-def measure_carl(home: Path, last_step: int, timeout: float, idle: bool = False) -> dict:
-    with Session(carl_argv(), _env(home), size=SIZE, cwd=str(home)) as s:
+def measure_carl(home: Path, last_step: int, timeout: float, idle: bool = False,
+                 args: tuple[str, ...] = ()) -> dict:
+    with Session(carl_argv() + list(args), _env(home), size=SIZE, cwd=str(home)) as s:
         out = {"frame": s.wait_until(first_frame, 30)}
         out["useful"] = s.wait_until(useful(last_step), timeout)
-        out["whole"] = s.wait_until(whole(last_step), timeout)
+        helpers = [0.0]
+
+        def done(screen: Screen) -> bool:  # and the most memory in use, helpers included
+            helpers[0] = max(helpers[0], s.rss_mb())
+            return whole(last_step)(screen)
+        out["whole"] = s.wait_until(done, timeout)
+        out["helpers_mb"] = helpers[0]
         out["peak_mb"] = s.peak_mb()
         out["rss_mb"] = s.rss_mb()
         if out["whole"] is None:
@@ -143,9 +155,11 @@ def run() -> list[Row]:
         home = ensure_store(n)
         last = n - 1
         timeout = max(60.0, n / 20_000)
-        bare = [measure_bare(home, idle=(i == 0 and n == sizes[0])) for i in range(repeat)]
-        carl = [measure_carl(home, last, timeout, idle=(i == 0)) for i in range(repeat)]
-        tv = None if tv_missing else measure_trackio_view(home, max(120.0, n / 10_000))
+        reps = repeat if n <= 1_000_000 else 1
+        bare = [measure_bare(home, idle=(i == 0 and n == sizes[0])) for i in range(reps)]
+        carl = [measure_carl(home, last, timeout, idle=(i == 0)) for i in range(reps)]
+        tv_skip = n > TRACKIO_VIEW_MAX
+        tv = None if tv_missing or tv_skip else measure_trackio_view(home, max(120.0, n / 10_000))
         b_frame = _median(d["frame"] for d in bare)
         label = f"{n:,} steps"
         note = _load()
@@ -163,15 +177,32 @@ def run() -> list[Row]:
                         _median(c["whole"] for c in carl) or float("nan"), tv,
                         target="<= 3 s, >= 7x" if n == 1_000_000 else "",
                         note="trackio-view not installed (the bench extra)" if tv_missing
-                        else "ref: trackio-view --once, start to exit"))
+                        else "trackio-view not run: it loads every row as a dict (GBs)"
+                        if tv_skip else "ref: trackio-view --once, start to exit"))
         rows.append(Row(f"{label}: peak memory", max(c["peak_mb"] for c in carl), None, "MB",
                         target="<= 150 MB" if n >= 1_000_000 else "",
-                        note=f"resident at the end {carl[0]['rss_mb']:.0f} MB"))
+                        note=f"resident at the end {carl[0]['rss_mb']:.0f} MB; with the "
+                             f"helper processes while reading {max(c['helpers_mb'] for c in carl):.0f} MB"))
         idle = [c["idle_pct"] for c in carl if "idle_pct" in c]
         if idle:
             ref_idle = next((d["idle_pct"] for d in bare if "idle_pct" in d), None)
             rows.append(Row(f"{label}: idle CPU, finished run", idle[0], ref_idle, "%",
                             target="< 0.5 %", note="ref: the bare Textual app idle"))
+    jsonl_sizes = [int(x) for x in
+                   os.environ.get("CARL_BENCH_JSONL", "1000000").split(",") if x]
+    for n in jsonl_sizes:
+        path = ensure_jsonl(n)
+        home = path.parent
+        b_frame = _median(measure_bare(home)["frame"] for _ in range(repeat))
+        carl = [measure_carl(home, n - 1, max(60.0, n / 20_000),
+                             args=("--watch", str(path), "--file-format", "jsonl"))
+                for _ in range(repeat if n <= 1_000_000 else 1)]
+        label = f"JSONL {n:,} lines"
+        rows.append(Row(f"{label}: first useful paint (ref: bare app frame)",
+                        _median(c["useful"] for c in carl) or float("nan"), b_frame,
+                        target="<= 2x bare", note=_load()))
+        rows.append(Row(f"{label}: whole history shown", _median(c["whole"] for c in carl)
+                        or float("nan"), None, note=f"peak {max(c['peak_mb'] for c in carl):.0f} MB"))
     return rows
 
 

@@ -290,18 +290,23 @@ class Session:
     # -- the process -----------------------------------------------------------------
 
     def _pids(self) -> list[int]:
-        """The process and its children (helper processes count as its memory)."""
+        """The process and its children (helper processes)."""
         pids = [self.pid]
         try:
-            with open(f"/proc/{self.pid}/task/{self.pid}/children") as f:
-                pids += [int(p) for p in f.read().split()]
+            tasks = os.listdir(f"/proc/{self.pid}/task")
         except OSError:
-            pass
+            return pids
+        for tid in tasks:  # a child started by any of its threads
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/children") as f:
+                    pids += [int(p) for p in f.read().split()]
+            except OSError:
+                pass
         return pids
 
-    def _status(self, field: str) -> float:
+    def _status(self, field: str, children: bool = True) -> float:
         total = 0.0
-        for pid in self._pids():
+        for pid in self._pids() if children else [self.pid]:
             try:
                 with open(f"/proc/{pid}/status") as f:
                     for line in f:
@@ -312,11 +317,12 @@ class Session:
         return total
 
     def rss_mb(self) -> float:
+        """Resident memory now of the process and its children (helpers)."""
         return self._status("VmRSS")
 
     def peak_mb(self) -> float:
-        """Peak resident memory (VmHWM) of the process (plus its children's)."""
-        return self._status("VmHWM")
+        """Peak resident memory (VmHWM) of the process itself."""
+        return self._status("VmHWM", children=False)
 
     def cpu_s(self) -> float:
         """CPU seconds (user + system) used by the process so far."""

@@ -74,6 +74,26 @@ def write(root: Path, project: str, n: int) -> Path:
     return root / f"{project}.db"
 
 
+def ensure_jsonl(n: int) -> Path:
+    """The same run as a JSONL stream (`step`, `time` and the `train/` keys), kept."""
+    path = cache_root() / f"v{VERSION}-{n}.jsonl"
+    if not path.exists():
+        import orjson
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        t0 = 1_761_984_000.0
+        with open(tmp, "wb") as f:
+            for start in range(0, n, CHUNK):
+                f.writelines(
+                    orjson.dumps({"step": row.pop("train/global_step"), "time": t0 + 0.5 * i,
+                                  **row}) + b"\n"
+                    for i, row in enumerate(rows(start, min(n, start + CHUNK), n), start)
+                )
+        tmp.rename(path)
+    return path
+
+
 def cache_root() -> Path:
     return Path(os.environ.get("CARL_BENCH_CACHE") or
                 Path(tempfile.gettempdir()) / "carl-tui-bench-stores")

@@ -275,7 +275,9 @@ class TrackioLocalSource:
         # so that reading never competes with drawing the first useful frame.
         self.hold: threading.Event | None = None
         self._data_version: int | None = None  # PRAGMA data_version at the last poll
-        self.helpers = 2  # helper processes for a long history (0: read it here)
+        # Helper processes for a long history (0: read it all here, as on one core).
+        cpus = os.cpu_count() or 1
+        self.helpers = min(4, cpus) if cpus >= 2 else 0
         self._reader: RangeReader | None = None
         self._helpers_tried = False
         self.queries = 0  # statements that read tables (for tests and benchmarks)
@@ -365,15 +367,10 @@ class TrackioLocalSource:
         if self._reader is None:
             if self._helpers_tried or self.helpers <= 0:
                 return None
-            self._helpers_tried = True
             top = _retry(lambda: conn.execute("SELECT MAX(id) FROM metrics").fetchone()[0])
             self.queries += 1
-            if top is None or top - self.last_id < HELPER_MIN_ROWS:
-                return None
-            try:
-                self._reader = RangeReader(self.path, self._key, self.last_id, int(top),
-                                           rows=HELPER_BLOCK_ROWS, workers=self.helpers)
-            except OSError:
+            self._start_helpers(top)
+            if self._reader is None:
                 return None
         blocks = self._reader.next()
         if blocks is None:  # a helper failed: read the rest here, from where it stopped
@@ -385,6 +382,20 @@ class TrackioLocalSource:
             self._reader.close()
             self._reader = None
         return True
+
+    def _start_helpers(self, top: int | None, *, ask: bool = True) -> None:
+        """Helper processes for a history of more than HELPER_MIN_ROWS rows up to `top`;
+        `ask=False` starts them (they take a moment to start) without asking yet."""
+        if self._helpers_tried or self.helpers <= 0:
+            return
+        self._helpers_tried = True
+        if top is None or top - self.last_id < HELPER_MIN_ROWS:
+            return
+        try:
+            self._reader = RangeReader(self.path, self._key, self.last_id, int(top),
+                                       rows=HELPER_BLOCK_ROWS, workers=self.helpers, ask=ask)
+        except OSError:
+            self._reader = None
 
     def _block_events(self, blocks: list[RunBlock]) -> list[Event]:
         events: list[Event] = []
@@ -433,6 +444,8 @@ class TrackioLocalSource:
             return events
         self._preview_until = int(tail[-1][0]) if tail else top
         self._preview_runs = {b.run.run_id for b in batches}
+        # Started now, asked once the preview is drawn: they are ready by then.
+        self._start_helpers(self._preview_until, ask=False)
         return events + batches
 
     def _preview_done(self) -> list[Event]:

@@ -236,7 +236,7 @@ class RangeReader:
     """
 
     def __init__(self, path: Path, key: str, start: int, end: int, *, rows: int,
-                 workers: int = 2, ahead: int = 2):
+                 workers: int = 2, ahead: int = 2, ask: bool = True):
         self.path, self.key = str(path), key
         self.position = start  # everything up to here was handed out
         self.end = end
@@ -247,7 +247,8 @@ class RangeReader:
         self._his: list[int] = []  # upper id of each range asked, not yet answered
         self._workers = [_Worker() for _ in range(max(1, workers))]
         self._depth = max(1, ahead) * len(self._workers)
-        self._fill()
+        if ask:
+            self._fill()
 
     @property
     def done(self) -> bool:
@@ -263,6 +264,7 @@ class RangeReader:
             self._next_lo = hi
 
     def next(self) -> list[RunBlock] | None:
+        self._fill()
         if not self._his:
             return []
         try:
