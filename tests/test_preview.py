@@ -403,3 +403,45 @@ async def test_the_dashboard_marks_provisional_values_until_the_history_is_read(
         assert "provisional" not in text and "≈" not in text
         assert "CRYSTALLISED at step" in text
         await pilot.press("q")
+
+
+def test_a_helper_that_dies_midway_costs_nothing(store_dir, monkeypatch):
+    from carl_tui.sources import trackio_read
+
+    monkeypatch.setattr(tl, "HELPER_MIN_ROWS", 1000)
+    monkeypatch.setattr(tl, "HELPER_BLOCK_ROWS", 500)
+    plain_src = tl.TrackioLocalSource("proj", root=store_dir)
+    plain_src.helpers = 0
+    plain = RunStore(vocab_size=50)
+    read_all(plain_src, plain)
+    answered = []
+    real_answer = trackio_read._Worker.answer
+
+    def dies_after_three(self):
+        answered.append(1)
+        if len(answered) > 3:
+            self.proc.kill()  # the helper is gone: what it had not answered is read here
+        return real_answer(self)
+
+    monkeypatch.setattr(trackio_read._Worker, "answer", dies_after_three)
+    src = tl.TrackioLocalSource("proj", root=store_dir)
+    src.helpers = 2
+    store = RunStore(vocab_size=50)
+    events = read_all(src, store)
+    sizes = [len(e) for e in events if isinstance(e, ScalarBatch)]
+    assert sizes[:3] == [500, 500, 500] and sum(sizes) == N and max(sizes) > 500
+    key = plain.runs()[0].key
+    assert_same_run(store.snapshot(key), plain.snapshot(key))
+
+
+def test_closing_the_source_ends_its_helpers(store_dir, monkeypatch):
+    monkeypatch.setattr(tl, "HELPER_MIN_ROWS", 1000)
+    monkeypatch.setattr(tl, "HELPER_BLOCK_ROWS", 500)
+    src = tl.TrackioLocalSource("proj", root=store_dir)
+    src.helpers = 2
+    got = src.poll()
+    assert sum(len(e) for e in got if isinstance(e, ScalarBatch)) == 500
+    procs = [w.proc for w in src._reader._workers]
+    assert len(procs) == 2 and all(p.poll() is None for p in procs)
+    src.close()
+    assert all(p.poll() is not None for p in procs)
