@@ -444,8 +444,8 @@ class TrackioLocalSource:
             return events
         self._preview_until = int(tail[-1][0]) if tail else top
         self._preview_runs = {b.run.run_id for b in batches}
-        # Started now, asked once the preview is drawn: they are ready by then.
-        self._start_helpers(self._preview_until, ask=False)
+        # Helpers start once the preview is drawn: started with it, they cost the first
+        # useful frame about 0.1 s on two cores and gain the whole history nothing.
         return events + batches
 
     def _preview_done(self) -> list[Event]:
