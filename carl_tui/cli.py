@@ -82,26 +82,24 @@ def _vocab_size(text: str) -> int:
     return v
 
 
-def _speed(text: str) -> float:
+def _finite(text: str, *, positive: bool, says: str) -> float:
+    """A finite number, >= 0 (or > 0 when `positive`); else `says` what to give."""
     try:
         v = float(text)
     except ValueError:
         v = math.nan
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: give a number >= 0 (2 = twice as fast, 0 = as fast as possible)"
-        )
+    if not math.isfinite(v) or v < 0 or (positive and v == 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: give {says}")
     return v
+
+
+def _speed(text: str) -> float:
+    return _finite(text, positive=False,
+                   says="a number >= 0 (2 = twice as fast, 0 = as fast as possible)")
 
 
 def _timeout(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds > 0")
-    return v
+    return _finite(text, positive=True, says="a number of seconds > 0")
 
 
 def _nonempty(text: str) -> str:

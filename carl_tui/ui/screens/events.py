@@ -4,42 +4,24 @@ loss), job states; in step order."""
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from carl_tui.store import RunSnapshot
+from carl_tui.ui.screens.info import InfoScreen
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "information": ""}
 
 
-class EventsScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q,e", "dismiss", "Close", id="events.close", tooltip="Close"),
-    ]
-    DEFAULT_CSS = """
-    EventsScreen { align: center middle; }
-    EventsScreen > VerticalScroll {
-        width: 110; max-width: 95%; height: auto; max-height: 90%;
-        border: round $primary; background: $surface; padding: 1 2;
-    }
-    """
+class EventsScreen(InfoScreen):
+    CLOSE_KEYS = "escape,q,e"
+    BODY_ID = "events-body"
 
     def __init__(self, snap: RunSnapshot):
         super().__init__()
         self.snap = snap
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(self.render_events(), id="events-body")
-
-    def render_events(self) -> Table | Text:
+    def render_body(self) -> Table | Text:
         events = sorted(self.snap.events, key=lambda e: -1 if e.step is None else e.step)
         if not events:
             return Text(f"{self.snap.run.label}: nothing to report yet.")

@@ -3,40 +3,22 @@ and the valid data the dashboard does not plot."""
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from rich.table import Table
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Static
 
 from carl_tui.store import StoreSummary
+from carl_tui.ui.screens.info import InfoScreen
 
 
-class SkippedScreen(ModalScreen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape,q,k", "dismiss", "Close", id="skipped.close", tooltip="Close"),
-    ]
-    DEFAULT_CSS = """
-    SkippedScreen { align: center middle; }
-    SkippedScreen > VerticalScroll {
-        width: 110; max-width: 95%; height: auto; max-height: 90%;
-        border: round $primary; background: $surface; padding: 1 2;
-    }
-    """
+class SkippedScreen(InfoScreen):
+    CLOSE_KEYS = "escape,q,k"
+    BODY_ID = "skipped-body"
 
     def __init__(self, summary: StoreSummary):
         super().__init__()
         self.summary = summary
 
-    def compose(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static(self.render_summary(), id="skipped-body")
-
-    def render_summary(self) -> Table | Text:
+    def render_body(self) -> Table | Text:
         sources = self.summary.sources
         if not any(st.skip_reasons or st.not_plotted for st in sources.values()):
             return Text("Nothing was skipped: every line and value was read.")
