@@ -147,7 +147,7 @@ def _load() -> str:
 
 
 def run() -> list[Row]:
-    sizes = [int(x) for x in os.environ.get("CARL_BENCH_SIZES", "100000,1000000").split(",")]
+    sizes = [int(x) for x in os.environ.get("CARL_BENCH_SIZES", "100000,1000000").split(",") if x]
     repeat = int(os.environ.get("CARL_BENCH_REPEAT", "3"))
     rows: list[Row] = []
     tv_missing = _tool("trackio-view") is None
