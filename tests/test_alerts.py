@@ -127,3 +127,22 @@ def test_a_bad_config_file_is_said_and_the_defaults_apply(tmp_path):
     path.write_text("[alerts\n")
     config, problem = load_alert_config(path)
     assert config == AlertConfig() and str(path) in problem
+
+
+def test_a_burst_of_one_kind_of_notice_is_collapsed_to_a_count():
+    from carl_tui.store.snapshot import Notice
+    from carl_tui.ui.follow import collapse
+
+    other = RunRef("test", "p", "r2", "other")
+    burst = [Notice(i, RUN, "diverging", 100 + i, f"loss diverging at {100 + i}", "error")
+             for i in range(1, 11)]
+    burst.insert(4, Notice(50, other, "diverging", 7, "other run", "error"))
+    burst.append(Notice(60, RUN, "phase_transition", 120, "Crystallised", "warning"))
+    shown = collapse(burst)
+    mine = [n.text for n in shown if n.run == RUN and n.kind == "diverging"]
+    assert mine == ["loss diverging at 101", "loss diverging at 102",
+                    ("8 more diverging notices, the last at step 110: press e for the run's "
+                    "events")]
+    assert [n.text for n in shown if n.run == other] == ["other run"]
+    assert shown[-1].text == "Crystallised"
+    assert collapse(burst[:3]) == burst[:3]

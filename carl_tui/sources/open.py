@@ -269,6 +269,9 @@ class AutoFileSource:
 
                 raise SourceError(f"waiting for {self.path}")
             self.inner = _file_source(self.path, fmt, self._run)
+            for attr in ("preview", "hold"):  # set by the dashboard before the file existed
+                if attr in self.__dict__ and hasattr(self.inner, attr):
+                    setattr(self.inner, attr, self.__dict__[attr])
         return self.inner.poll()
 
     def __getattr__(self, attr: str) -> Any:

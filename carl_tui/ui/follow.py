@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from carl_tui.sources.base import Source, SourceRunner
@@ -56,7 +57,6 @@ class Follower:
         self._pending_follow: str | None = None
         self._follow_project: str | None = None
         self._next_pull = 0.0
-        self._posted = threading.Event()
 
     # -- sources ---------------------------------------------------------------
 
@@ -93,11 +93,10 @@ class Follower:
             runner.join(max(0.0, deadline - time.monotonic()))
 
     def emit(self, events) -> None:
-        """Called from source threads: store the events, wake the UI once."""
+        """Called from source threads: store the events, wake the UI (a queued
+        StoreChanged is replaced by the newer one: a burst wakes it once)."""
         self.store.apply(events)
-        if not self._posted.is_set():
-            self._posted.set()
-            self.app.post_message(StoreChanged())
+        self.app.post_message(StoreChanged())
 
     @property
     def catching_up(self) -> bool:
@@ -125,7 +124,6 @@ class Follower:
     ) -> bool:
         """Take a snapshot of the current run if the store changed and `show` it;
         hand new notices to `notify`. False when there was nothing new."""
-        self._posted.clear()
         store = self.store
         if self._seen_store_version == store.version:
             return False
@@ -135,10 +133,11 @@ class Follower:
             return False
         self._seen_store_version = store.version
         self._choose_run()
-        for notice in store.take_notices():
-            mine = self.current_run is None or notice.run.key == self.current_run
-            if mine or notice.kind in ALWAYS_SHOWN:
-                notify(notice)
+        shown = [n for n in store.take_notices()
+                 if self.current_run is None or n.run.key == self.current_run
+                 or n.kind in ALWAYS_SHOWN]
+        for notice in collapse(shown):
+            notify(notice)
         if self.current_run is None:
             return True
         version = store.run_version(self.current_run)
@@ -172,3 +171,23 @@ class Follower:
             match = [r for r in runs if want and want in (r.key, r.run_id, r.name)]
             if match or runs:
                 self.current_run = (match or runs)[0].key
+
+
+MAX_PER_KIND = 3  # notices of one kind for one run shown from one pull; the rest are summed
+
+
+def collapse(notices: list[Notice]) -> list[Notice]:
+    """A history read in one go can hold hundreds of alerts of one kind: show the first
+    few and one line saying how many more (all of them are in the run's events, `e`)."""
+    groups: dict[tuple[str, str], list[Notice]] = {}
+    for n in notices:
+        groups.setdefault((n.run.key, n.kind), []).append(n)
+    out: list[Notice] = []
+    for group in groups.values():
+        out.extend(group[: MAX_PER_KIND - 1] if len(group) > MAX_PER_KIND else group)
+        if len(group) > MAX_PER_KIND:
+            last, more = group[-1], len(group) - (MAX_PER_KIND - 1)
+            kind = last.kind.replace("_", " ")
+            out.append(replace(last, text=f"{more} more {kind} notices, the last at step "
+                                          f"{last.step}: press e for the run's events"))
+    return sorted(out, key=lambda n: n.seq)

@@ -50,6 +50,11 @@ class JobBar(Static):
     JobBar.-shown { display: block; }
     """
 
+    _shown: Text | str | None = None
+
     def show(self, job: JobStatus | None, usage: JobUsage | None = None) -> None:
         self.set_class(job is not None, "-shown")
-        self.update(job_text(job, usage) if job is not None else "")
+        text = job_text(job, usage) if job is not None else ""
+        if text != self._shown:
+            self._shown = text
+            self.update(text, layout=False)

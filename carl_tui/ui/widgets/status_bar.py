@@ -25,6 +25,8 @@ class StatusBar(Static):
     StatusBar { height: 1; padding: 0 1; background: $panel; }
     """
 
+    _shown: Text | None = None
+
     def show(
         self, summary: StoreSummary, snap: RunSnapshot | None, now: float | None = None
     ) -> None:
@@ -51,7 +53,9 @@ class StatusBar(Static):
             if (name, st) not in trouble:
                 t.append("  │  ", style="dim")
                 _source(t, name, st, now, sep=False)
-        self.update(t)
+        if t != self._shown:  # ages tick every second; an unchanged bar costs nothing
+            self._shown = t
+            self.update(t, layout=False)  # one row, full width: nothing else moves
 
 
 def _source(t: Text, name: str, st, now: float, sep: bool = True) -> None:
