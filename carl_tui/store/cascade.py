@@ -121,5 +121,8 @@ class CascadeTracker:
         if self.gate.fired:
             return CascadeState(self.gate.trigger_step, "derived",
                                 f"cascade gate on the task reward ({label})", True, "", label)
+        if self.task_first_step is None:  # SFT (or a warm start): no task reward yet
+            return CascadeState(None, None, "waits for the task reward (GRPO)", True, "",
+                                label)
         waiting = getattr(self.gate, "waiting_for", "") or self.gate.progress_text
         return CascadeState(None, None, "stage A (task rewards only)", True, waiting, label)

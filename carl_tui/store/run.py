@@ -90,9 +90,12 @@ class RunState:
             s = self.series[name] = Series(self._recent, self._max_buckets)
         return s
 
-    def _touch(self, wall_time: float | None = None) -> None:
+    def _touch(self, wall_time: float | None = None, *, fresh: bool = True) -> None:
+        """Something changed; `fresh`: the run itself produced it (its data or log lines),
+        so "updated N ago" moves (metadata and the run's markers do not)."""
         self.version += 1
-        self.updated_at = wall_time or time.time()
+        if fresh:
+            self.updated_at = wall_time or time.time()
 
     # -- events --------------------------------------------------------------
 
@@ -100,11 +103,11 @@ class RunState:
         self.meta.update(meta)
         self.cascade.add_meta(meta)
         self._check_vocab()
-        self._touch()
+        self._touch(fresh=False)
 
     def add_marker(self, marker: Marker) -> None:
         self.markers.append(marker)
-        self._touch()
+        self._touch(fresh=False)
         if marker.kind == "cascade":
             self.cascade.add_marker(marker.step)
             self._announce_cascade()
@@ -120,6 +123,8 @@ class RunState:
             words = ": ".join(x for x in (title, text) if x) or "alert"
             self._event("alert", marker.step, f"{words} (step {marker.step})", sev)
             return
+        if marker.kind == "phase_transition":  # the dashboard's own gate says it (the panel
+            return                            # shows the run's step when the two differ)
         label = marker.kind.replace("_", " ")
         self._notify(self.run, f"marker:{marker.kind}", marker.step,
                      f"run reports {label} at step {marker.step}", "information")
@@ -132,14 +137,14 @@ class RunState:
     def set_job(self, job: JobStatus) -> None:
         changed = self.job is None or self.job.stage != job.stage
         self.job = job
-        self._touch()
+        self._touch(fresh=False)
         if changed:
             sev = "error" if job.stage in ("ERROR",) else "information"
             self._event("job", self.last_step, f"job {job.job_id}: {job.stage}", sev)
 
     def set_usage(self, usage: JobUsage) -> None:
         self.usage = usage
-        self._touch()
+        self._touch(fresh=False)
 
     def add_system(self, sample: SystemSample) -> None:
         """A machine sample: shown, not data of the run (`updated_at` stays: a stalled

@@ -62,8 +62,8 @@ class PhasePanel(Static):
             strip.append(f"{mark}{name}{at}", style=style)
 
         t = Table.grid(padding=(0, 1))
-        t.add_column(style="dim", no_wrap=True)
-        t.add_column(no_wrap=True)
+        t.add_column(style="dim", no_wrap=True, min_width=12)  # labels never squeezed
+        t.add_column(overflow="fold")
         for label, text, style in _gate_rows(snap):
             if gate.provisional and label == "gate":
                 text, style = f"{PROVISIONAL} {text}", "dim"
