@@ -227,6 +227,9 @@ class StreamParser:
         except UnicodeDecodeError:
             self.tally.skip(NOT_UTF8, _example(line))
             return _SKIP
+        if too_deep(text):  # the same limit as orjson's, whatever Python's own json allows
+            self.tally.skip(NOT_JSON, _example(line))
+            return _SKIP
         try:
             obj = json.loads(decoded)  # NaN / Infinity literals, integers beyond 64 bits
         except (ValueError, RecursionError):
@@ -522,3 +525,28 @@ class JsonlSource:
 
     def close(self) -> None:
         self.follower.close()
+
+
+JSON_MAX_DEPTH = 1024  # orjson's nesting limit; the fallback reader is held to it too
+
+
+def too_deep(text: bytes, limit: int = JSON_MAX_DEPTH) -> bool:
+    """True when JSON text nests arrays/objects deeper than `limit` (strings skipped)."""
+    depth, in_string, escaped = 0, False, False
+    for c in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == 0x5C:  # backslash
+                escaped = True
+            elif c == 0x22:  # quote
+                in_string = False
+        elif c == 0x22:
+            in_string = True
+        elif c in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > limit:
+                return True
+        elif c in (0x5D, 0x7D):
+            depth -= 1
+    return False
