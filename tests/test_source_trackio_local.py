@@ -202,3 +202,32 @@ def test_locked_database_retries_then_resumes(tmp_path, monkeypatch):
     writer.execute("COMMIT")
     (batch,) = [e for e in src.poll() if isinstance(e, ScalarBatch)]
     assert batch.steps.tolist() == [0, 1] and batch.columns["loss"].tolist() == [1.0, 2.0]
+
+
+def test_media_are_counted_apart_and_a_nan_loss_raises_the_alert(tmp_path):
+    """A real trackio writer logs a Table (valid, not plotted) and a NaN loss (trackio
+    stores "NaN"): the table is noted, the NaN skipped and counted, and the store alerts."""
+    from carl_tui.store import RunStore
+
+    code = (
+        "import trackio\n"
+        "trackio.init(project='media', name='r', embed=False, auto_log_cpu=False,"
+        " auto_log_gpu=False)\n"
+        "t = trackio.Table(data=[[1, 2]], columns=['a', 'b'])\n"
+        "trackio.log({'train/loss': 0.52, 'train/global_step': 10, 'samples': t})\n"
+        "trackio.log({'train/loss': float('nan'), 'train/global_step': 20})\n"
+        "trackio.log({'train/loss': 0.47, 'train/global_step': 30})\n"
+        "trackio.finish()\n"
+    )
+    env = {**os.environ, "TRACKIO_DIR": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True,
+                   timeout=120)
+    src = tl.TrackioLocalSource("media", root=tmp_path)
+    store = RunStore()
+    store.apply(src.poll())
+    assert dict(src.tally.notes()) == {"table": 1}
+    assert [(r.reason, r.count) for r in src.tally.reasons()] == [
+        ("value not a finite number", 1)]
+    snap = store.snapshot(store.runs()[0].key)
+    assert snap.series["loss"].count == 2
+    assert [(e.kind, e.step) for e in snap.events] == [("nan_loss", 20)]

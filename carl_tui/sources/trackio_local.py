@@ -58,6 +58,7 @@ from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
 from carl_tui.sources import trackio_system as ts
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.rows import iso_to_epoch
+from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio_read import RangeReader, RunBlock, group_by_run, run_columns
 
 SOURCE = "trackio"
@@ -249,7 +250,7 @@ class TrackioLocalSource:
         self.name = f"trackio: {project}"
         self._interval = interval
         self.finished = False
-        self.skipped = 0
+        self.tally = InputTally()
         self.limitation = ""
         self.last_id = 0  # resume position in the metrics table
         self.last_config_id = 0
@@ -403,14 +404,14 @@ class TrackioLocalSource:
             self._names.setdefault(b.key, b.name)
             if not self._wanted(b.key, self._names[b.key]):
                 continue
-            self.skipped += b.skipped
+            self.tally.merge(b.tally)
             if not b.parsed:
                 continue  # not one JSON object
             if len(b.steps):
                 newest = int(b.steps.max())
                 self._last_x[b.key] = max(newest, self._last_x.get(b.key, newest))
             events.append(ScalarBatch(self._ref(b.key), b.steps, b.columns,
-                                      wall_time=iso_to_epoch(b.stamp)))
+                                      wall_time=iso_to_epoch(b.stamp), nonfinite=b.nonfinite))
         return events
 
     def _version(self, conn: sqlite3.Connection) -> int | None:
@@ -519,10 +520,10 @@ class TrackioLocalSource:
             self._names.setdefault(key, name)
             metrics = ts.load_json(blob)
             if metrics is None:
-                self.skipped += 1
+                self.tally.skip("system metrics not a JSON object", blob)
                 continue
             sample, bad = ts.system_sample(self._ref(key), metrics, iso_to_epoch(stamp))
-            self.skipped += bad
+            self.tally.skip("system value not a finite number", key, bad)
             if sample is not None:
                 events.append(sample)
         return events
@@ -558,7 +559,7 @@ class TrackioLocalSource:
             self._names.setdefault(key, name)
             cfg = _loads(blob)
             if cfg is None:
-                self.skipped += 1
+                self.tally.skip("config not a JSON object", blob)
                 continue
             self._meta_sent.add(key)
             meta = {"config": cfg, "trackio_project": self.project, "trackio_dir": str(self.root)}
@@ -576,21 +577,25 @@ class TrackioLocalSource:
             self._names.setdefault(key, name)
             if not self._wanted(key, self._names[key]):
                 continue
-            steps, columns, skipped, bad = run_columns(run_rows)
+            steps, columns, tally, bad, nonfinite = run_columns(run_rows)
             if preview:
                 if len(steps):
                     events.append(ScalarBatch(self._ref(key), steps, columns,
                                               wall_time=iso_to_epoch(stamp), preview=True))
                 continue
-            self.skipped += skipped + bad
+            self.tally.merge(tally)
             if bad == len(run_rows):
                 continue  # not one JSON object
             if len(steps):
                 newest = int(steps.max())
                 self._last_x[key] = max(newest, self._last_x.get(key, newest))
             events.append(ScalarBatch(self._ref(key), steps, columns,
-                                      wall_time=iso_to_epoch(stamp)))
+                                      wall_time=iso_to_epoch(stamp), nonfinite=nonfinite))
         return events
+
+    @property
+    def skipped(self) -> int:
+        return self.tally.total
 
     def close(self) -> None:
         if self._reader is not None:

@@ -36,7 +36,8 @@ from urllib.parse import quote
 import numpy as np
 import orjson
 
-from carl_tui.sources.rows import build_columns
+from carl_tui.sources.rows import build_columns, short_repr
+from carl_tui.sources.tally import InputTally
 
 X_KEY = "train/global_step"
 STEP_KEYS = (X_KEY,)
@@ -51,8 +52,13 @@ class RunBlock:
     stamp: str | None  # timestamp of that row
     steps: np.ndarray
     columns: dict[str, np.ndarray] = field(default_factory=dict)
-    skipped: int = 0  # rows that are not JSON objects, plus skipped values
+    tally: InputTally = field(default_factory=InputTally)  # skipped input, by reason
     parsed: int = 0  # rows that are JSON objects
+    nonfinite: tuple[tuple[str, int], ...] = ()  # (metric, step) logged as NaN or infinite
+
+    @property
+    def skipped(self) -> int:
+        return self.tally.total
 
 
 def _loads(blob):
@@ -74,21 +80,28 @@ def parse_all(blobs: Sequence) -> list[dict | None]:
     return parsed
 
 
+NOT_OBJECT = "row metrics not a JSON object"
+
+
 def run_columns(
     rows: Sequence[tuple], step_at: int = 2, metrics_at: int = 3
-) -> tuple[np.ndarray, dict[str, np.ndarray], int, int]:
-    """(steps, columns, skipped values, rows that were not JSON objects) of rows
-    `(id, key, step, metrics)` of one run (or other tuples: the step and the metrics
-    JSON at `step_at` and `metrics_at`)."""
-    parsed = parse_all(list(map(itemgetter(metrics_at), rows)))
+) -> tuple[np.ndarray, dict[str, np.ndarray], InputTally, int, tuple[tuple[str, int], ...]]:
+    """(steps, columns, what was skipped (by reason), rows that were not JSON objects,
+    values logged as NaN or infinite) of rows `(id, key, step, metrics)` of one run (or
+    other tuples: the step and the metrics JSON at `step_at` and `metrics_at`)."""
+    tally = InputTally()
+    blobs = list(map(itemgetter(metrics_at), rows))
+    parsed = parse_all(blobs)
     bad = 0
     if None in parsed:
         bad = parsed.count(None)
+        first = next(i for i, p in enumerate(parsed) if p is None)
+        tally.skip(NOT_OBJECT, short_repr(blobs[first]), bad)
         keep = [i for i, p in enumerate(parsed) if p is not None]
         rows = [rows[i] for i in keep]
         parsed = [parsed[i] for i in keep]
         if not parsed:
-            return np.empty(0, dtype=np.int64), {}, 0, bad
+            return np.empty(0, dtype=np.int64), {}, tally, bad, ()
     steps = list(map(itemgetter(step_at), rows))
     if set(map(type, steps)) == {int}:
         default_steps = np.array(steps, dtype=np.int64)
@@ -96,8 +109,9 @@ def run_columns(
         default_steps = np.fromiter(
             (s if type(s) is int else -1 for s in steps), dtype=np.int64, count=len(steps)
         )
-    cols = build_columns(parsed, default_steps=default_steps, step_keys=STEP_KEYS, time_key=None)
-    return cols.steps, cols.columns, cols.skipped, bad
+    cols = build_columns(parsed, default_steps=default_steps, step_keys=STEP_KEYS, time_key=None,
+                         tally=tally)
+    return cols.steps, cols.columns, tally, bad, cols.nonfinite
 
 
 def group_by_run(rows: list[tuple], key_at: int = 1) -> dict[str, list[tuple]]:
@@ -140,10 +154,10 @@ def read_range(path: str, key: str, lo: int, hi: int) -> list[RunBlock]:
         info = conn.execute(
             f"SELECT run_name, timestamp FROM metrics WHERE id > ? AND id <= ? AND +{key} = ? "
             "ORDER BY id DESC LIMIT 1", (lo, hi, run_rows[-1][0])).fetchone()
-        steps, columns, skipped, bad = run_columns(run_rows, step_at=1, metrics_at=2)
+        steps, columns, tally, bad, nonfinite = run_columns(run_rows, step_at=1, metrics_at=2)
         out.append(RunBlock(run_key, str(info[0]) if info else run_key,
-                            info[1] if info else None, steps, columns, skipped + bad,
-                            len(run_rows) - bad))
+                            info[1] if info else None, steps, columns, tally,
+                            len(run_rows) - bad, nonfinite))
     return out
 
 
