@@ -55,7 +55,8 @@ from carl_tui.metric_names import canonical, is_metric_key, valid_number
 from carl_tui.redact import redact
 from carl_tui.sources import trackio_system as ts
 from carl_tui.sources.base import SourceError
-from carl_tui.sources.rows import iso_to_epoch
+from carl_tui.sources.rows import NOT_FINITE, iso_to_epoch, media_kind, short_repr, step_of
+from carl_tui.sources.tally import InputTally
 
 SOURCE = "trackio-remote"
 PAGE_ROWS = 10_000  # query_project's own cap
@@ -197,7 +198,7 @@ class TrackioRemoteSource:
         )
         self.name = f"trackio: {self.url}" + (f" [{project}]" if project else "")
         self.finished = False
-        self.skipped = 0  # non-finite metric values dropped
+        self.tally = InputTally()  # skipped input, by reason
         self.limitation = ""
         self.behind = False  # more rows are waiting than one poll may fetch
         self.last_id = 0  # resume position in the metrics table
@@ -236,6 +237,10 @@ class TrackioRemoteSource:
     def close(self) -> None:
         if self._own_client:
             self._client.close()
+
+    @property
+    def skipped(self) -> int:
+        return self.tally.total
 
     def __repr__(self) -> str:
         token = "[REDACTED]" if self._token else None
@@ -336,6 +341,11 @@ class TrackioRemoteSource:
         rows = data.get("rows") if isinstance(data, dict) else None
         if not isinstance(rows, list):
             raise SourceError(f"malformed reply from {self.url} (query without rows)")
+        odd = [r for r in rows if not isinstance(r, dict)]
+        if odd:
+            raise SourceError(f"malformed reply from {self.url}: its rows are "
+                              f"{type(odd[0]).__name__}s, not objects (is it a Trackio "
+                              "server?)")
         return rows
 
     # -- start-up --------------------------------------------------------
@@ -441,7 +451,8 @@ class TrackioRemoteSource:
         tail = self._query(
             f"SELECT {cols} FROM metrics WHERE id > {tail_from}{filt} ORDER BY id "
             f"LIMIT {PAGE_ROWS}")
-        skipped = self.skipped  # a preview counts nothing: its rows are read again
+        saved = self.tally  # a preview counts nothing: its rows are read again
+        self.tally = InputTally()
         by_run: dict[str, list[tuple[int, dict[str, float]]]] = {}
         names: dict[str, str] = {}
         newest: dict[str, float | None] = {}
@@ -456,9 +467,11 @@ class TrackioRemoteSource:
                 continue
             rid = str(row.get("run_id") or row.get("run_name") or "")
             names.setdefault(rid, str(row.get("run_name") or rid))
-            by_run.setdefault(rid, []).append(self._point(row.get("step"), metrics))
+            point = self._point(row.get("step"), metrics)
+            if point is not None:
+                by_run.setdefault(rid, []).append(point)
             newest[rid] = iso_to_epoch(row.get("timestamp"))
-        self.skipped = skipped
+        self.tally = saved
         events: list[Event] = []
         for rid, points in by_run.items():
             ref = RunRef(SOURCE, self.project or "", rid, names.get(rid, rid))
@@ -558,17 +571,18 @@ class TrackioRemoteSource:
             try:
                 rowid = int(row["id"])
             except (KeyError, TypeError, ValueError):
-                self.skipped += 1
+                self.tally.skip("row without an id", short_repr(row))
                 continue
             if row.get("kind") == "system":
                 n_system += 1
                 self.last_system_id = max(self.last_system_id, rowid)
                 metrics = ts.load_json(row.get("metrics"))
                 if metrics is None:
-                    self.skipped += 1
+                    self.tally.skip("system metrics not a JSON object",
+                                    short_repr(row.get("metrics")))
                     continue
                 sample, bad = ts.system_sample(ref, metrics, iso_to_epoch(row.get("timestamp")))
-                self.skipped += bad
+                self.tally.skip("system value not a finite number", rid, bad)
                 if sample is not None:
                     events.append(sample)
             elif row.get("kind") == "alert":
@@ -598,20 +612,23 @@ class TrackioRemoteSource:
                 try:
                     metrics = orjson.loads(metrics)
                 except orjson.JSONDecodeError:
-                    self.skipped += 1
+                    self.tally.skip("row metrics not JSON", short_repr(metrics))
                     continue
             if not isinstance(metrics, dict):
-                self.skipped += 1
+                self.tally.skip("row metrics not a JSON object", short_repr(metrics))
                 continue
-            step = row.get("step")
-            by_run.setdefault(rid, []).append(self._point(step, metrics))
+            point = self._point(row.get("step"), metrics)
+            if point is not None:
+                by_run.setdefault(rid, []).append(point)
             newest[rid] = iso_to_epoch(row.get("timestamp"))
         return self._batches(by_run, names, newest)
 
-    def _point(self, step: Any, metrics: dict[str, Any]) -> tuple[int, dict[str, float]]:
-        x = valid_number(metrics.get(X_KEY))
-        if x is None:
-            x = valid_number(step)
+    def _point(self, step: Any, metrics: dict[str, Any]) -> tuple[int, dict[str, float]] | None:
+        """(step, values) of a row; None (skipped and counted) when it has no valid step."""
+        x = step_of(metrics[X_KEY]) if X_KEY in metrics else step_of(step)
+        if isinstance(x, str):  # the reason the step is not valid
+            self.tally.skip(x, short_repr(metrics.get(X_KEY, step)))
+            return None
         values: dict[str, float] = {}
         for key, value in metrics.items():
             if key == X_KEY or not is_metric_key(key):
@@ -620,8 +637,10 @@ class TrackioRemoteSource:
             if v is not None:
                 values[canonical(key)] = v
             elif type(value) is float or (isinstance(value, str) and value in _NON_FINITE):
-                self.skipped += 1
-        return (int(x) if x is not None else -1), values
+                self.tally.skip(NOT_FINITE, f"{key}={short_repr(value)}")
+            elif isinstance(value, dict) and isinstance(value.get("_type"), str):
+                self.tally.note(media_kind(value))
+        return x, values
 
     def _batches(
         self,
