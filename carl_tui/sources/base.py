@@ -49,6 +49,27 @@ class Source(Protocol):
 # end of what is there now (`summary`, `export`) call it once before closing.
 
 
+class PolledSource:
+    """What the polled sources share: `interval` is 0 while `behind` (a backlog is waiting:
+    poll again at once), else the configured interval; `skipped` is the tally's total."""
+
+    behind = False
+    _interval = 1.0
+    tally: InputTally
+
+    @property
+    def interval(self) -> float:
+        return 0.0 if self.behind else self._interval
+
+    @interval.setter
+    def interval(self, value: float) -> None:
+        self._interval = value
+
+    @property
+    def skipped(self) -> int:
+        return self.tally.total
+
+
 class Backoff:
     """Capped exponential backoff with jitter: base, 2*base, 4*base, ... <= cap."""
 

@@ -46,12 +46,14 @@ from carl_tui.hub import (
     whoami,
 )
 from carl_tui.identity import HF_JOB, job_run
-from carl_tui.metric_names import canonical, is_metric_key, valid_number
-from carl_tui.sources.base import Backoff, SourceError
+from carl_tui.metric_names import valid_number
+from carl_tui.sources.base import Backoff, PolledSource, SourceError
+from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trainer_log import (
     BarUpdate,
     MetricsLine,
     TrainerLogParser,
+    clean_values,
     trainer_events,
 )
 
@@ -61,7 +63,7 @@ SOURCE = HF_JOB
 MAX_GPUS = 64  # GPU ids numbered per job; more are ignored (a sample is one machine)
 
 
-class HfJobSource:
+class HfJobSource(PolledSource):
     """Poll a Hugging Face Job. Threads start on the first `poll()`."""
 
     def __init__(
@@ -86,7 +88,7 @@ class HfJobSource:
         self.max_lines_per_poll = max_lines_per_poll
         self.name = f"hf-job: {job_id}"
         self.finished = False
-        self.skipped = 0  # non-finite metric values dropped
+        self.tally = InputTally()  # values left out, dict lines that could not be read
         self.limitation = ""
         self.run = job_run(namespace or "", job_id)
         self.parser = TrainerLogParser(logging_steps=logging_steps)
@@ -111,9 +113,6 @@ class HfJobSource:
 
     # -- Source protocol -------------------------------------------------
 
-    @property
-    def interval(self) -> float:
-        return 0.0 if self.behind else self._interval
 
     def poll(self) -> list[Event]:
         if not self._threads:
@@ -206,22 +205,14 @@ class HfJobSource:
             self._last_line_at = now
         if self.parser.pending and (self._logs_done or now - self._last_line_at >= idle_flush_s):
             items.extend(self.parser.flush())
-        self.skipped += self.parser.take_unreadable()[0]  # dict lines that could not be read
+        count, example = self.parser.take_unreadable()
+        self.tally.skip("dict line not readable", example, count)
         out: list[Event] = [LogLines(self.run, tuple(lines))] if lines else []
         out.extend(trainer_events(self.run, items, self._clean, wall_time=time.time()))
         return out
 
     def _clean(self, values: dict[str, float], rename: bool = True) -> dict[str, float]:
-        clean: dict[str, float] = {}
-        for key, value in values.items():
-            if not is_metric_key(key):
-                continue
-            v = valid_number(value)
-            if v is None:
-                self.skipped += 1
-                continue
-            clean[canonical(key) if rename else key] = v
-        return clean
+        return clean_values(values, rename, self.tally.skip)
 
     # -- threads -------------------------------------------------------------
 

@@ -109,6 +109,7 @@ import orjson
 from carl_tui.events import Event, LogLines, Marker, RunMeta, RunRef, ScalarBatch
 from carl_tui.identity import file_run
 from carl_tui.metric_names import STEP_KEYS
+from carl_tui.sources.base import PolledSource
 from carl_tui.sources.follow import BOM, DEFAULT_MAX_LINE_BYTES, FileFollower, sample_lines
 from carl_tui.sources.rows import (
     RowColumns,
@@ -351,7 +352,7 @@ def default_run(path: Path, source: str) -> RunRef:
     return file_run(path, source)
 
 
-class JsonlSource:
+class JsonlSource(PolledSource):
     """Tails one JSON-lines file. See the module docstring for the format."""
 
     def __init__(
@@ -378,7 +379,7 @@ class JsonlSource:
         self.finished = False
         self.notes: list[str] = []  # what happened to the file (restarts), oldest first
         self._generation = 0
-        self._backlog = False
+        self.behind = False
         self.preview = False  # preview a long file from its end first (the dashboard)
         self._previewed = False
         self._preview_end: int | None = None  # offset past the last line previewed
@@ -390,9 +391,6 @@ class JsonlSource:
     def run(self) -> RunRef:
         return self.parser.run
 
-    @property
-    def skipped(self) -> int:
-        return self.tally.total
 
     @property
     def offset(self) -> int:
@@ -420,27 +418,19 @@ class JsonlSource:
         latest = f" (latest: {self.notes[-1]})" if self.notes else ""
         return f"{self.path.name} started over {times}{latest}; points read before stay in the plots"
 
-    @property
-    def interval(self) -> float:
-        """0 while a backlog remains to be read, else the configured interval."""
-        return 0.0 if self._backlog else self._interval
-
-    @interval.setter
-    def interval(self, value: float) -> None:
-        self._interval = value
 
     def poll(self) -> list[Event]:
         if self.preview and not self._previewed:
             events = self._preview_events()
             self._previewed = True
             if events:
-                self._backlog = True
+                self.behind = True
                 return events
         if self._preview_end is not None and self.hold is not None:
             self.hold.wait(HOLD_MAX_S)  # read the history once the preview is on screen
             self.hold = None
         got = self.follower.read()
-        self._backlog = got.backlog
+        self.behind = got.backlog
         for reason, example in got.dropped:
             self.tally.skip(reason, _example(example))
         events: list[Event] = []

@@ -64,7 +64,7 @@ import numpy as np
 from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch
 from carl_tui.metric_names import canonical, is_metric_key
 from carl_tui.sources import tfevents as tfe
-from carl_tui.sources.base import SourceError
+from carl_tui.sources.base import PolledSource, SourceError
 from carl_tui.sources.run_config import describe_config, loads_json
 from carl_tui.sources.tally import InputTally
 
@@ -385,7 +385,7 @@ class _Run:
 # -- the source --------------------------------------------------------------------------
 
 
-class TensorBoardSource:
+class TensorBoardSource(PolledSource):
     """Follows every run of a TensorBoard log directory (module docstring)."""
 
     def __init__(
@@ -415,17 +415,7 @@ class TensorBoardSource:
         parts = p.parts[-2:] if len(p.parts) > 1 else p.parts
         return str(Path(*parts)) if parts else str(p)
 
-    @property
-    def interval(self) -> float:
-        return 0.0 if self.behind else self._interval
 
-    @interval.setter
-    def interval(self, value: float) -> None:
-        self._interval = value
-
-    @property
-    def skipped(self) -> int:
-        return self.tally.total
 
     def _wanted(self, name: str) -> bool:
         if self.runs is None:

@@ -56,7 +56,7 @@ import orjson
 
 from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
 from carl_tui.sources import trackio_system as ts
-from carl_tui.sources.base import SourceError
+from carl_tui.sources.base import PolledSource, SourceError
 from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio_read import RangeReader, RunBlock, group_by_run, run_columns
@@ -227,7 +227,7 @@ def most_recent(root: Path | None = None) -> tuple[str, str] | None:
     return None
 
 
-class TrackioLocalSource:
+class TrackioLocalSource(PolledSource):
     """Polls one local Trackio project; emits a ScalarBatch per run per poll.
 
     `runs` limits it to runs whose id or name is listed.
@@ -283,13 +283,6 @@ class TrackioLocalSource:
         self._helpers_tried = False
         self.queries = 0  # statements that read tables (for tests and benchmarks)
 
-    @property
-    def interval(self) -> float:
-        return 0.0 if self.behind else self._interval
-
-    @interval.setter
-    def interval(self, value: float) -> None:
-        self._interval = value
 
     def _open(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -593,9 +586,6 @@ class TrackioLocalSource:
                                       wall_time=iso_to_epoch(stamp), nonfinite=nonfinite))
         return events
 
-    @property
-    def skipped(self) -> int:
-        return self.tally.total
 
     def close(self) -> None:
         if self._reader is not None:

@@ -54,7 +54,7 @@ from carl_tui.hub import HubToken, find_token
 from carl_tui.metric_names import canonical, is_metric_key, valid_number
 from carl_tui.redact import redact
 from carl_tui.sources import trackio_system as ts
-from carl_tui.sources.base import SourceError
+from carl_tui.sources.base import PolledSource, SourceError
 from carl_tui.sources.rows import NOT_FINITE, iso_to_epoch, media_kind, short_repr, step_of
 from carl_tui.sources.tally import InputTally
 
@@ -167,7 +167,7 @@ class RemoteRun:
     created_at: str | None = None
 
 
-class TrackioRemoteSource:
+class TrackioRemoteSource(PolledSource):
     """Poll a Trackio server for new metric rows of one project."""
 
     def __init__(
@@ -223,9 +223,6 @@ class TrackioRemoteSource:
 
     # -- Source protocol -------------------------------------------------
 
-    @property
-    def interval(self) -> float:
-        return 0.0 if self.behind else self._interval
 
     def poll(self) -> list[Event]:
         if self.mode is None:
@@ -238,9 +235,6 @@ class TrackioRemoteSource:
         if self._own_client:
             self._client.close()
 
-    @property
-    def skipped(self) -> int:
-        return self.tally.total
 
     def __repr__(self) -> str:
         token = "[REDACTED]" if self._token else None

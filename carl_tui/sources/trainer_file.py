@@ -23,7 +23,7 @@ from pathlib import Path
 
 from carl_tui.events import Event, LogLines, RunRef
 from carl_tui.identity import TRAINER_LOG, file_run
-from carl_tui.sources.base import SourceError
+from carl_tui.sources.base import PolledSource, SourceError
 from carl_tui.sources.follow import FileFollower
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trainer_log import (
@@ -34,7 +34,7 @@ from carl_tui.sources.trainer_log import (
 )
 
 
-class TrainerLogSource:
+class TrainerLogSource(PolledSource):
     """Tails one Trainer stdout file. Source protocol: `poll()`, `close()`, `name`,
     `interval` (0 while a backlog is read), `finished`, `limitation`, `tally`."""
 
@@ -60,24 +60,13 @@ class TrainerLogSource:
         self.parser = TrainerLogParser(logging_steps)
         self.generation = 0
         self._follower = FileFollower(self.path, max_bytes_per_poll=max_bytes_per_poll)
-        self._backlog = False
+        self.behind = False
         self._last_line_at: float | None = None
 
     def __repr__(self) -> str:
         return f"TrainerLogSource({str(self.path)!r})"
 
-    @property
-    def interval(self) -> float:
-        """0 while a backlog remains to be read, else the configured interval."""
-        return 0.0 if self._backlog else self._interval
 
-    @interval.setter
-    def interval(self, value: float) -> None:
-        self._interval = value
-
-    @property
-    def skipped(self) -> int:
-        return self.tally.total
 
     def poll(self) -> list[Event]:
         now = time.monotonic()
@@ -87,7 +76,7 @@ class TrainerLogSource:
             if self.parser.pending:  # the file went away: release what is held, then say so
                 return self._convert([], list(self.parser.flush()))
             raise
-        self._backlog = read.backlog
+        self.behind = read.backlog
         for reason, example in read.dropped:
             self.tally.skip(reason, example.decode("utf-8", "replace"))
         events: list[Event] = []

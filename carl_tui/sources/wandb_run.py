@@ -88,7 +88,7 @@ from typing import Any
 import numpy as np
 
 from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch
-from carl_tui.sources.base import SourceError
+from carl_tui.sources.base import PolledSource, SourceError
 from carl_tui.sources.rows import build_columns
 from carl_tui.sources.run_config import describe_config, loads_json
 from carl_tui.sources.tally import InputTally
@@ -736,7 +736,7 @@ def _integral(v: Any) -> int | None:
 # -- the source --------------------------------------------------------------------------
 
 
-class WandbSource:
+class WandbSource(PolledSource):
     """Follows one W&B run, or every run of a `wandb/` directory (module docstring)."""
 
     def __init__(
@@ -765,17 +765,7 @@ class WandbSource:
         parts = p.parts[-2:] if len(p.parts) > 1 else p.parts
         return str(Path(*parts)) if parts else str(p)
 
-    @property
-    def interval(self) -> float:
-        return 0.0 if self.behind else self._interval
 
-    @interval.setter
-    def interval(self, value: float) -> None:
-        self._interval = value
-
-    @property
-    def skipped(self) -> int:
-        return self.tally.total
 
     def _discover(self) -> list[_RunReader]:
         """The readers to poll, latest first; raises "waiting for ..." when there are none."""
