@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
+# One torch thread per process: the suite trains tiny models on 2 cores, where a second
+# thread per step fights every other process for the same cores (set before torch loads).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 import math
 import threading
 
