@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from carl_tui.events import RunMeta, ScalarBatch
+from carl_tui.hub import HubToken, find_token
+from carl_tui.redact import redact
 from carl_tui.sources import trackio_remote
 from carl_tui.sources.base import SourceError, SourceRunner
-from carl_tui.redact import redact
-from carl_tui.hub import HubToken, find_token
 from carl_tui.sources.trackio_remote import (
     NOT_AUTHORISED,
     TrackioRemoteSource,
