@@ -45,7 +45,8 @@ from carl_tui.actions.errors import ActionError
 from carl_tui.actions.launch_spec import LaunchSpec
 from carl_tui.events import JobStatus, RunRef
 
-RUNNING, STOPPING, COMPLETED, FAILED, CANCELED = "running", "stopping", "completed", "failed", "canceled"
+RUNNING, STOPPING, COMPLETED, FAILED, CANCELED = (
+    "running", "stopping", "completed", "failed", "canceled")
 _STAGE = {RUNNING: "RUNNING", STOPPING: "RUNNING", COMPLETED: "COMPLETED", FAILED: "ERROR",
           CANCELED: "CANCELED"}
 
@@ -95,33 +96,10 @@ class LocalJob:
         `tie_to_parent`: the run ends with this process (see the module docstring;
         the child must call `watch_parent`). Default: it may outlive the dashboard."""
         stream_path = Path(stream_path)
-        if isinstance(spec_or_argv, LaunchSpec):
-            problems = [p for p in spec_or_argv.with_(target="local").validate()]
-            if problems:
-                raise ActionError("Cannot start:\n- " + "\n- ".join(problems), kind="invalid")
-            argv = spec_or_argv.with_(target="local").local_argv(str(stream_path))
-        else:
-            argv = [str(a) for a in spec_or_argv]
-            if not argv:
-                raise ActionError("Cannot start: the command is empty.", kind="invalid")
+        argv = _command(spec_or_argv, stream_path)
         log = Path(log_path) if log_path else stream_path.with_suffix(".log")
-        try:
-            stream_path.parent.mkdir(parents=True, exist_ok=True)
-            log.parent.mkdir(parents=True, exist_ok=True)
-            log_file = open(log, "ab")  # noqa: SIM115  (closed below, once the child has it)
-        except OSError as exc:
-            raise ActionError(f"Cannot start: cannot write {log} ({exc.strerror}).", kind="missing") from None
-        full_env = dict(os.environ if env is None else env)
-        full_env.setdefault("PYTHONUNBUFFERED", "1")
-        for key in (PARENT_FD_ENV, PARENT_PID_ENV, PARENT_DEATHSIG_ENV):
-            full_env.pop(key, None)  # never pass on a tie meant for this process
-        read_end = write_end = None
-        if tie_to_parent:
-            read_end, write_end = os.pipe()  # both close on exec; the child gets read_end only
-            full_env[PARENT_FD_ENV] = str(read_end)
-            full_env[PARENT_PID_ENV] = str(os.getpid())
-            if threading.current_thread() is threading.main_thread():
-                full_env[PARENT_DEATHSIG_ENV] = "1"
+        log_file = _open_log(stream_path, log)
+        full_env, read_end, write_end = _child_env(env, tie_to_parent)
         try:
             proc = subprocess.Popen(
                 argv,
@@ -136,7 +114,8 @@ class LocalJob:
         except OSError as exc:
             if write_end is not None:
                 os.close(write_end)
-            raise ActionError(f"Cannot start {argv[0]}: {exc.strerror or exc}.", kind="missing") from None
+            raise ActionError(f"Cannot start {argv[0]}: {exc.strerror or exc}.",
+                              kind="missing") from None
         finally:
             log_file.close()  # the child holds its own descriptor
             if read_end is not None:
@@ -185,7 +164,8 @@ class LocalJob:
             if self.proc.poll() is not None:
                 return self.poll()
             self._stop_requested = True
-            for sig, wait in ((signal.SIGINT, grace), (signal.SIGTERM, term_grace), (signal.SIGKILL, 10.0)):
+            steps = ((signal.SIGINT, grace), (signal.SIGTERM, term_grace), (signal.SIGKILL, 10.0))
+            for sig, wait in steps:
                 if not self._signal_group(sig):
                     break
                 try:
@@ -229,6 +209,52 @@ class LocalJob:
         except subprocess.TimeoutExpired:
             pass
         return self.poll()
+
+
+def _command(spec_or_argv: LaunchSpec | Sequence[str], stream_path: Path) -> list[str]:
+    """The child's command line: a `LaunchSpec` as `python -m carl_tui train ... --stream
+    PATH`, an argv list as given. Raises `ActionError` for an invalid spec or an empty argv."""
+    if isinstance(spec_or_argv, LaunchSpec):
+        problems = [p for p in spec_or_argv.with_(target="local").validate()]
+        if problems:
+            raise ActionError("Cannot start:\n- " + "\n- ".join(problems), kind="invalid")
+        return spec_or_argv.with_(target="local").local_argv(str(stream_path))
+    argv = [str(a) for a in spec_or_argv]
+    if not argv:
+        raise ActionError("Cannot start: the command is empty.", kind="invalid")
+    return argv
+
+
+def _open_log(stream_path: Path, log: Path):
+    """The child's log file, opened for appending (its folder and the stream's made)."""
+    try:
+        stream_path.parent.mkdir(parents=True, exist_ok=True)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        return open(log, "ab")  # the caller closes it once the child has it
+    except OSError as exc:
+        raise ActionError(f"Cannot start: cannot write {log} ({exc.strerror}).",
+                          kind="missing") from None
+
+
+def _child_env(
+    env: Mapping[str, str] | None, tie_to_parent: bool
+) -> tuple[dict[str, str], int | None, int | None]:
+    """(the child's environment, the tie pipe's read end and write end, or None, None).
+
+    A tie meant for this process is never passed on; a tied child gets the read end
+    (both ends close on exec: the caller passes the read end on alone)."""
+    full_env = dict(os.environ if env is None else env)
+    full_env.setdefault("PYTHONUNBUFFERED", "1")
+    for key in (PARENT_FD_ENV, PARENT_PID_ENV, PARENT_DEATHSIG_ENV):
+        full_env.pop(key, None)
+    if not tie_to_parent:
+        return full_env, None, None
+    read_end, write_end = os.pipe()
+    full_env[PARENT_FD_ENV] = str(read_end)
+    full_env[PARENT_PID_ENV] = str(os.getpid())
+    if threading.current_thread() is threading.main_thread():
+        full_env[PARENT_DEATHSIG_ENV] = "1"
+    return full_env, read_end, write_end
 
 
 # -- the child's side of the tie ------------------------------------------------------
