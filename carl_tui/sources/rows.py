@@ -349,32 +349,8 @@ def _assemble(
     local = InputTally()
     steps, has_key, kept = _steps(n, entries, step_keys, local)
     all_kept = bool(kept.all())
-    times = np.full(n, np.nan) if time_key is not None else None
-    columns: dict[str, np.ndarray] = {}
     step_set = set(step_keys)
-    for e in entries:
-        if e.key in step_set:
-            continue
-        is_time = e.key == time_key
-        if not is_time and not is_metric_key(e.key):
-            continue
-        name = e.key if is_time else canonical(e.key)
-        if not is_time and not valid_name(name):
-            present = int(kept.sum()) if e.idx is None else int(kept[e.idx].sum())
-            local.skip(INVALID_NAME, short_repr(e.key), present)
-            continue
-        if e.kinds is not None:
-            _count_values(e, kept, all_kept, local)
-        if is_time:
-            _assign(times, e.col, e.idx)
-            continue
-        out = columns.get(name)
-        if out is None:
-            if e.idx is None:
-                columns[name] = np.ascontiguousarray(e.col)
-                continue
-            out = columns[name] = np.full(n, np.nan)
-        _assign(out, e.col, e.idx)
+    columns, times = _metric_columns(n, entries, kept, step_set, time_key, local)
     known = has_key
     if default_steps is not None:
         use = ~has_key & (default_steps >= 0)
@@ -399,6 +375,46 @@ def _assemble(
     return RowColumns(steps=resolved, columns=columns, last_time=last_time,
                       skipped=local.total, kept=kept_idx, tally=local, times=times,
                       nonfinite=nonfinite)
+
+
+def _metric_columns(
+    n: int,
+    entries: list[_Entry],
+    kept: np.ndarray,
+    step_set: set[str],
+    time_key: str | None,
+    local: InputTally,
+) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    """(a float64 column per canonical metric name, each row's time or None when
+    `time_key` is None), over all n rows; the invalid names and values of the kept
+    rows counted in `local`."""
+    all_kept = bool(kept.all())
+    times = np.full(n, np.nan) if time_key is not None else None
+    columns: dict[str, np.ndarray] = {}
+    for e in entries:
+        if e.key in step_set:
+            continue
+        is_time = e.key == time_key
+        if not is_time and not is_metric_key(e.key):
+            continue
+        name = e.key if is_time else canonical(e.key)
+        if not is_time and not valid_name(name):
+            present = int(kept.sum()) if e.idx is None else int(kept[e.idx].sum())
+            local.skip(INVALID_NAME, short_repr(e.key), present)
+            continue
+        if e.kinds is not None:
+            _count_values(e, kept, all_kept, local)
+        if is_time:
+            _assign(times, e.col, e.idx)
+            continue
+        out = columns.get(name)
+        if out is None:
+            if e.idx is None:
+                columns[name] = np.ascontiguousarray(e.col)
+                continue
+            out = columns[name] = np.full(n, np.nan)
+        _assign(out, e.col, e.idx)
+    return columns, times
 
 
 MAX_NONFINITE = 100  # per block: enough to raise an alert and say where
