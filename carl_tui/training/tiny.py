@@ -180,18 +180,7 @@ def warm_start_copy(
     loss_value = float("nan")
     tokens = 0
     for step in range(1, steps + 1):
-        pairs = [reverse_example(rng) for _ in range(batch_size)]
-        texts = [p + p[:-1] for p, _ in pairs]  # "123>" + "123"
-        enc = tokenizer(texts, padding=True, return_tensors="pt")
-        ids = torch.cat([enc["input_ids"], torch.zeros(batch_size, 1, dtype=torch.long)], dim=1)
-        mask = torch.cat([enc["attention_mask"], torch.zeros(batch_size, 1, dtype=torch.long)], dim=1)
-        lengths = enc["attention_mask"].sum(1)
-        ids[torch.arange(batch_size), lengths] = tokenizer.eos_token_id
-        mask[torch.arange(batch_size), lengths] = 1
-        labels = ids.clone()
-        labels[mask == 0] = -100
-        for i, (p, _) in enumerate(pairs):  # loss on the copied part and eos only
-            labels[i, : len(p)] = -100
+        ids, mask, labels = _copy_batch(tokenizer, rng, batch_size)
         out = model(input_ids=ids, attention_mask=mask, labels=labels)
         opt.zero_grad(set_to_none=True)
         out.loss.backward()
@@ -199,14 +188,8 @@ def warm_start_copy(
         loss_value = float(out.loss.detach())
         if on_step is None:
             continue
-        with torch.no_grad():  # the logits at k predict token k + 1
-            target = labels[:, 1:]
-            trained = target != -100
-            logits = out.logits.detach()[:, :-1][trained].float()
-            logp = torch.log_softmax(logits, dim=-1)
-            entropy = float(-(logp.exp() * logp).sum(-1).mean())
-            accuracy = float((logits.argmax(-1) == target[trained]).float().mean())
-        tokens += int(trained.sum())
+        entropy, accuracy, trained = _copy_step_metrics(out.logits, labels)
+        tokens += trained
         metrics = {"loss": loss_value, "entropy": entropy, "mean_token_accuracy": accuracy,
                    "num_tokens": float(tokens)}
         if on_step(step, metrics):
@@ -214,3 +197,39 @@ def warm_start_copy(
     opt.zero_grad(set_to_none=True)
     model.eval()
     return loss_value
+
+
+def _copy_batch(tokenizer, rng: random.Random, batch_size: int):
+    """(input_ids, attention_mask, labels) of one batch of the copy task: "123>" + "123"
+    + eos, with the loss on the copied part and eos only."""
+    import torch
+
+    pairs = [reverse_example(rng) for _ in range(batch_size)]
+    texts = [p + p[:-1] for p, _ in pairs]  # "123>" + "123"
+    enc = tokenizer(texts, padding=True, return_tensors="pt")
+    pad = torch.zeros(batch_size, 1, dtype=torch.long)
+    ids = torch.cat([enc["input_ids"], pad], dim=1)
+    mask = torch.cat([enc["attention_mask"], pad], dim=1)
+    lengths = enc["attention_mask"].sum(1)
+    ids[torch.arange(batch_size), lengths] = tokenizer.eos_token_id
+    mask[torch.arange(batch_size), lengths] = 1
+    labels = ids.clone()
+    labels[mask == 0] = -100
+    for i, (p, _) in enumerate(pairs):
+        labels[i, : len(p)] = -100
+    return ids, mask, labels
+
+
+def _copy_step_metrics(logits, labels) -> tuple[float, float, int]:
+    """(mean entropy in nats, token accuracy, trained tokens) of one step's predictions
+    over the trained tokens (the logits at k predict token k + 1)."""
+    import torch
+
+    with torch.no_grad():
+        target = labels[:, 1:]
+        trained = target != -100
+        picked = logits.detach()[:, :-1][trained].float()
+        logp = torch.log_softmax(picked, dim=-1)
+        entropy = float(-(logp.exp() * logp).sum(-1).mean())
+        accuracy = float((picked.argmax(-1) == target[trained]).float().mean())
+    return entropy, accuracy, int(trained.sum())
