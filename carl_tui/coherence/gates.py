@@ -320,82 +320,119 @@ class CascadeGate:
         k = x.size
         if k == 0:
             return False
-        w, span = self.window, self.noise_span
-        c0 = self.count
-        n = c0 + 1 + np.arange(k)  # count after each new value
-        # Running sums by count; buffer index j is count base + j.
-        px = np.concatenate([self._px[:-1], np.cumsum(np.concatenate([[self._px[-1]], x]))])
-        px_base = c0 - (len(self._px) - 1)
-        d = np.abs(np.diff(np.concatenate([[self._last_x], x])))
-        d = np.where(np.isnan(d), 0.0, d)  # the first value has no difference
-        pd = np.concatenate([self._pd[:-1], np.cumsum(np.concatenate([[self._pd[-1]], d]))])
-        pd_base = c0 - (len(self._pd) - 1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            full = n >= w
-            m = np.where(full, (px[n - px_base] - px[np.maximum(n - w, px_base) - px_base]) / w,
-                         np.nan)
-            ndiff = np.minimum(span, n - 1)
-            lo_count = np.maximum(n - span, 1)
-            dsum = pd[n - pd_base] - pd[np.maximum(lo_count, pd_base) - pd_base]
-            sigma = _SQRT_PI_2 * dsum / np.maximum(ndiff, 1)
-            # A metric logged exactly constant has no noise, but its running sums round.
-            sigma = np.maximum(sigma, _ROUNDING * np.abs(px[n - px_base]))
-            noise = sigma / math.sqrt(w)
-        m_first = self._m_first
-        if math.isnan(m_first) and full.any():
-            m_first = float(m[np.argmax(full)])
-        m_ok = np.where(full, m, np.inf)
-        lo = np.minimum.accumulate(np.concatenate([[self.lo], m_ok]))[1:]
-        hi = np.maximum.accumulate(np.concatenate([[self.hi], np.where(full, m, -np.inf)]))[1:]
-        # Level `horizon` values back (or the first level), and hi `plateau` values back.
-        hz, pl = self.horizon, self.plateau
-        m_hist = np.concatenate([self._m, np.where(full, m, np.nan)])
-        pos = len(self._m) + np.arange(k)
-        m_back = np.where(n - hz >= w, m_hist[np.maximum(pos - hz, 0)], m_first)
-        m_back2 = np.where(n - 2 * hz >= w, m_hist[np.maximum(pos - 2 * hz, 0)], np.nan)
-        # Mean of the last plateau / 2 values against the plateau / 2 before them.
-        half = pl // 2
-        have = n >= 2 * half
-        mid = px[np.maximum(n - half, px_base) - px_base]
-        first = px[np.maximum(n - 2 * half, px_base) - px_base]
-        with np.errstate(invalid="ignore"):
-            drift = np.where(have, ((px[n - px_base] - mid) - (mid - first)) / max(half, 1),
-                             np.nan)
-        with np.errstate(invalid="ignore"):
-            ready = n >= self.ready_at
-            span_m = hi - lo
-            rose = m - m_first > self.rise_z * noise
-            near = m >= lo + self.level * span_m
-            gain = m - m_back
-            before = m_back - m_back2  # the climb over the horizon before that
-            bar = self.climb_z * math.sqrt(2.0) * noise
-            climbing = (gain > bar) | ((before > bar) & (before < 0.75 * span_m) & (gain > 0))
-            settled = ready & full & rose & near & ~climbing
-            drift_bar = self.tolerance * sigma * math.sqrt(2.0 / max(half, 1))
-            # Near its best: hi is the highest of many noisy levels, allow for that.
-            recent = (px[n - px_base] - mid) / max(half, 1)
-            slack = (self.tolerance + np.sqrt(2 * np.log(np.maximum(n / w, 2)))) * noise
-            flat = ready & full & have & (drift <= drift_bar) & ((recent >= hi - slack) | near)
+        b = _CascadeBatch(self, x)
+        r = self._rules(b)
         idx = np.arange(k)
-        last_false = np.maximum.accumulate(np.where(settled, -1, idx))
+        last_false = np.maximum.accumulate(np.where(r["settled"], -1, idx))
         streak = np.where(last_false < 0, idx + 1 + self.streak, idx - last_false)
-        fire = (streak >= self.patience) | flat
+        fire = (streak >= self.patience) | r["flat"]
         end = int(np.argmax(fire)) if fire.any() else k - 1  # state kept up to here
         if fire.any():
             self.fired = True
             self.trigger_step = int(s[end])
             self.reason = "rise" if streak[end] >= self.patience else "flat"
-        # Carry the state through value `end`.
-        self.count = int(n[end])
-        self._last_x = float(x[end])
-        self._px = px[: n[end] - px_base + 1][-(max(w, 2 * half) + 1):].tolist()
-        self._pd = pd[: n[end] - pd_base + 1][-(span + 1):].tolist()
-        self._m = m_hist[: len(self._m) + end + 1][-2 * hz:].tolist()
-        self._m_first = m_first
-        self.lo, self.hi = float(lo[end]), float(hi[end])
-        self.streak = int(streak[end])
-        self._now = {"m": float(m[end]), "hi": float(hi[end]), "s": float(noise[end]),
-                     "rose": bool(rose[end]), "near": bool(near[end]),
-                     "climbing": bool(climbing[end]), "gain": float(gain[end]),
-                     "drift": float(drift[end]), "drift_bar": float(drift_bar[end])}
+        self._carry(b, r, x, streak, end)
         return self.fired
+
+    def _rules(self, b: _CascadeBatch) -> dict[str, np.ndarray]:
+        """After each value: the rise route's conditions (rose, near its best, climbing:
+        settled when none holds it back) and the flat route's (drift within its bar)."""
+        with np.errstate(invalid="ignore"):
+            ready = b.n >= self.ready_at
+            span_m = b.hi - b.lo
+            rose = b.m - b.m_first > self.rise_z * b.noise
+            near = b.m >= b.lo + self.level * span_m
+            gain = b.m - b.m_back
+            before = b.m_back - b.m_back2  # the climb over the horizon before that
+            bar = self.climb_z * math.sqrt(2.0) * b.noise
+            climbing = (gain > bar) | ((before > bar) & (before < 0.75 * span_m) & (gain > 0))
+            settled = ready & b.full & rose & near & ~climbing
+            half = max(b.half, 1)
+            drift_bar = self.tolerance * b.sigma * math.sqrt(2.0 / half)
+            # Near its best: hi is the highest of many noisy levels, allow for that.
+            recent = (b.px[b.n - b.px_base] - b.mid) / half
+            slack = (self.tolerance + np.sqrt(2 * np.log(np.maximum(b.n / self.window, 2)))) \
+                * b.noise
+            flat = ready & b.full & b.have & (b.drift <= drift_bar) & (
+                (recent >= b.hi - slack) | near)
+        return {"rose": rose, "near": near, "gain": gain, "climbing": climbing,
+                "settled": settled, "drift_bar": drift_bar, "flat": flat}
+
+    def _carry(self, b: _CascadeBatch, r: dict[str, np.ndarray], x: np.ndarray,
+               streak: np.ndarray, end: int) -> None:
+        """Carry the state through value `end` of the batch (the last one, or the one
+        that fired), and what `waiting_for` says there."""
+        n_end = int(b.n[end])
+        self.count = n_end
+        self._last_x = float(x[end])
+        keep = max(self.window, 2 * b.half) + 1
+        self._px = b.px[: n_end - b.px_base + 1][-keep:].tolist()
+        self._pd = b.pd[: n_end - b.pd_base + 1][-(self.noise_span + 1):].tolist()
+        self._m = b.m_hist[: len(self._m) + end + 1][-2 * self.horizon:].tolist()
+        self._m_first = b.m_first
+        self.lo, self.hi = float(b.lo[end]), float(b.hi[end])
+        self.streak = int(streak[end])
+        self._now = {"m": float(b.m[end]), "hi": float(b.hi[end]), "s": float(b.noise[end]),
+                     "rose": bool(r["rose"][end]), "near": bool(r["near"][end]),
+                     "climbing": bool(r["climbing"][end]), "gain": float(r["gain"][end]),
+                     "drift": float(b.drift[end]), "drift_bar": float(r["drift_bar"][end])}
+
+
+class _CascadeBatch:
+    """The quantities after each value of one batch of finite values, continuing a
+    CascadeGate's state: running sums by count, the level m and its noise, the lowest
+    and highest level, the levels one and two horizons back, and the drift of the
+    plateau means."""
+
+    def __init__(self, g: CascadeGate, x: np.ndarray) -> None:
+        k = x.size
+        w, span = g.window, g.noise_span
+        c0 = g.count
+        n = self.n = c0 + 1 + np.arange(k)  # count after each new value
+        # Running sums by count; buffer index j is count base + j.
+        px = self.px = np.concatenate([g._px[:-1], np.cumsum(np.concatenate([[g._px[-1]], x]))])
+        px_base = self.px_base = c0 - (len(g._px) - 1)
+        d = np.abs(np.diff(np.concatenate([[g._last_x], x])))
+        d = np.where(np.isnan(d), 0.0, d)  # the first value has no difference
+        pd = self.pd = np.concatenate([g._pd[:-1], np.cumsum(np.concatenate([[g._pd[-1]], d]))])
+        pd_base = self.pd_base = c0 - (len(g._pd) - 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            full = self.full = n >= w
+            m = self.m = np.where(
+                full, (px[n - px_base] - px[np.maximum(n - w, px_base) - px_base]) / w, np.nan)
+            ndiff = np.minimum(span, n - 1)
+            lo_count = np.maximum(n - span, 1)
+            dsum = pd[n - pd_base] - pd[np.maximum(lo_count, pd_base) - pd_base]
+            sigma = _SQRT_PI_2 * dsum / np.maximum(ndiff, 1)
+            # A metric logged exactly constant has no noise, but its running sums round.
+            self.sigma = sigma = np.maximum(sigma, _ROUNDING * np.abs(px[n - px_base]))
+            self.noise = sigma / math.sqrt(w)
+        m_first = g._m_first
+        if math.isnan(m_first) and full.any():
+            m_first = float(m[np.argmax(full)])
+        self.m_first = m_first
+        m_ok = np.where(full, m, np.inf)
+        self.lo = np.minimum.accumulate(np.concatenate([[g.lo], m_ok]))[1:]
+        self.hi = np.maximum.accumulate(
+            np.concatenate([[g.hi], np.where(full, m, -np.inf)]))[1:]
+        self._history(g, k)
+        self._plateau(g)
+
+    def _history(self, g: CascadeGate, k: int) -> None:
+        """The level `horizon` values back (or the first level) and 2 * horizon back."""
+        hz, w, n = g.horizon, g.window, self.n
+        m_hist = self.m_hist = np.concatenate([g._m, np.where(self.full, self.m, np.nan)])
+        pos = len(g._m) + np.arange(k)
+        self.m_back = np.where(n - hz >= w, m_hist[np.maximum(pos - hz, 0)], self.m_first)
+        self.m_back2 = np.where(n - 2 * hz >= w, m_hist[np.maximum(pos - 2 * hz, 0)], np.nan)
+
+    def _plateau(self, g: CascadeGate) -> None:
+        """Mean of the last plateau / 2 values against the plateau / 2 before them."""
+        half = self.half = g.plateau // 2
+        n, px, base = self.n, self.px, self.px_base
+        self.have = have = n >= 2 * half
+        mid = self.mid = px[np.maximum(n - half, base) - base]
+        first = px[np.maximum(n - 2 * half, base) - base]
+        with np.errstate(invalid="ignore"):
+            self.drift = np.where(have, ((px[n - base] - mid) - (mid - first)) / max(half, 1),
+                                  np.nan)
