@@ -67,6 +67,7 @@ into batches (O(n) numpy per batch).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from enum import Enum
 
 import numpy as np
@@ -110,38 +111,44 @@ def _med3(a, b, c):
     return np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
 
 
-class PhaseClassifier:
-    """Labels each logged step with a Phase, online. See the module docstring."""
+@dataclass(frozen=True)
+class PhaseSettings:
+    """The classifier's constants (see the module docstring for what each one does)."""
 
-    def __init__(
-        self,
-        baseline_points: int = 5,
-        melt_ratio: float = 2.5,
-        transition_fall: float = 0.72,
-        crystal_fall: float = 0.23,
-        converged_ratio: float = 0.28,
-        rise_z: float = 5.0,
-        guard_z: float = 3.0,
-        fall_z: float = 0.75,
-        level: float = 0.8,
-        stop_z: float = 2.0,
-        window_fraction: float = 0.05,
-        hold: float = 2.0,
-    ) -> None:
-        if baseline_points < 2:
+    baseline_points: int = 5
+    melt_ratio: float = 2.5
+    transition_fall: float = 0.72
+    crystal_fall: float = 0.23
+    converged_ratio: float = 0.28
+    rise_z: float = 5.0
+    guard_z: float = 3.0
+    fall_z: float = 0.75
+    level: float = 0.8
+    stop_z: float = 2.0
+    window_fraction: float = 0.05
+    hold: float = 2.0
+
+    def __post_init__(self) -> None:
+        if self.baseline_points < 2:
             raise ValueError("baseline_points must be at least 2")
-        self.baseline_points = int(baseline_points)
-        self.melt_ratio = float(melt_ratio)
-        self.transition_fall = float(transition_fall)
-        self.crystal_fall = float(crystal_fall)
-        self.converged_ratio = float(converged_ratio)
-        self.rise_z = float(rise_z)
-        self.guard_z = float(guard_z)
-        self.fall_z = float(fall_z)
-        self.level = float(level)
-        self.stop_z = float(stop_z)
-        self.window_fraction = float(window_fraction)
-        self.hold = float(hold)
+        for name in self.__dataclass_fields__:
+            kind = int if name == "baseline_points" else float
+            object.__setattr__(self, name, kind(getattr(self, name)))
+
+    def window(self, n: np.ndarray) -> np.ndarray:
+        """Values averaged for the level of A: a fixed share of the n known so far."""
+        w = np.ceil(self.window_fraction * n)
+        return np.clip(w, 2, _TAIL // 2).astype(np.int64)
+
+
+class PhaseClassifier:
+    """Labels each logged step with a Phase, online. See the module docstring.
+
+    `PhaseClassifier(settings)` or `PhaseClassifier(melt_ratio=3.0, ...)`: any field of
+    `PhaseSettings` by name, the others at their defaults."""
+
+    def __init__(self, settings: PhaseSettings | None = None, **overrides: float) -> None:
+        self.settings = replace(settings or PhaseSettings(), **overrides)
         # Carried values and calibration.
         self.accuracy = math.nan  # last known A
         self.entropy = math.nan  # last known E
@@ -247,62 +254,86 @@ class PhaseClassifier:
 
     def _targets(self, f: _Features, t: np.ndarray, pos: int) -> np.ndarray:
         """For steps pos.., the latest phase whose condition holds (0 if none)."""
+        st = self.settings
         sl = slice(pos, None)
-        a, e, r = f.a[sl], f.e[sl], f.r[sl]
+        a, r = f.a[sl], f.r[sl]
         acc_seen = f.acc_cal[sl]  # A known and calibrated
         ent_ok = f.ent_cal[sl]
-        spiking = ent_ok & (r >= self.melt_ratio)
-        out = np.zeros(a.size, dtype=np.int8)
-        i = self._index
+        if self._index == _BASE:
+            spiking = ent_ok & (r >= st.melt_ratio)
+            return self._from_baseline(f, pos, spiking)
         best = f.best[sl]
         with np.errstate(invalid="ignore"):
-            near_best = ~acc_seen | (a >= f.a0[sl] + self.level * (best - f.a0[sl]))
-            low_entropy = ent_ok & (r <= self.converged_ratio)
-        if i == _BASE:
-            sigma = f.sigma_before[sl]
-            with np.errstate(invalid="ignore"):
-                lower = np.minimum(a, f.a_prev[sl])
-                risen = f.acc_ready[sl] & (lower - f.a0[sl] > self.rise_z * sigma)
-            out[spiking] = _MELT
-            out[risen & ~spiking] = _TRANS
-            return out
+            near_best = ~acc_seen | (a >= f.a0[sl] + st.level * (best - f.a0[sl]))
+            low_entropy = ent_ok & (r <= st.converged_ratio)
         if self.melted:
-            peak = f.peak[sl]
+            return self._spike_targets(f, pos, near_best, low_entropy)
+        return self._climb_targets(f, t, pos, low_entropy)
+
+    def _from_baseline(self, f: _Features, pos: int, spiking: np.ndarray) -> np.ndarray:
+        """Out of baseline: melting on an entropy spike, else a transition on two known
+        values of A in a row clearly above a0."""
+        sl = slice(pos, None)
+        out = np.zeros(spiking.size, dtype=np.int8)
+        sigma = f.sigma_before[sl]
+        with np.errstate(invalid="ignore"):
+            lower = np.minimum(f.a[sl], f.a_prev[sl])
+            risen = f.acc_ready[sl] & (lower - f.a0[sl] > self.settings.rise_z * sigma)
+        out[spiking] = _MELT
+        out[risen & ~spiking] = _TRANS
+        return out
+
+    def _spike_targets(self, f: _Features, pos: int, near_best: np.ndarray,
+                       low_entropy: np.ndarray) -> np.ndarray:
+        """After a spike ("spike mode"): the phases read from the entropy's fall from
+        its peak, guarded by A (or by log E when A is not logged)."""
+        st = self.settings
+        sl = slice(pos, None)
+        e, peak, ent_ok, acc_seen = f.e[sl], f.peak[sl], f.ent_cal[sl], f.acc_cal[sl]
+        out = np.zeros(e.size, dtype=np.int8)
+        with np.errstate(invalid="ignore"):
+            fell = ent_ok & (e <= st.transition_fall * peak)
+            crystal = ent_ok & (e <= st.crystal_fall * peak) & near_best
+        if self._index == _MELT:
+            ref, _ = _running_mean(f.acc_raw[sl], f.acc_known[sl], self._ref_sum,
+                                   self._ref_count)
+            sigma = np.nan_to_num(f.sigma_before[sl])
             with np.errstate(invalid="ignore"):
-                fell = ent_ok & (e <= self.transition_fall * peak)
-                crystal = ent_ok & (e <= self.crystal_fall * peak) & near_best
-            if i == _MELT:
-                ref, _ = _running_mean(f.acc_raw[sl], f.acc_known[sl], self._ref_sum,
-                                       self._ref_count)
-                sigma = np.nan_to_num(f.sigma_before[sl])
-                with np.errstate(invalid="ignore"):
-                    guard_a = np.isnan(ref) | (a - ref > self.guard_z * sigma)
-                floor = np.log(np.maximum(peak, _TINY)) - 2 * self._lsigma()
-                guard_e = self._fell_from(f, pos, self._lref_sum, self._lref_count, floor,
-                                          margin=_MELT_MARGIN)
-                guard = np.where(acc_seen, guard_a, guard_e)
-                out[fell & guard] = _TRANS
-                out[crystal & guard] = _CRYST
-                out[crystal & guard & low_entropy] = _CONV
-            elif i == _TRANS:
-                out[crystal] = _CRYST
-                out[crystal & low_entropy] = _CONV
-            else:  # crystallisation
-                fell = self._fell_from(f, pos, self._cref_sum, self._cref_count,
-                                       seen=self._cref_seen)
-                out[low_entropy & near_best & fell] = _CONV
-            return out
-        if i == _TRANS:
+                guard_a = np.isnan(ref) | (f.a[sl] - ref > st.guard_z * sigma)
+            floor = np.log(np.maximum(peak, _TINY)) - 2 * self._lsigma()
+            guard_e = self._fell_from(f, pos, self._lref_sum, self._lref_count, floor,
+                                      margin=_MELT_MARGIN)
+            guard = np.where(acc_seen, guard_a, guard_e)
+            out[fell & guard] = _TRANS
+            out[crystal & guard] = _CRYST
+            out[crystal & guard & low_entropy] = _CONV
+        elif self._index == _TRANS:
+            out[crystal] = _CRYST
+            out[crystal & low_entropy] = _CONV
+        else:  # crystallisation
+            fell = self._fell_from(f, pos, self._cref_sum, self._cref_count,
+                                   seen=self._cref_seen)
+            out[low_entropy & near_best & fell] = _CONV
+        return out
+
+    def _climb_targets(self, f: _Features, t: np.ndarray, pos: int,
+                       low_entropy: np.ndarray) -> np.ndarray:
+        """Without a spike: the phases read from the climb of A's level."""
+        sl = slice(pos, None)
+        acc_seen = f.acc_cal[sl]
+        out = np.zeros(acc_seen.size, dtype=np.int8)
+        if self._index == _TRANS:
             settled, _, _ = self._stopped(f, pos)
             settled &= acc_seen
             out[settled] = _CRYST
             out[settled & low_entropy] = _CONV
-        elif i == _CRYST:
-            held = t[sl] - self._t_cryst >= self.hold * (self._t_cryst - self._t_start)
-            recent = self._levels(f, pos)[0]
+        elif self._index == _CRYST:
+            st = self.settings
+            held = t[sl] - self._t_cryst >= st.hold * (self._t_cryst - self._t_start)
+            recent = f.levels(pos)[0]
             a0 = f.a0[sl]
             with np.errstate(invalid="ignore"):
-                holds = recent >= a0 + self.level * (self._best_level - a0)
+                holds = recent >= a0 + st.level * (self._best_level - a0)
             fell = self._fell_from(f, pos, self._cref_sum, self._cref_count,
                                    seen=self._cref_seen)
             out[acc_seen & holds & (held | (low_entropy & fell))] = _CONV
@@ -324,39 +355,29 @@ class PhaseClassifier:
         if floor is not None:
             ref = np.fmax(ref, floor)
         # The largest dip of n noisy values, against a mean of n noisy values.
-        z = self.fall_z + margin + np.sqrt(2 * np.log(np.maximum(n, 2)))
+        z = self.settings.fall_z + margin + np.sqrt(2 * np.log(np.maximum(n, 2)))
         z = z * np.sqrt(1 + 1 / np.maximum(n, 1))
         with np.errstate(invalid="ignore"):
             fell = f.log_e[sl] < ref - z * self._lsigma()
         # No level yet: melting lets the fall count; crystallisation waits for one.
         return fell if seen is not None else np.isnan(ref) | fell
 
-    def _window(self, n: np.ndarray) -> np.ndarray:
-        """Values averaged for the level of A: a fixed share of the run so far."""
-        w = np.ceil(self.window_fraction * n)
-        return np.clip(w, 2, _TAIL // 2).astype(np.int64)
-
-    def _levels(self, f: _Features, pos: int):
-        """For steps pos..: the level of A (mean of its last W known values), the
-        level of the W values before them, W, and the rounding floor of the noise."""
-        return f.recent[pos:], f.before[pos:], f.w[pos:], f.floor[pos:]
-
     def _stopped(self, f: _Features, pos: int):
         """The climb stopped: its level is not clearly above the level one window
         earlier (by more than stop_z noise units), after it was once seen clearly
         above it (stop_z + 1 units); and the level is near its best."""
-        recent, before, w, floor = self._levels(f, pos)
+        recent, before, w, floor = f.levels(pos)
         noise = np.maximum(self._sigma_t, floor) * np.sqrt(2.0 / w)
         with np.errstate(invalid="ignore"):
-            rising = recent - before > (self.stop_z + 1) * noise
-            flat = recent - before <= self.stop_z * noise
+            rising = recent - before > (self.settings.stop_z + 1) * noise
+            flat = recent - before <= self.settings.stop_z * noise
         seen = self._seen_climb | np.logical_or.accumulate(rising)
         start_best = -np.inf if math.isnan(self._best_level) else self._best_level
         best = np.maximum.accumulate(np.concatenate([[start_best], np.nan_to_num(
             recent, nan=-np.inf)]))[1:]
         a0 = f.a0[pos:]
         with np.errstate(invalid="ignore"):
-            near = recent >= a0 + self.level * (best - a0)
+            near = recent >= a0 + self.settings.level * (best - a0)
         return seen & flat & near, seen, best
 
     def _carry_segment(self, f: _Features, t: np.ndarray, a: int, b: int) -> None:
@@ -420,7 +441,12 @@ class _Features:
                  ent: np.ndarray) -> None:
         self.freeze_a: int | None = None  # batch index where the transition began
         self.freeze_e: int | None = None  # batch index where the run left baseline
-        # -- progress metric A
+        self._progress(c, t, acc)
+        self._climb(c, t)
+        self._entropy(c, ent)
+
+    def _progress(self, c: PhaseClassifier, t: np.ndarray, acc: np.ndarray) -> None:
+        """The progress metric A: carried values, baseline, best, noise, last calm step."""
         self.acc_raw = acc
         self.acc_known = np.isfinite(acc)
         kv = acc[self.acc_known]
@@ -430,11 +456,11 @@ class _Features:
         self.a = hist[k + 1]
         self.a_prev = hist[k]
         self.a0, self.acc_cal, self._acc_base_after = _baseline(
-            kv, k, c._acc_base, c.acc_baseline, c.baseline_points
+            kv, k, c._acc_base, c.acc_baseline, c.settings.baseline_points
         )
         self.acc_count = c.acc_count + k
         # Calibrated before the step: the current value is not part of its own baseline.
-        self.acc_ready = (c.acc_count + k - self.acc_known) >= c.baseline_points
+        self.acc_ready = (c.acc_count + k - self.acc_known) >= c.settings.baseline_points
         start_best = -np.inf if math.isnan(c.best_accuracy) else c.best_accuracy
         best = np.maximum.accumulate(
             np.concatenate([[start_best], np.where(self.acc_known, acc, -np.inf)])
@@ -446,38 +472,34 @@ class _Features:
         )
         with np.errstate(invalid="ignore"):
             calm = self.acc_known & self.acc_ready & (acc - self.a0 <= self.sigma_before)
-        start_calm = -np.inf if math.isnan(c._t_calm) else c._t_calm
-        last_calm = np.maximum.accumulate(
-            np.concatenate([[start_calm], np.where(calm, t, -np.inf)])
-        )[1:]
-        self.last_calm = np.where(np.isneginf(last_calm), np.nan, last_calm)
+        self.last_calm = _last_time(c._t_calm, np.where(calm, t, -np.inf))
         # Running sums of the known values (added one by one, whatever the batches).
         prefix = np.cumsum(np.concatenate([[c._prefix[-1]], kv]))
         self._prefix = np.concatenate([np.array(c._prefix[:-1], dtype=np.float64), prefix])
         self._prefix_off = len(c._prefix)
         self._c0 = c.acc_count  # known values before the batch
-        # Level of A one window against the window before: the climb seen rising.
-        w = c._window(self.acc_count)
+
+    def _climb(self, c: PhaseClassifier, t: np.ndarray) -> None:
+        """Level of A one window against the window before: the climb seen rising."""
+        w = c.settings.window(self.acc_count)
         g = self.acc_count - self._c0 - 1  # the last known value, in batch numbering
         self.recent, self.before, self.w = self.window_mean(g, w), self.window_mean(g - w, w), w
         self.floor = self.rounding(g)
         recent, before, floor = self.recent, self.before, self.floor
         noise = np.maximum(self.sigma_before, floor) * np.sqrt(2.0 / w)
         with np.errstate(invalid="ignore"):
-            rising = recent - before > (c.stop_z + 1) * noise
-        start_rise = -np.inf if math.isnan(c._t_rise) else c._t_rise
-        last_rise = np.maximum.accumulate(
-            np.concatenate([[start_rise], np.where(rising, t, -np.inf)])
-        )[1:]
-        self.last_rise = np.where(np.isneginf(last_rise), np.nan, last_rise)
-        # -- entropy E
+            rising = recent - before > (c.settings.stop_z + 1) * noise
+        self.last_rise = _last_time(c._t_rise, np.where(rising, t, -np.inf))
+
+    def _entropy(self, c: PhaseClassifier, ent: np.ndarray) -> None:
+        """The entropy E: carried values, baseline, ratio to it, noise of log E, peak."""
         self.ent_known = np.isfinite(ent)
         ev = ent[self.ent_known]
         ke = np.cumsum(self.ent_known)
         ehist = np.concatenate([[c._ent_prev[0], c._ent_prev[1], c.entropy], ev])
         self.e = ehist[ke + 2]
         self.e0, ent_cal, self._ent_base_after = _baseline(
-            ev, ke, c._ent_base, c.entropy_baseline, c.baseline_points
+            ev, ke, c._ent_base, c.entropy_baseline, c.settings.baseline_points
         )
         self.ent_cal = ent_cal & ~np.isnan(self.e)
         self.ent_count = c.ent_count + ke
@@ -500,6 +522,11 @@ class _Features:
         peak = peak_known[ke]
         self.peak = np.where(np.isneginf(peak), np.nan, peak)
         self._peak_last = float(peak_known[-1])
+
+    def levels(self, pos: int):
+        """For steps pos..: the level of A (mean of its last W known values), the
+        level of the W values before them, W, and the rounding floor of the noise."""
+        return self.recent[pos:], self.before[pos:], self.w[pos:], self.floor[pos:]
 
     def window_mean(self, g: np.ndarray, m: int) -> np.ndarray:
         """Mean of the m known values of A ending at each new known value g (batch
@@ -544,6 +571,14 @@ class _Features:
         m = _frozen(self.freeze_e, c._index == _BASE, ke, self.ent_known)
         if m is not None:
             c._ldsum, c._ldcount = float(self._lsum[m]), int(self._lcnt[m])
+
+
+def _last_time(start: float, times: np.ndarray) -> np.ndarray:
+    """Running max of `times` (-inf where nothing happened) after `start` (NaN: none),
+    NaN while there is none."""
+    first = -np.inf if math.isnan(start) else start
+    last = np.maximum.accumulate(np.concatenate([[first], times]))[1:]
+    return np.where(np.isneginf(last), np.nan, last)
 
 
 def _frozen(at: int | None, open_: bool, k: np.ndarray, known: np.ndarray) -> int | None:
