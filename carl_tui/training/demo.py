@@ -44,6 +44,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 #: Steps of the copy task before SFT on reversal, its batch size and learning rate.
 WARM_START_STEPS = 150
@@ -165,6 +166,44 @@ def _preload() -> None:
     import carl_tui.training.reward  # noqa: F401
 
 
+@dataclass(frozen=True)
+class DemoPlan:
+    """What the demo was asked to do (the options of `build_parser`)."""
+
+    seed: int = 0
+    pace: float = 0.25
+    warm_start_steps: int = WARM_START_STEPS
+    sft_steps: int = 250
+    grpo_steps: int = 150
+    carl_steps: int = 30
+    carl: bool = True
+    threads: int = 1
+
+
+class _DemoRun:
+    """The demo in progress: its plan, stream, stop flag, callback and stage timings."""
+
+    def __init__(self, plan: DemoPlan, writer, stop: _Stop, t_start: float) -> None:
+        self.plan = plan
+        self.writer = writer
+        self.stop = stop
+        self.t_start = t_start
+        self.timings: list[tuple[str, float]] = []
+        self.cb = None  # the CarlCallback, once the model is built
+
+    def timed(self, name: str, since: float) -> None:
+        self.timings.append((name, time.time() - since))
+
+    def finish(self, reason: str) -> int:
+        """The stream's last line (why it ends, and how long each stage took)."""
+        cb = self.cb
+        parts = ", ".join(f"{name} {secs:.1f} s" for name, secs in self.timings)
+        cb.log_text(f"demo {reason} after {time.time() - self.t_start:.1f} s "
+                    f"(step {cb.last_step})" + (f"; {parts}" if parts else ""))
+        cb.close()
+        return 0
+
+
 def run_demo(
     stream: str,
     *,
@@ -184,13 +223,32 @@ def run_demo(
     `tie_to_parent`: stop when the process that started this one ends (only
     when it was started with `LocalJob.start(..., tie_to_parent=True)`)."""
     t_start = time.time()
+    plan = DemoPlan(seed, pace, warm_start_steps, sft_steps, grpo_steps, carl_steps, carl,
+                    threads)
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
-    from carl_tui.training.stream import StreamWriter
-    from carl_tui.training.tiny import TINY_MODEL_NAME, tiny_vocab_size
-
-    timings: list[tuple[str, float]] = []
     stop = _Stop()
+    _listen_for_stops(stop, install_signals, tie_to_parent)
+    writer, names = _first_lines(stream, plan)
+    run = _DemoRun(plan, writer, stop, t_start)
+    try:
+        model, tok = _model_and_callback(run, names)
+        if stop:
+            return run.finish(stop.reason)
+        _describe(run, model)
+        preload = _warm_start(run, model, tok)
+        if stop:
+            return run.finish(stop.reason)
+        return _sft_then_grpo(run, model, tok, preload)
+    except BaseException as exc:  # record why the stream ends, then re-raise
+        if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            writer.write({"event": "log", "text": f"demo failed: {type(exc).__name__}: {exc}"})
+        writer.close()
+        raise
+
+
+def _listen_for_stops(stop: _Stop, install_signals: bool, tie_to_parent: bool) -> None:
+    """SIGINT and SIGTERM, and the end of the parent process, ask for a stop."""
     if install_signals:
         def on_signal(signum, frame):
             stop.request(f"stopped by {signal.Signals(signum).name}")
@@ -202,150 +260,178 @@ def run_demo(
 
         watch_parent(lambda: stop.request("stopped (its dashboard ended)"))
 
-    # The first lines, before torch: the dashboard knows the run at once.
+
+def _first_lines(stream: str, plan: DemoPlan):
+    """The stream's first lines, before torch: the dashboard knows the run at once.
+    Returns the writer and (run id, run name, project, vocabulary size)."""
+    from carl_tui.training.stream import StreamWriter
+    from carl_tui.training.tiny import TINY_MODEL_NAME, tiny_vocab_size
+
     writer = StreamWriter(stream)
-    run_id, run_name, project = uuid.uuid4().hex[:12], f"tiny-reverse-seed{seed}", "carl-tui-demo"
+    run_id, run_name, project = (uuid.uuid4().hex[:12], f"tiny-reverse-seed{plan.seed}",
+                                 "carl-tui-demo")
     vocab = tiny_vocab_size()
     writer.write({"event": "meta", "run_id": run_id, "name": run_name, "project": project,
                   "vocab_size": vocab, "model": TINY_MODEL_NAME, "method": "sft",
                   "task": "reverse a digit string"})
     writer.write({"event": "marker", "kind": "stage", "step": 0, "stage": "warm_start"})
-    writer.write({"event": "log", "text": f"warm start: {warm_start_steps} steps copying digits "
-                  "(the model becomes confident and wrong); loading torch"})
+    writer.write({"event": "log", "text": f"warm start: {plan.warm_start_steps} steps copying "
+                  "digits (the model becomes confident and wrong); loading torch"})
+    return writer, (run_id, run_name, project, vocab)
 
-    def finish(reason: str, cb) -> int:
-        parts = ", ".join(f"{name} {secs:.1f} s" for name, secs in timings)
-        cb.log_text(f"demo {reason} after {time.time() - t_start:.1f} s (step {cb.last_step})"
-                    + (f"; {parts}" if parts else ""))
-        cb.close()
-        return 0
 
-    cb = None
-    try:
-        import torch
+def _model_and_callback(run: _DemoRun, names: tuple[str, str, str, int]):
+    """Torch, the tiny model and tokenizer, and the callback that streams the run."""
+    import torch
 
-        if threads > 0:
-            torch.set_num_threads(threads)
-        from carl_tui.coherence.gates import PhaseTransitionGate
-        from carl_tui.training.callback import CarlCallback
-        from carl_tui.training.tiny import tiny_model, tiny_tokenizer, warm_start_copy
+    if run.plan.threads > 0:
+        torch.set_num_threads(run.plan.threads)
+    from carl_tui.coherence.gates import PhaseTransitionGate
+    from carl_tui.training.callback import CarlCallback
+    from carl_tui.training.tiny import tiny_model, tiny_tokenizer
 
-        tok = tiny_tokenizer()
-        model = tiny_model(seed=seed, hidden_size=MODEL_HIDDEN, num_layers=MODEL_LAYERS)
-        cb = CarlCallback(writer, vocab, gate=PhaseTransitionGate(), stop_on_gate=True,
-                          run_name=run_name, project=project, run_id=run_id)
-        cb.stage = "warm_start"
-        stop.callback = cb
-        if stop:
-            return finish(stop.reason, cb)
-        cb.write_meta(config={
-            "seed": seed, "pace": pace, "warm_start_steps": warm_start_steps,
-            "sft_max_steps": sft_steps, "grpo_max_steps": grpo_steps, "carl_steps": carl_steps,
-            "carl": carl, "threads": torch.get_num_threads(),
-            "hidden_size": model.config.hidden_size, "layers": model.config.num_hidden_layers,
-            "parameters": sum(p.numel() for p in model.parameters())})
-        timings.append(("model ready", time.time() - t_start))
+    run_id, run_name, project, vocab = names
+    tok = tiny_tokenizer()
+    model = tiny_model(seed=run.plan.seed, hidden_size=MODEL_HIDDEN, num_layers=MODEL_LAYERS)
+    cb = CarlCallback(run.writer, vocab, gate=PhaseTransitionGate(), stop_on_gate=True,
+                      run_name=run_name, project=project, run_id=run_id)
+    cb.stage = "warm_start"
+    run.cb = run.stop.callback = cb
+    return model, tok
 
-        # 1. Warm start, streamed; trl and datasets load in the background meanwhile.
-        preload = threading.Thread(target=_preload, name="carl-demo-preload", daemon=True)
-        warm_pace = pace * WARM_PACE
-        last = [time.monotonic()]
 
-        def on_warm_step(step: int, metrics: dict[str, float]) -> bool:
-            cb.write_metrics(step, {
-                "warm_start/loss": metrics["loss"], "warm_start/entropy": metrics["entropy"],
-                "warm_start/mean_token_accuracy": metrics["mean_token_accuracy"],
-                "warm_start/num_tokens": metrics["num_tokens"],
-                "phi": cb.phi_of(metrics["entropy"])})
-            if step == 1:
-                preload.start()
-            wait = warm_pace - (time.monotonic() - last[0])
-            if wait > 0 and not stop:
-                time.sleep(wait)
-            last[0] = time.monotonic()
-            return bool(stop)
+def _describe(run: _DemoRun, model) -> None:
+    """The run's config (the plan, the threads and the model's size) in its meta."""
+    import torch
 
-        t0 = time.time()
-        warm_start_copy(model, tok, steps=warm_start_steps, batch_size=WARM_START_BATCH,
-                        lr=WARM_START_LR, seed=seed, on_step=on_warm_step)
-        timings.append(("warm start", time.time() - t0))
-        if stop:
-            return finish(stop.reason, cb)
+    plan = run.plan
+    run.cb.write_meta(config={
+        "seed": plan.seed, "pace": plan.pace, "warm_start_steps": plan.warm_start_steps,
+        "sft_max_steps": plan.sft_steps, "grpo_max_steps": plan.grpo_steps,
+        "carl_steps": plan.carl_steps, "carl": plan.carl, "threads": torch.get_num_threads(),
+        "hidden_size": model.config.hidden_size, "layers": model.config.num_hidden_layers,
+        "parameters": sum(p.numel() for p in model.parameters())})
+    run.timed("model ready", run.t_start)
 
-        # 2. SFT on reversal until the phase-transition gate fires.
-        t0 = time.time()
-        if preload.ident is None:  # stopped before the first step
+
+def _warm_start(run: _DemoRun, model, tok) -> threading.Thread:
+    """1. The copy task, streamed step by step; trl and datasets load in the background
+    meanwhile (the thread that loads them is returned)."""
+    from carl_tui.training.tiny import warm_start_copy
+
+    cb, stop = run.cb, run.stop
+    preload = threading.Thread(target=_preload, name="carl-demo-preload", daemon=True)
+    warm_pace = run.plan.pace * WARM_PACE
+    last = [time.monotonic()]
+
+    def on_warm_step(step: int, metrics: dict[str, float]) -> bool:
+        cb.write_metrics(step, {
+            "warm_start/loss": metrics["loss"], "warm_start/entropy": metrics["entropy"],
+            "warm_start/mean_token_accuracy": metrics["mean_token_accuracy"],
+            "warm_start/num_tokens": metrics["num_tokens"],
+            "phi": cb.phi_of(metrics["entropy"])})
+        if step == 1:
             preload.start()
-        preload.join()
-        import datasets
-        from transformers import logging as hf_logging
-        from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer
+        wait = warm_pace - (time.monotonic() - last[0])
+        if wait > 0 and not stop:
+            time.sleep(wait)
+        last[0] = time.monotonic()
+        return bool(stop)
 
-        from carl_tui.coherence.gates import CascadeGate
-        from carl_tui.training.cascade import CascadeReward
-        from carl_tui.training.reward import carl_reward
-        from carl_tui.training.tiny import grpo_dataset, reverse_reward, sft_dataset_tokenized
+    t0 = time.time()
+    warm_start_copy(model, tok, steps=run.plan.warm_start_steps, batch_size=WARM_START_BATCH,
+                    lr=WARM_START_LR, seed=run.plan.seed, on_step=on_warm_step)
+    run.timed("warm start", t0)
+    return preload
 
-        datasets.disable_progress_bars()
-        hf_logging.set_verbosity_error()
-        pace_cb = _make_pace_callback(pace)
-        # The data set as SFTTrainer would prepare it (a test checks they agree), so that
-        # the trainer starts at once instead of tokenizing for seconds.
-        sft_data = sft_dataset_tokenized(min(sft_steps, 256) * SFT_BATCH, seed=seed)
-        with tempfile.TemporaryDirectory(prefix="carl-demo-") as out:
-            cb.begin_stage("sft")
-            cb.log_text("SFT: reverse the digits; the gate stops it when token accuracy crystallises")
-            sft_args = SFTConfig(
-                output_dir=os.path.join(out, "sft"), per_device_train_batch_size=SFT_BATCH,
-                learning_rate=SFT_LR, lr_scheduler_type=SFT_SCHEDULE, warmup_steps=SFT_WARMUP,
-                max_steps=sft_steps, dataset_kwargs={"skip_prepare_dataset": True},
-                logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, seed=seed,
-                disable_tqdm=True, log_level="error", dataloader_num_workers=0,
-            )
-            sft = SFTTrainer(model=model, args=sft_args, processing_class=tok,
-                             train_dataset=sft_data, callbacks=[cb, pace_cb])
-            _quiet(sft)
-            sft.train()
-            timings.append(("SFT", time.time() - t0))
-            if stop:
-                return finish(stop.reason, cb)
-            if cb.gate_step is None:
-                cb.log_text(f"SFT reached {sft_steps} steps without the gate firing; going on")
-            model.eval()
 
-            # 3. GRPO: the task reward, then CARL once the cascade gate fires.
-            t0 = time.time()
-            cb.begin_stage("grpo", method="grpo", phase_metric="rewards/reverse_reward/mean")
-            cb.log_text("GRPO: task reward first; CARL joins once the cascade gate fires")
-            pace_cb.seconds = pace * GRPO_PACE
-            callbacks = [cb, pace_cb]
-            if carl:
-                cascade = CascadeReward([reverse_reward], carl_reward(model, tok),
-                                        gate=CascadeGate(**DEMO_CASCADE), callback=cb)
-                funcs = cascade.reward_funcs
-                callbacks.append(_make_carl_steps_callback(cascade, carl_steps))
-            else:
-                funcs = [reverse_reward]
-            grpo_args = GRPOConfig(
-                output_dir=os.path.join(out, "grpo"), per_device_train_batch_size=GRPO_BATCH,
-                num_generations=GRPO_GENERATIONS, max_completion_length=8, temperature=1.5,
-                learning_rate=GRPO_LR, lr_scheduler_type="constant", max_steps=grpo_steps,
-                logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, seed=seed,
-                disable_tqdm=True, log_level="error", dataloader_num_workers=0,
-            )
-            grpo = GRPOTrainer(model=model, args=grpo_args, processing_class=tok,
-                               train_dataset=grpo_dataset(min(grpo_steps, 256) * GRPO_BATCH
-                                                          // GRPO_GENERATIONS, seed=seed + 1),
-                               reward_funcs=funcs, callbacks=callbacks)
-            _quiet(grpo)
-            grpo.train()
-            timings.append(("GRPO", time.time() - t0))
-        return finish(stop.reason or "finished", cb)
-    except BaseException as exc:  # record why the stream ends, then re-raise
-        if not isinstance(exc, (KeyboardInterrupt, SystemExit)):
-            writer.write({"event": "log", "text": f"demo failed: {type(exc).__name__}: {exc}"})
-        writer.close()
-        raise
+def _sft_then_grpo(run: _DemoRun, model, tok, preload: threading.Thread) -> int:
+    """2. SFT, then 3. GRPO, in a scratch folder; returns the exit status."""
+    t0 = time.time()
+    if preload.ident is None:  # stopped before the first step
+        preload.start()
+    preload.join()
+    import datasets
+    from transformers import logging as hf_logging
+
+    datasets.disable_progress_bars()
+    hf_logging.set_verbosity_error()
+    pace_cb = _make_pace_callback(run.plan.pace)
+    with tempfile.TemporaryDirectory(prefix="carl-demo-") as out:
+        _sft(run, model, tok, os.path.join(out, "sft"), pace_cb)
+        run.timed("SFT", t0)
+        if run.stop:
+            return run.finish(run.stop.reason)
+        if run.cb.gate_step is None:
+            run.cb.log_text(f"SFT reached {run.plan.sft_steps} steps without the gate firing; "
+                            "going on")
+        model.eval()
+        t0 = time.time()
+        _grpo(run, model, tok, os.path.join(out, "grpo"), pace_cb)
+        run.timed("GRPO", t0)
+    return run.finish(run.stop.reason or "finished")
+
+
+def _sft(run: _DemoRun, model, tok, output_dir: str, pace_cb) -> None:
+    """2. SFT on reversal until the phase-transition gate fires."""
+    from trl import SFTConfig, SFTTrainer
+
+    from carl_tui.training.tiny import sft_dataset_tokenized
+
+    plan, cb = run.plan, run.cb
+    # The data set as SFTTrainer would prepare it (a test checks they agree), so that
+    # the trainer starts at once instead of tokenizing for seconds.
+    sft_data = sft_dataset_tokenized(min(plan.sft_steps, 256) * SFT_BATCH, seed=plan.seed)
+    cb.begin_stage("sft")
+    cb.log_text("SFT: reverse the digits; the gate stops it when token accuracy crystallises")
+    sft_args = SFTConfig(
+        output_dir=output_dir, per_device_train_batch_size=SFT_BATCH,
+        learning_rate=SFT_LR, lr_scheduler_type=SFT_SCHEDULE, warmup_steps=SFT_WARMUP,
+        max_steps=plan.sft_steps, dataset_kwargs={"skip_prepare_dataset": True},
+        logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, seed=plan.seed,
+        disable_tqdm=True, log_level="error", dataloader_num_workers=0,
+    )
+    sft = SFTTrainer(model=model, args=sft_args, processing_class=tok,
+                     train_dataset=sft_data, callbacks=[cb, pace_cb])
+    _quiet(sft)
+    sft.train()
+
+
+def _grpo(run: _DemoRun, model, tok, output_dir: str, pace_cb) -> None:
+    """3. GRPO: the task reward, then CARL once the cascade gate fires (and the run ends
+    `carl_steps` later)."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    from carl_tui.coherence.gates import CascadeGate
+    from carl_tui.training.cascade import CascadeReward
+    from carl_tui.training.reward import carl_reward
+    from carl_tui.training.tiny import grpo_dataset, reverse_reward
+
+    plan, cb = run.plan, run.cb
+    cb.begin_stage("grpo", method="grpo", phase_metric="rewards/reverse_reward/mean")
+    cb.log_text("GRPO: task reward first; CARL joins once the cascade gate fires")
+    pace_cb.seconds = plan.pace * GRPO_PACE
+    callbacks = [cb, pace_cb]
+    if plan.carl:
+        cascade = CascadeReward([reverse_reward], carl_reward(model, tok),
+                                gate=CascadeGate(**DEMO_CASCADE), callback=cb)
+        funcs = cascade.reward_funcs
+        callbacks.append(_make_carl_steps_callback(cascade, plan.carl_steps))
+    else:
+        funcs = [reverse_reward]
+    grpo_args = GRPOConfig(
+        output_dir=output_dir, per_device_train_batch_size=GRPO_BATCH,
+        num_generations=GRPO_GENERATIONS, max_completion_length=8, temperature=1.5,
+        learning_rate=GRPO_LR, lr_scheduler_type="constant", max_steps=plan.grpo_steps,
+        logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, seed=plan.seed,
+        disable_tqdm=True, log_level="error", dataloader_num_workers=0,
+    )
+    data = grpo_dataset(min(plan.grpo_steps, 256) * GRPO_BATCH // GRPO_GENERATIONS,
+                        seed=plan.seed + 1)
+    grpo = GRPOTrainer(model=model, args=grpo_args, processing_class=tok, train_dataset=data,
+                       reward_funcs=funcs, callbacks=callbacks)
+    _quiet(grpo)
+    grpo.train()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
