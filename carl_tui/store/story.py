@@ -1,0 +1,120 @@
+"""A run's story: what the dashboard reads from its metrics, in order (the
+phase-transition gate, the cascade, the phases and the alerts), and the events they
+record. Each event is kept (`summary --json` prints them) and told to the user."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from carl_tui import metric_names as mn
+from carl_tui.coherence.gates import PhaseTransitionGate
+from carl_tui.events import Marker
+from carl_tui.store import roles
+from carl_tui.store.alerts import AlertWatch
+from carl_tui.store.cascade import CascadeTracker
+from carl_tui.store.phases import PhaseTrack
+from carl_tui.store.snapshot import RunEvent
+
+MAX_EVENTS = 1000
+
+#: (kind, step, text, severity) -> None: how an event is told to the user.
+Tell = Callable[[str, "int | None", str, str], None]
+
+_ALERT_SEVERITY = {"info": "information", "warn": "warning", "warning": "warning",
+                   "error": "error"}
+
+
+class RunStory:
+    """The gate, cascade, phases and alerts of one run, fed its metrics in order, and
+    the events they record (`events`; each one is also passed to `tell`)."""
+
+    def __init__(self, gate_metric: str, tell: Tell) -> None:
+        self.gate = PhaseTransitionGate(metric=gate_metric)
+        self.cascade = CascadeTracker()
+        self.phases = PhaseTrack()
+        self.events: deque[RunEvent] = deque(maxlen=MAX_EVENTS)
+        self.alerts = AlertWatch(self.record)
+        self._tell = tell
+        self._phases_announced = 0
+        self._cascade_announced = False
+
+    def record(self, kind: str, step: int | None, text: str, severity: str) -> None:
+        """Something the run's story records (summary --json) and the user is told."""
+        self.events.append(RunEvent(kind, step, text, severity))
+        self._tell(kind, step, text, severity)
+
+    def feed(self, steps: np.ndarray, cols: dict[str, np.ndarray], nonfinite: tuple = ()
+             ) -> None:
+        """A batch of the run's metrics (steps in order), through every reader."""
+        nan = np.full(steps.shape[0], np.nan)
+        entropy = cols.get(mn.ENTROPY, nan)
+        gate_values = cols.get(self.gate.metric, nan)
+        was_fired = self.gate.fired
+        window_before = self.gate.window_values
+        self.gate.update_many(steps, gate_values, entropy)
+        if self.gate.fired and not was_fired:
+            g = self.gate
+            self.record(
+                "phase_transition",
+                g.trigger_step,
+                f"Crystallised: {g.metric} held >= {g.threshold:g} "
+                f"({_above_at_trigger(g, window_before, gate_values)}/{g.window} >= "
+                f"{g.threshold:g}) at step {g.trigger_step}",
+                "warning",
+            )
+        self.alerts.feed(steps, cols, nonfinite)
+        self.cascade.add_batch(steps, cols)
+        self._announce_cascade()
+        task = roles.task_reward(cols, steps.shape[0], carl_known=self.cascade.has_carl)
+        self.phases.add_batch(steps, cols, task)
+        self._announce_phases()
+
+    def cascade_marker(self, step: int) -> None:
+        """The run says it switched the CARL reward on at `step`."""
+        self.cascade.add_marker(step)
+        self._announce_cascade()
+
+    def run_alert(self, marker: Marker) -> None:
+        """The run's own alert (trackio.alert(...))."""
+        d = marker.detail
+        sev = _ALERT_SEVERITY.get(str(d.get("level", "")).lower(), "warning")
+        title, text = str(d.get("title", "") or ""), str(d.get("text", "") or "")
+        words = ": ".join(x for x in (title, text) if x) or "alert"
+        self.record("alert", marker.step, f"{words} (step {marker.step})", sev)
+
+    def _announce_phases(self) -> None:
+        """Each new phase, once (the first, baseline, goes without saying)."""
+        timeline = self.phases.timeline()
+        for phase, step, kind in timeline[self._phases_announced :]:
+            if self._phases_announced:
+                stage = f" ({kind} stage)" if len(self.phases.stages) > 1 else ""
+                self.record("phase", step, f"Phase{stage}: {phase} since step {step}",
+                            "information")
+            self._phases_announced += 1
+
+    def _announce_cascade(self) -> None:
+        state = self.cascade.state()
+        if state.switched_at is None or self._cascade_announced:
+            return
+        self._cascade_announced = True
+        how = " (derived from the task reward)" if state.source == "derived" else ""
+        self.record(
+            "cascade", state.switched_at,
+            f"Cascade: CARL reward on from step {state.switched_at}{how}", "information",
+        )
+
+
+def _above_at_trigger(gate: PhaseTransitionGate, before: list[float],
+                      values: np.ndarray) -> int:
+    """How many of the gate's window were above its threshold at the value that fired it
+    (not at the end of the batch: the story reads the same however rows were batched)."""
+    v = np.asarray(values, dtype=np.float64)
+    allv = np.concatenate([np.asarray(before, dtype=np.float64), v[np.isfinite(v)]])
+    cs = np.concatenate([[0], np.cumsum(allv >= gate.threshold)])
+    end = np.arange(len(before) + 1, allv.size + 1)
+    count = cs[end] - cs[np.maximum(end - gate.window, 0)]
+    hits = np.flatnonzero(count >= gate.min_above)
+    return int(count[hits[0]]) if hits.size else gate.above
