@@ -1,6 +1,7 @@
 """The dashboard screen: plots, phase panel, metrics table, log, job line, status bar,
-and the keys that change how the run is viewed (which metrics, chart controls, the
-plot grid, comparisons, the log panel, saving the view).
+and the keys that change how the run is viewed (which metrics, the plot grid:
+`widgets/plot_grid.py`, chart controls: `chart_keys.py`, comparisons, the log panel,
+saving the view).
 
 The app gives it a snapshot to `show`; it never reads the store for the current run
 itself (overlays of other runs come from `app.store` snapshots).
@@ -8,7 +9,6 @@ itself (overlays of other runs come from `app.store` snapshots).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
@@ -22,10 +22,12 @@ from carl_tui.errors import describe
 from carl_tui.store import RunSnapshot
 from carl_tui.ui import chart
 from carl_tui.ui.keys import VIEW_KEYS
+from carl_tui.ui.screens.chart_keys import ChartKeys
 from carl_tui.ui.widgets.job_bar import JobBar
 from carl_tui.ui.widgets.log_panel import LogPanel
 from carl_tui.ui.widgets.metrics_table import MetricsTable
 from carl_tui.ui.widgets.phase_panel import PhasePanel
+from carl_tui.ui.widgets.plot_grid import MAX_GRID, PlotGrid
 from carl_tui.ui.widgets.plots import MetricPlot
 from carl_tui.ui.widgets.status_bar import StatusBar
 from carl_tui.ui.widgets.system_panel import SystemPanel
@@ -33,12 +35,10 @@ from carl_tui.ui.widgets.system_panel import SystemPanel
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.ui.app import CarlApp
 
-MAX_GRID = 6  # chosen metrics plotted beside phi and entropy
-PLOT_MIN_HEIGHT = 9  # rows a plot needs to be read (frame, ticks, axis label, legend)
 OVERLAY_COLORS = tuple(f"plot-overlay-{i}" for i in range(4))
 
 
-class DashboardScreen(Screen[None]):
+class DashboardScreen(ChartKeys, Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(k.key, k.action, k.description, id=k.id, tooltip=k.tooltip, show=k.show)
         for k in VIEW_KEYS
@@ -49,7 +49,7 @@ class DashboardScreen(Screen[None]):
         self.phi = MetricPlot(mn.PHI, color_var="plot-phi", id="phi-plot", classes="panel")
         self.entropy = MetricPlot(mn.ENTROPY, color_var="plot-entropy", id="entropy-plot",
                                   classes="panel")
-        self.grid = Vertical(id="grid")
+        self.grid = PlotGrid(plot_metrics, id="grid")  # the chosen metrics' plots
         self.plots = Vertical(id="plots")
         self.phase = PhasePanel(id="phase", classes="panel")
         self.system = SystemPanel(id="system", classes="panel -hidden")
@@ -60,8 +60,6 @@ class DashboardScreen(Screen[None]):
         self.chart = settings
         self.save_dir = save_dir
         self.hidden_metrics: set[str] = set()
-        self.grid_metrics: list[str] = list(plot_metrics)[:MAX_GRID]
-        self.grid_hidden = 0  # chosen plots that do not fit the terminal
         self.compare: list[str] = []  # run keys overlaid on every plot
         self.overlay = False  # every run of the project overlaid
         self._log_auto_shown = False
@@ -183,37 +181,19 @@ class DashboardScreen(Screen[None]):
     # -- the plot grid -------------------------------------------------------------
 
     def _sync_grid(self) -> None:
-        """One plot per chosen metric in the grid, in the order chosen."""
-        have = {p.metric: p for p in self.grid.query(MetricPlot)}
-        for metric, plot in have.items():
-            if metric not in self.grid_metrics:
-                plot.remove()
-        for metric in self.grid_metrics:
-            if metric not in have:
-                self.grid.mount(MetricPlot(metric, color_var="plot-extra", classes="panel"))
+        """One plot per chosen metric in the grid; fitted once they are laid out."""
+        self.grid.sync()
         self.call_after_refresh(self._fit_grid)
 
     def _fit_grid(self) -> int:
-        """Show as many grid plots as fit at a readable height (the rest wait for a bigger
-        terminal); every plot gets the same height. Returns how many are hidden."""
-        plots = [p for p in self.grid.query(MetricPlot) if p.metric in self.grid_metrics]
-        plots.sort(key=lambda p: self.grid_metrics.index(p.metric))
-        cols = 2 if self.has_class("-wide") else 1
-        rows_fit = 0 if self.has_class("-compact") else max(
-            0, self.plots.size.height // PLOT_MIN_HEIGHT - 2)
-        shown = min(len(plots), rows_fit * cols)
-        for i, plot in enumerate(plots):
-            plot.display = i < shown
-        rows = -(-shown // cols)
-        self.grid.display = rows > 0
-        self.grid.styles.height = f"{rows}fr" if rows else 0
-        self.grid.styles.grid_size_columns = cols
-        self.grid_hidden = len(plots) - shown
-        return self.grid_hidden
+        """Show as many grid plots as fit (none in a compact screen, two columns in a
+        wide one). Returns how many are hidden."""
+        height = 0 if self.has_class("-compact") else self.plots.size.height
+        return self.grid.fit(height, 2 if self.has_class("-wide") else 1)
 
     def _say_hidden(self) -> None:
         if self._fit_grid():
-            self.notify(f"{self.grid_hidden} chosen plot(s) wait for a taller terminal "
+            self.notify(f"{self.grid.hidden} chosen plot(s) wait for a taller terminal "
                         "(f on a metric removes it from the grid)", timeout=4)
 
     def action_toggle_grid_metric(self) -> None:
@@ -224,50 +204,13 @@ class DashboardScreen(Screen[None]):
         if metric in (mn.PHI, mn.ENTROPY):
             self.notify(f"{metric} always has its own plot", timeout=2)
             return
-        if metric in self.grid_metrics:
-            self.grid_metrics.remove(metric)
-        elif len(self.grid_metrics) >= MAX_GRID:
+        if not self.grid.toggle(metric):
             self.notify(f"at most {MAX_GRID} plots in the grid: press f on one to remove it",
                         severity="warning")
             return
-        else:
-            self.grid_metrics.append(metric)
-        self._sync_grid()
+        self.call_after_refresh(self._fit_grid)
         self.redraw()
         self.call_after_refresh(self._say_hidden)
-
-    # -- chart controls ------------------------------------------------------------
-
-    def _set_chart(self, **changes) -> None:
-        self.chart = replace(self.chart, **changes)
-        self.redraw(self.chart.describe())
-
-    def action_cycle_x_axis(self) -> None:
-        axes = chart.X_AXES
-        self._set_chart(x_axis=axes[(axes.index(self.chart.x_axis) + 1) % len(axes)])
-
-    def action_cycle_smoothing(self) -> None:
-        steps = chart.SMOOTHING_STEPS
-        i = steps.index(self.chart.smoothing) if self.chart.smoothing in steps else 0
-        self._set_chart(smoothing=steps[(i + 1) % len(steps)])
-
-    def action_cycle_range(self) -> None:
-        ranges = chart.RANGES
-        i = ranges.index(self.chart.last_n) if self.chart.last_n in ranges else 0
-        self._set_chart(last_n=ranges[(i + 1) % len(ranges)])
-
-    def action_toggle_log(self) -> None:
-        metric = self.table.selected_metric
-        if not metric:
-            self.notify("select a metric in the table first", severity="warning")
-            return
-        log_y = self.chart.log_y ^ {metric}
-        self.chart = replace(self.chart, log_y=log_y)
-        if metric in log_y and metric not in (mn.PHI, mn.ENTROPY) \
-                and metric not in self.grid_metrics and len(self.grid_metrics) < MAX_GRID:
-            self.grid_metrics.append(metric)
-            self._sync_grid()
-        self.redraw(f"{metric}: {'log' if metric in log_y else 'linear'} scale")
 
     # -- what is compared, shown, saved ----------------------------------------------
 
