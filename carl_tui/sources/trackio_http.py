@@ -1,0 +1,135 @@
+"""Talking to a Trackio server over HTTP, and every way that can fail said in words.
+
+Trackio 0.43 answers `POST /api/<name>` with a JSON body of keyword arguments
+and replies `{"data": ...}` or `{"error": ...}`. Every failure becomes a
+`SourceError` with a plain message (connection refused, no answer in time, not
+authorised, no such project or Space, a server error, a reply that is not JSON
+or not Trackio's); an API the server does not offer is `UnknownApi` (older
+Trackio, for the caller to fall back). Error text from the server is cut short
+and has the token masked. The HF token travels only as `Authorization: Bearer`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import orjson
+
+from carl_tui.hub import HubToken
+from carl_tui.redact import redact
+from carl_tui.sources.base import SourceError
+
+NOT_AUTHORISED = "not authorised: set HF_TOKEN or run `hf auth login`"
+PAGE_ROWS = 10_000  # the most rows `query_project` returns in one reply
+
+
+class UnknownApi(Exception):
+    """The server does not offer this API name (older Trackio)."""
+
+
+class TrackioHttp:
+    """Requests to one Trackio server (`url`), with `token` when there is one.
+    `requests` and `bytes_received` count what was asked and what came back."""
+
+    def __init__(self, url: str, token: HubToken | None, timeout: float,
+                 client: httpx.Client | None = None) -> None:
+        self.url = url
+        self.token = token
+        self.timeout = float(timeout)
+        self._own_client = client is None
+        self.client = client or httpx.Client(
+            timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 5.0)),
+            follow_redirects=True,
+        )
+        self.requests = 0
+        self.bytes_received = 0
+
+    def headers(self) -> dict[str, str]:
+        return self.token.auth_header() if self.token else {}
+
+    def close(self) -> None:
+        if self._own_client:
+            self.client.close()
+
+    def call(self, name: str, **kwargs: Any) -> Any:
+        """`POST /api/<name>` with the keyword arguments; the reply's data."""
+        return self.request("POST", f"/api/{name}", kwargs)
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+        """The reply's data (`/version`: the whole reply); a SourceError in words, or
+        UnknownApi, when there is none."""
+        resp = self._send(method, path, body)
+        status = resp.status_code
+        if status in (401, 403):
+            raise SourceError(NOT_AUTHORISED, retry=False)
+        try:
+            payload = orjson.loads(resp.content)
+        except orjson.JSONDecodeError:
+            raise self._not_json(status) from None
+        error = payload.get("error") if isinstance(payload, dict) else None
+        if error is not None or status >= 400:
+            self._refuse(path, status, error)
+        if path == "/version":
+            return payload
+        if not isinstance(payload, dict) or "data" not in payload:
+            raise SourceError(f"malformed reply from {self.url} (no data)")
+        return payload["data"]
+
+    def _send(self, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
+        try:
+            resp = self.client.request(
+                method,
+                self.url + path,
+                content=orjson.dumps(body) if body is not None else None,
+                headers={"Content-Type": "application/json", **self.headers()},
+                timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 5.0)),
+            )
+        except httpx.ConnectError as exc:
+            raise SourceError(
+                f"cannot connect to {self.url}: connection refused or unreachable"
+            ) from exc
+        except httpx.TimeoutException as exc:
+            raise SourceError(f"{self.url} did not answer within {self.timeout:g} s") from exc
+        except httpx.HTTPError as exc:
+            raise SourceError(f"connection to {self.url} failed ({type(exc).__name__})") from exc
+        self.requests += 1
+        self.bytes_received += len(resp.content)
+        return resp
+
+    def _not_json(self, status: int) -> SourceError:
+        if status >= 500:
+            return SourceError(f"server error {status} from {self.url}")
+        if status == 404:
+            return SourceError(f"no such project/space: {self.url} answered 404", retry=False)
+        return SourceError(f"malformed reply from {self.url} (HTTP {status}, not JSON)")
+
+    def _refuse(self, path: str, status: int, error: Any) -> None:
+        """Raise what a JSON reply with an error, or an error status, means."""
+        error_text = redact(str(error), [self.token])[:300] if error is not None else ""
+        if status == 404:
+            if error_text.startswith("Unknown API"):
+                raise UnknownApi(path)
+            raise SourceError(f"no such project/space: {self.url} answered 404", retry=False)
+        if error is not None and "not found" in error_text and "roject" in error_text:
+            # Retried at the normal pace: the project appears when its run starts.
+            raise SourceError(f"no such project/space: {error_text}")
+        said = f": {error_text}" if error_text else ""
+        if status >= 500:
+            raise SourceError(f"server error {status} from {self.url}{said}")
+        if status >= 400:
+            raise SourceError(f"request refused (HTTP {status}){said}")
+        raise SourceError(f"server error: {error_text}")
+
+
+def query_rows(data: Any, url: str) -> list[dict[str, Any]]:
+    """The rows of a `query_project` reply (each an object), or a SourceError in words."""
+    rows = data.get("rows") if isinstance(data, dict) else None
+    if not isinstance(rows, list):
+        raise SourceError(f"malformed reply from {url} (query without rows)")
+    odd = [r for r in rows if not isinstance(r, dict)]
+    if odd:
+        raise SourceError(f"malformed reply from {url}: its rows are "
+                          f"{type(odd[0]).__name__}s, not objects (is it a Trackio "
+                          "server?)")
+    return rows

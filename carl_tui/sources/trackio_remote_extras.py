@@ -1,0 +1,148 @@
+"""System metrics and alerts of a remote Trackio project, read by id like the metrics.
+
+Both tables are read in one more query per poll (a page of each, within the
+server's cap; see `trackio_system.py`): `SystemSample`s and
+`Marker(kind="alert")`s, each once. They are optional: a database without one of
+those tables is probed again every `MISSING_TABLE_RECHECK_POLLS` polls, and a
+failure to read them never stops the metrics (it is said in `limitation` until it
+clears). When the two tables cannot be read together, each is tried alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from carl_tui.events import Event
+from carl_tui.sources import trackio_system as ts
+from carl_tui.sources.base import SourceError
+from carl_tui.sources.rows import iso_to_epoch, short_repr
+from carl_tui.sources.trackio_http import PAGE_ROWS, UnknownApi
+from carl_tui.sources.trackio_remote_rows import run_key
+
+if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.sources.trackio_remote import TrackioRemoteSource
+
+ALERT_PAGE_ROWS = 1000
+SYSTEM_PAGE_ROWS = PAGE_ROWS - ALERT_PAGE_ROWS  # one query holds both, within the cap
+MISSING_TABLE_RECHECK_POLLS = 10  # polls between probes for a table the database lacks
+EXTRA_TABLES = ("system_metrics", "alerts")
+
+
+class RemoteExtras:
+    """Where the source is in both tables, and what it could not read. `read(source)`
+    once per poll; `full` says a page was full (more are waiting)."""
+
+    def __init__(self) -> None:
+        self.last_system_id = 0  # resume position in the system_metrics table
+        self.last_alert_id = 0  # resume position in the alerts table
+        self.full = False
+        self._col: dict[str, str] = {}  # table -> its run column, once known
+        self._wait: dict[str, int] = {}  # table -> polls until the next probe
+        self._errors: dict[str, str] = {}  # table -> why it could not be read
+
+    @property
+    def limitation(self) -> str:
+        return "; ".join(f"{table.replace('_', ' ')} not read: {msg}"
+                         for table, msg in self._errors.items())
+
+    def read(self, src: TrackioRemoteSource) -> list[Event]:
+        """New system samples and alerts of `src`'s project (through its `_call` and
+        `_query`, with its run filter); best effort (see the module doc)."""
+        self.full = False
+        ready: dict[str, str] = {}  # table -> its run column
+        for table in EXTRA_TABLES:
+            wait = self._wait.get(table, 0)
+            if wait > 0:
+                self._wait[table] = wait - 1
+                continue
+            try:
+                ready[table] = self._col.get(table) or self._table_col(src, table)
+            except (SourceError, UnknownApi) as exc:
+                self._failed([table], exc)
+        if not ready:
+            return []
+        try:
+            return self._query(src, ready)
+        except (SourceError, UnknownApi) as exc:
+            if len(ready) == 1 or ts.is_missing_table(str(exc)):
+                self._failed(list(ready), exc)
+                return []
+        events: list[Event] = []  # one table at a time: what can be read still is
+        for table, col in ready.items():
+            try:
+                events.extend(self._query(src, {table: col}))
+            except (SourceError, UnknownApi) as exc1:
+                self._failed([table], exc1)
+        return events
+
+    def _query(self, src: TrackioRemoteSource, ready: dict[str, str]) -> list[Event]:
+        system = ready.get("system_metrics")
+        alert = ready.get("alerts")
+        sql = ts.extras_sql(
+            system=(system, self.last_system_id, SYSTEM_PAGE_ROWS, src._run_filter(system))
+            if system else None,
+            alerts=(alert, src._run_col, self.last_alert_id, ALERT_PAGE_ROWS,
+                    src._run_filter(alert)) if alert else None,
+        )
+        rows = src._query(sql)
+        for table in ready:
+            self._errors.pop(table, None)
+        return self._events(src, rows)
+
+    def _failed(self, tables: list[str], exc: BaseException) -> None:
+        """A table the database lacks is probed again later; other failures are said."""
+        message = str(exc) or type(exc).__name__
+        if ts.is_missing_table(message):
+            named = [t for t in tables if f"no such table: {t}" in message.lower()]
+            for table in named or tables:
+                self._wait[table] = MISSING_TABLE_RECHECK_POLLS
+                self._col.pop(table, None)
+                self._errors.pop(table, None)
+            return
+        for table in tables:
+            self._errors[table] = message
+
+    def _table_col(self, src: TrackioRemoteSource, table: str) -> str:
+        data = src._call("query_project", project=src.project,
+                         query=f"SELECT * FROM {table} WHERE 0")
+        cols = data.get("columns") if isinstance(data, dict) else None
+        if not isinstance(cols, list):
+            raise SourceError(f"malformed reply from {src.url} (query without columns)")
+        col = "run_id" if "run_id" in cols else "run_name"
+        self._col[table] = col
+        return col
+
+    def _events(self, src: TrackioRemoteSource, rows: list[dict[str, Any]]) -> list[Event]:
+        events: list[Event] = []
+        n_system = n_alerts = 0
+        for row in rows:
+            rid = run_key(row)
+            ref = src._ref(rid, str(row.get("run_name") or rid))
+            try:
+                rowid = int(row["id"])
+            except (KeyError, TypeError, ValueError):
+                src.tally.skip("row without an id", short_repr(row))
+                continue
+            if row.get("kind") == "system":
+                n_system += 1
+                self.last_system_id = max(self.last_system_id, rowid)
+                metrics = ts.load_json(row.get("metrics"))
+                if metrics is None:
+                    src.tally.skip("system metrics not a JSON object",
+                                   short_repr(row.get("metrics")))
+                    continue
+                sample, bad = ts.system_sample(ref, metrics, iso_to_epoch(row.get("timestamp")))
+                src.tally.skip("system value not a finite number", rid, bad)
+                if sample is not None:
+                    events.append(sample)
+            elif row.get("kind") == "alert":
+                n_alerts += 1
+                self.last_alert_id = max(self.last_alert_id, rowid)
+                events.append(ts.alert_marker(
+                    ref, title=row.get("title"), text=row.get("text"), level=row.get("level"),
+                    step=row.get("step"), timestamp=row.get("timestamp"),
+                    at_metrics=row.get("at_metrics"), fallback_step=src._last_x.get(rid),
+                ))
+        if n_system >= SYSTEM_PAGE_ROWS or n_alerts >= ALERT_PAGE_ROWS:
+            self.full = True
+        return events
