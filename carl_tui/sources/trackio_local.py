@@ -31,9 +31,11 @@ that need every row exactly once, `summary` and `export`, leave it off): when th
 history to read is long, the first poll sends a preview of it
 (`ScalarBatch(preview=True)`): its newest `PREVIEW_TAIL_ROWS` rows and a strided
 sample of `PREVIEW_SAMPLE_ROWS` rows of the rest, found by id (point lookups, so
-a preview costs the same for 100k rows or 10M). Then the history is read in id
-order as usual, and once it reaches the newest row previewed, an empty preview
-batch per run says so.
+a preview costs the same for 100k rows or 10M; see `trackio_preview.py`). Then the
+history is read in id order as usual, and once it reaches the newest row
+previewed, an empty preview batch per run says so. A history of more than
+`HELPER_MIN_ROWS` rows is read by helper processes too (`trackio_read.py`).
+System metrics and alerts are read in `trackio_local_extras.py`.
 
 Following a live run costs what arrived: `PRAGMA data_version` changes only when
 another connection commits, so a poll of an unchanged database runs no query.
@@ -51,15 +53,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-import numpy as np
-import orjson
-
 from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
-from carl_tui.sources import trackio_system as ts
 from carl_tui.sources.base import PolledSource, SourceError
 from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trackio_read import RangeReader, RunBlock, group_by_run, run_columns
+from carl_tui.sources.trackio_local_extras import LocalExtras
+from carl_tui.sources.trackio_preview import PreviewSizes, PreviewState, plan_preview
+from carl_tui.sources.trackio_read import (
+    HelperReading,
+    RangeReader,
+    RunBlock,
+    group_by_run,
+    run_columns,
+    table_columns,
+)
+from carl_tui.sources.trackio_system import load_json
 
 SOURCE = "trackio"
 X_KEY = "train/global_step"
@@ -160,21 +168,8 @@ def _retry(fn, *args):
     raise AssertionError("unreachable")
 
 
-def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-
-
-
-def _loads(blob):
-    try:
-        obj = orjson.loads(blob)
-    except (orjson.JSONDecodeError, TypeError):
-        return None
-    return obj if type(obj) is dict else None
-
-
 def _last_step(step, metrics) -> int | None:
-    obj = _loads(metrics)
+    obj = load_json(metrics)
     x = obj.get(X_KEY) if obj else None
     if type(x) is int or (type(x) is float and math.isfinite(x) and x == int(x)):
         return int(x)
@@ -186,7 +181,7 @@ def list_runs(project: str, root: Path | None = None) -> list[RunInfo]:
     path = db_path(project, root)
     conn = _connect(path)
     try:
-        key = "run_id" if "run_id" in _columns(conn, "metrics") else "run_name"
+        key = "run_id" if "run_id" in table_columns(conn, "metrics") else "run_name"
         rows = _retry(
             lambda: conn.execute(
                 f"SELECT m.{key}, m.run_name, g.n, m.step, m.timestamp, m.metrics "
@@ -207,7 +202,7 @@ def newest_run(project: str, root: Path | None = None) -> str | None:
     lookup of the largest id, whatever the project's size."""
     conn = _connect(db_path(project, root))
     try:
-        key = "run_id" if "run_id" in _retry(_columns, conn, "metrics") else "run_name"
+        key = "run_id" if "run_id" in _retry(table_columns, conn, "metrics") else "run_name"
         row = _retry(lambda: conn.execute(
             f"SELECT {key} FROM metrics ORDER BY id DESC LIMIT 1").fetchone())
     finally:
@@ -254,24 +249,17 @@ class TrackioLocalSource(PolledSource):
         self.limitation = ""
         self.last_id = 0  # resume position in the metrics table
         self.last_config_id = 0
-        self.last_system_id = 0  # resume position in the system_metrics table
-        self.last_alert_id = 0  # resume position in the alerts table
-        self.alert_rows = max(1, min(self.batch_rows, 1000))
         self.behind = False
         self._conn: sqlite3.Connection | None = None
         self._key = "run_id"
         self._has_configs = True
         self._names: dict[str, str] = {}  # run key -> run name
         self._meta_sent: set[str] = set()
-        self._system_key: str | None = None  # run column of system_metrics, None: no table
-        self._alert_key: str | None = None  # run column of alerts, None: no table
+        self._extras = LocalExtras(self.batch_rows, max(1, min(self.batch_rows, 1000)))
         self._last_x: dict[str, int] = {}  # run key -> newest step seen (alerts without one)
         self._base_limitation = ""
-        self._extra_error = ""
         self.preview = False  # send a coarse view of a long history first (the dashboard)
-        self._previewed = False
-        self._preview_until: int | None = None  # newest id previewed, until read in order
-        self._preview_runs: set[str] = set()
+        self._preview = PreviewState()
         # Set by the dashboard: the preview is on screen. The history is read after it,
         # so that reading never competes with drawing the first useful frame.
         self.hold: threading.Event | None = None
@@ -279,20 +267,28 @@ class TrackioLocalSource(PolledSource):
         # Helper processes for a long history (0: read it all here, as on one core).
         cpus = os.cpu_count() or 1
         self.helpers = min(4, cpus) if cpus >= 2 else 0
-        self._reader: RangeReader | None = None
-        self._helpers_tried = False
-        self.queries = 0  # statements that read tables (for tests and benchmarks)
+        self._helped = HelperReading()
+        self._queries = 0
 
+    @property
+    def queries(self) -> int:
+        """Statements that read tables (for tests and benchmarks)."""
+        return self._queries + self._extras.queries
+
+    @property
+    def _reader(self) -> RangeReader | None:
+        """The helper processes' reader while they read the history."""
+        return self._helped.reader
 
     def _open(self) -> sqlite3.Connection:
         if self._conn is None:
             conn = _connect(self.path)
             try:
-                cols = _retry(_columns, conn, "metrics")
+                cols = _retry(table_columns, conn, "metrics")
                 if not cols:
                     raise SourceError(f"waiting for the metrics table in {self.path}")
                 self._key = "run_id" if "run_id" in cols else "run_name"
-                self._has_configs = bool(_retry(_columns, conn, "configs"))
+                self._has_configs = bool(_retry(table_columns, conn, "configs"))
             except BaseException:
                 conn.close()
                 raise
@@ -302,94 +298,65 @@ class TrackioLocalSource(PolledSource):
             self._conn = conn
         return self._conn
 
-    def _find_tables(self, conn: sqlite3.Connection) -> None:
-        """Which of the system_metrics and alerts tables exist yet, and their run column."""
-        for attr, table in (("_system_key", "system_metrics"), ("_alert_key", "alerts")):
-            if getattr(self, attr) is None:
-                cols = _columns(conn, table)
-                if cols:
-                    setattr(self, attr, "run_id" if "run_id" in cols else "run_name")
-
     def poll(self) -> list[Event]:
         conn = self._open()
         try:
             version = _retry(self._version, conn)
             if version is not None and version == self._data_version and not self.behind:
                 return []  # nothing was committed since the last poll
-            if self.preview and not self._previewed:
+            if self.preview and not self._preview.tried:
                 events = self._preview_events(conn)
-                self._previewed = True
+                self._preview.tried = True
                 if events:
                     self.behind = True
                     self._data_version = version
                     return events
-            if self._preview_until is not None and self.hold is not None:
+            if self._preview.standing and self.hold is not None:
                 self.hold.wait(HOLD_MAX_S)
                 self.hold = None
-            configs = _retry(self._fetch_configs, conn) if self._has_configs else []
-            events: list[Event] = list(self._config_events(configs))
-            more = self._read_helped(conn, events)
-            if more is None:
-                rows = _retry(self._fetch, conn)
-                if rows:
-                    events.extend(self._batches(conn, rows))
-                    self.last_id = rows[-1][0]
-                more = len(rows) >= self.batch_rows
+            events, more = self._read_metrics(conn)
         except SourceError:
             self.close()  # reopen next time: the file may have been replaced
             raise
-        if self._preview_until is not None and (self.last_id >= self._preview_until or not more):
-            events.extend(self._preview_done())
-        system, alerts = self._fetch_extras(conn)
-        if system:
-            events.extend(self._system_events(system))
-            self.last_system_id = system[-1][0]
-        if alerts:
-            events.extend(self._alert_events(alerts))
-            self.last_alert_id = alerts[-1][0]
-        self.behind = (
-            more
-            or len(system) >= self.batch_rows
-            or len(alerts) >= self.alert_rows
-        )
+        if self._preview.ends(self.last_id, more):
+            events.extend(self._preview.end())
+        system, alerts = self._extras.fetch(conn, _retry, self._key)
+        self.limitation = "; ".join(x for x in (self._base_limitation, self._extras.error) if x)
+        events.extend(self._extras.events(system, alerts, self._run_of, self.tally,
+                                          self._last_x))
+        self.behind = more or self._extras.full(system, alerts)
         self._data_version = version
         return events
+
+    def _read_metrics(self, conn: sqlite3.Connection) -> tuple[list[Event], bool]:
+        """New configs and metrics rows (by helper processes while they read a long
+        history), and whether more rows are waiting."""
+        configs = _retry(self._fetch_configs, conn) if self._has_configs else []
+        events: list[Event] = list(self._config_events(configs))
+        more = self._read_helped(conn, events)
+        if more is None:
+            rows = _retry(self._fetch, conn)
+            if rows:
+                events.extend(self._batches(conn, rows))
+                self.last_id = rows[-1][0]
+            more = len(rows) >= self.batch_rows
+        return events, more
 
     def _read_helped(self, conn: sqlite3.Connection, events: list[Event]) -> bool | None:
         """The next range of a long history, read by helper processes (appended to
         `events`); returns whether more is waiting, or None to read in-process."""
-        if self._reader is None:
-            if self._helpers_tried or self.helpers <= 0:
-                return None
+        if self._helped.reader is None and not self._helped.tried and self.helpers > 0:
             top = _retry(lambda: conn.execute("SELECT MAX(id) FROM metrics").fetchone()[0])
-            self.queries += 1
-            self._start_helpers(top)
-            if self._reader is None:
-                return None
-        blocks = self._reader.next()
-        if blocks is None:  # a helper failed: read the rest here, from where it stopped
-            self._reader = None
+            self._queries += 1
+            self._helped.start(self.path, self._key, self.last_id, top, workers=self.helpers,
+                               min_rows=HELPER_MIN_ROWS, block_rows=HELPER_BLOCK_ROWS)
+        got = self._helped.next()
+        if got is None:
             return None
+        blocks, position = got
         events.extend(self._block_events(blocks))
-        self.last_id = max(self.last_id, self._reader.position)
-        if self._reader.done:
-            self._reader.close()
-            self._reader = None
+        self.last_id = max(self.last_id, position)
         return True
-
-    def _start_helpers(self, top: int | None, *, ask: bool = True) -> None:
-        """Helper processes for a history of more than HELPER_MIN_ROWS rows up to `top`;
-        `ask=False` starts them (they take a moment to start) without asking yet."""
-        if self._helpers_tried or self.helpers <= 0:
-            return
-        self._helpers_tried = True
-        if top is None or top - self.last_id < HELPER_MIN_ROWS:
-            return
-        try:
-            self._reader = RangeReader(self.path, self._key, self.last_id, int(top),
-                                       rows=HELPER_BLOCK_ROWS, workers=self.helpers, ask=ask)
-        except OSError:
-            self._reader = None
 
     def _block_events(self, blocks: list[RunBlock]) -> list[Event]:
         events: list[Event] = []
@@ -416,61 +383,36 @@ class TrackioLocalSource(PolledSource):
     def _preview_events(self, conn: sqlite3.Connection) -> list[Event]:
         """A coarse view of a long history (see the module doc); [] for a short one."""
         top = _retry(lambda: conn.execute("SELECT MAX(id) FROM metrics").fetchone()[0])
-        self.queries += 1
-        if top is None or top - self.last_id <= PREVIEW_MIN_ROWS:
+        self._queries += 1
+        sizes = PreviewSizes(PREVIEW_MIN_ROWS, PREVIEW_TAIL_ROWS, PREVIEW_SAMPLE_ROWS)
+        plan = plan_preview(self.last_id, top, sizes)
+        if plan is None:
             return []
-        tail_from = max(self.last_id, top - PREVIEW_TAIL_ROWS)
-        stride = max(1, (tail_from - self.last_id) // PREVIEW_SAMPLE_ROWS)
         cols = f"m.id, m.{self._key}, m.step, m.metrics"
         sample = _retry(lambda: conn.execute(
             "WITH RECURSIVE s(x) AS (SELECT ? UNION ALL SELECT x + ? FROM s WHERE x + ? <= ?) "
             f"SELECT {cols} FROM s CROSS JOIN metrics AS m ON m.id = s.x ORDER BY m.id",
-            (self.last_id + 1, stride, stride, tail_from),
+            (plan.first, plan.stride, plan.stride, plan.tail_from),
         ).fetchall())
         tail = _retry(lambda: conn.execute(
-            f"SELECT {cols} FROM metrics AS m WHERE m.id > ? ORDER BY m.id", (tail_from,)
+            f"SELECT {cols} FROM metrics AS m WHERE m.id > ? ORDER BY m.id", (plan.tail_from,)
         ).fetchall())
-        self.queries += 2
+        self._queries += 2
         configs = _retry(self._fetch_configs, conn) if self._has_configs else []
         events: list[Event] = list(self._config_events(configs))
         batches = self._batches(conn, sample + tail, preview=True)
         if not batches:
             return events
-        self._preview_until = int(tail[-1][0]) if tail else top
-        self._preview_runs = {b.run.run_id for b in batches}
+        refs = sorted((b.run for b in batches), key=lambda ref: ref.run_id)
+        self._preview.shown(int(tail[-1][0]) if tail else top, refs)
         # Helpers start once the preview is drawn: started with it, they cost the first
         # useful frame about 0.1 s on two cores and gain the whole history nothing.
         return events + batches
 
-    def _preview_done(self) -> list[Event]:
-        """The history is read up to the newest row previewed: the previews end."""
-        self._preview_until = None
-        done = [
-            ScalarBatch(self._ref(key), np.empty(0, dtype=np.int64), {}, preview=True)
-            for key in sorted(self._preview_runs)
-        ]
-        self._preview_runs = set()
-        return done
-
-    def _fetch_extras(self, conn: sqlite3.Connection) -> tuple[list[tuple], list[tuple]]:
-        """New system rows and alerts. Best effort: a failure to read them never stops
-        the metrics; it shows as the source's limitation until a read succeeds."""
-        system: list[tuple] = []
-        alerts: list[tuple] = []
-        try:
-            if self._system_key is None or self._alert_key is None:
-                _retry(self._find_tables, conn)
-            system = _retry(self._fetch_system, conn) if self._system_key else []
-            alerts = _retry(self._fetch_alerts, conn) if self._alert_key else []
-        except SourceError as exc:
-            self._extra_error = f"system metrics and alerts not read: {exc}"
-        else:
-            self._extra_error = ""
-        self.limitation = "; ".join(x for x in (self._base_limitation, self._extra_error) if x)
-        return system, alerts
+    # -- reading rows --------------------------------------------------------------
 
     def _fetch(self, conn: sqlite3.Connection) -> list[tuple]:
-        self.queries += 1
+        self._queries += 1
         return conn.execute(
             f"SELECT id, {self._key}, step, metrics FROM metrics "
             "WHERE id > ? ORDER BY id LIMIT ?",
@@ -479,62 +421,20 @@ class TrackioLocalSource(PolledSource):
 
     def _row_info(self, conn: sqlite3.Connection, row_id: int) -> tuple[str, str | None]:
         """(run name, timestamp) of one row."""
-        self.queries += 1
+        self._queries += 1
         row = _retry(lambda: conn.execute(
             "SELECT run_name, timestamp FROM metrics WHERE id = ?", (row_id,)).fetchone())
         return ("", None) if row is None else (str(row[0]), row[1])
 
     def _fetch_configs(self, conn: sqlite3.Connection) -> list[tuple]:
-        self.queries += 1
+        self._queries += 1
         key = "run_id" if self._key == "run_id" else "run_name"
         return conn.execute(
             f"SELECT id, {key}, run_name, config FROM configs WHERE id > ? ORDER BY id",
             (self.last_config_id,),
         ).fetchall()
 
-    def _fetch_system(self, conn: sqlite3.Connection) -> list[tuple]:
-        self.queries += 1
-        sql = ts.system_sql(self._system_key or "run_id", self.last_system_id, self.batch_rows)
-        return conn.execute(sql).fetchall()
-
-    def _fetch_alerts(self, conn: sqlite3.Connection) -> list[tuple]:
-        self.queries += 1
-        sql = ts.alerts_sql(
-            self._alert_key or "run_id", self._key, self.last_alert_id, self.alert_rows
-        )
-        return conn.execute(sql).fetchall()
-
-    def _system_events(self, rows: list[tuple]) -> list[Event]:
-        events: list[Event] = []
-        for _id, key, name, stamp, blob in rows:
-            key, name = str(key), str(name)
-            if not self._wanted(key, name):
-                continue
-            self._names.setdefault(key, name)
-            metrics = ts.load_json(blob)
-            if metrics is None:
-                self.tally.skip("system metrics not a JSON object", blob)
-                continue
-            sample, bad = ts.system_sample(self._ref(key), metrics, iso_to_epoch(stamp))
-            self.tally.skip("system value not a finite number", key, bad)
-            if sample is not None:
-                events.append(sample)
-        return events
-
-    def _alert_events(self, rows: list[tuple]) -> list[Event]:
-        events: list[Event] = []
-        for _id, key, name, title, text, level, step, stamp, at_metrics in rows:
-            key, name = str(key), str(name)
-            if not self._wanted(key, name):
-                continue
-            self._names.setdefault(key, name)
-            events.append(
-                ts.alert_marker(
-                    self._ref(key), title=title, text=text, level=level, step=step,
-                    timestamp=stamp, at_metrics=at_metrics, fallback_step=self._last_x.get(key),
-                )
-            )
-        return events
+    # -- rows to events ------------------------------------------------------------
 
     def _wanted(self, key: str, name: str) -> bool:
         return self.runs is None or key in self.runs or name in self.runs
@@ -542,21 +442,29 @@ class TrackioLocalSource(PolledSource):
     def _ref(self, key: str) -> RunRef:
         return RunRef(SOURCE, self.project, key, self._names.get(key, key))
 
+    def _run_of(self, key, name) -> RunRef | None:
+        """The run of a config, system or alert row (its name remembered), or None when
+        the run is not followed."""
+        key, name = str(key), str(name)
+        if not self._wanted(key, name):
+            return None
+        self._names.setdefault(key, name)
+        return self._ref(key)
+
     def _config_events(self, configs: list[tuple]) -> list[Event]:
         events: list[Event] = []
         for cid, key, name, blob in configs:
             self.last_config_id = cid
-            key, name = str(key), str(name)
-            if not self._wanted(key, name):
+            ref = self._run_of(key, name)
+            if ref is None:
                 continue
-            self._names.setdefault(key, name)
-            cfg = _loads(blob)
+            cfg = load_json(blob)
             if cfg is None:
                 self.tally.skip("config not a JSON object", blob)
                 continue
-            self._meta_sent.add(key)
+            self._meta_sent.add(ref.run_id)
             meta = {"config": cfg, "trackio_project": self.project, "trackio_dir": str(self.root)}
-            events.append(RunMeta(self._ref(key), meta))
+            events.append(RunMeta(ref, meta))
         return events
 
     def _batches(
@@ -586,12 +494,8 @@ class TrackioLocalSource(PolledSource):
                                       wall_time=iso_to_epoch(stamp), nonfinite=nonfinite))
         return events
 
-
     def close(self) -> None:
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
-            self._helpers_tried = False  # a reopened source may use them again
+        self._helped.close()
         if self._conn is not None:
             self._conn.close()
             self._conn = None

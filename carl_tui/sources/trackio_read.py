@@ -130,6 +130,11 @@ def group_by_run(rows: list[tuple], key_at: int = 1) -> dict[str, list[tuple]]:
 _CONNECTIONS: dict[str, sqlite3.Connection] = {}
 
 
+def table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    """The column names of `table` (empty when the database has no such table)."""
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
 def _connection(path: str) -> sqlite3.Connection:
     conn = _CONNECTIONS.get(path)
     if conn is None:
@@ -296,6 +301,53 @@ class RangeReader:
             w.close()
         self._workers = []
         self._his = []
+
+
+class HelperReading:
+    """A source's long history read by helper processes, range by range.
+
+    Tried once (again after `close`): `start` starts the helpers when the history
+    has at least `min_rows` rows; `next()` gives the blocks of the next range and the
+    last id they reach, or None when nothing is read this way (no helpers, or one
+    failed: the caller reads the rest itself, from where they stopped)."""
+
+    def __init__(self) -> None:
+        self.reader: RangeReader | None = None
+        self.tried = False
+
+    def start(self, path: Path, key: str, last_id: int, top: int | None, *, workers: int,
+              min_rows: int, block_rows: int, ask: bool = True) -> None:
+        """Helpers for the rows `last_id < id <= top`, if there are enough of them;
+        `ask=False` starts them (they take a moment to start) without asking yet."""
+        if self.tried or workers <= 0:
+            return
+        self.tried = True
+        if top is None or top - last_id < min_rows:
+            return
+        try:
+            self.reader = RangeReader(path, key, last_id, int(top), rows=block_rows,
+                                      workers=workers, ask=ask)
+        except OSError:
+            self.reader = None
+
+    def next(self) -> tuple[list[RunBlock], int] | None:
+        if self.reader is None:
+            return None
+        blocks = self.reader.next()
+        if blocks is None:  # a helper failed
+            self.reader = None
+            return None
+        position = self.reader.position
+        if self.reader.done:
+            self.reader.close()
+            self.reader = None
+        return blocks, position
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.close()
+            self.reader = None
+            self.tried = False  # a reopened source may use them again
 
 
 if __name__ == "__main__":
