@@ -182,7 +182,8 @@ def run() -> list[Row]:
         rows.append(Row(f"{label}: peak memory", max(c["peak_mb"] for c in carl), None, "MB",
                         target="<= 150 MB" if n >= 1_000_000 else "",
                         note=f"resident at the end {carl[0]['rss_mb']:.0f} MB; with the "
-                             f"helper processes while reading {max(c['helpers_mb'] for c in carl):.0f} MB"))
+                             f"helper processes while reading "
+                             f"{max(c['helpers_mb'] for c in carl):.0f} MB"))
         idle = [c["idle_pct"] for c in carl if "idle_pct" in c]
         if idle:
             ref_idle = next((d["idle_pct"] for d in bare if "idle_pct" in d), None)
@@ -202,7 +203,8 @@ def run() -> list[Row]:
                         _median(c["useful"] for c in carl) or float("nan"), b_frame,
                         target="<= 2x bare", note=_load()))
         rows.append(Row(f"{label}: whole history shown", _median(c["whole"] for c in carl)
-                        or float("nan"), None, note=f"peak {max(c['peak_mb'] for c in carl):.0f} MB"))
+                        or float("nan"), None,
+                        note=f"peak {max(c['peak_mb'] for c in carl):.0f} MB"))
     return rows
 
 

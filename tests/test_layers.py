@@ -1,5 +1,6 @@
-"""Layering: the non-UI packages never import Textual, and the light ones never
-import the heavy training stack at import time."""
+"""Layering: the non-UI packages never import Textual, the light ones never
+import the heavy training stack at import time, and no class or function grows past
+what a reader takes in at once."""
 
 import ast
 import pathlib
@@ -126,3 +127,39 @@ asyncio.run(main())
     assert "LOSS: 0.5" in out.stdout
     need = "JOBS: Hugging Face Jobs: this needs huggingface_hub: pip install 'carl-tui[hub]'"
     assert need in out.stdout
+
+
+#: The house limits: a class a newcomer can read in one sitting, a function on one screen.
+MAX_CLASS_LINES = 300
+MAX_FUNCTION_LINES = 60
+
+
+def oversized(path: pathlib.Path, root: pathlib.Path = ROOT.parent) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            limit = MAX_CLASS_LINES
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            limit = MAX_FUNCTION_LINES
+        else:
+            continue
+        lines = node.end_lineno - node.lineno + 1
+        if lines > limit:
+            found.append(f"{path.relative_to(root)}:{node.lineno} {node.name} "
+                         f"is {lines} lines (at most {limit})")
+    return found
+
+
+def test_classes_and_functions_stay_readable():
+    offenders = [o for f in sorted(ROOT.rglob("*.py")) for o in oversized(f)]
+    assert offenders == []
+
+
+def test_the_size_check_sees_a_long_function(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    long = tmp_path / "probe.py"
+    long.write_text(f"def long():\n{body}\n\n\ndef short():\n    return 1\n")
+    assert oversized(long, tmp_path) == [
+        f"probe.py:1 long is {MAX_FUNCTION_LINES + 1} lines (at most {MAX_FUNCTION_LINES})"
+    ]

@@ -84,7 +84,8 @@ def test_idempotent():
 
 
 @pytest.mark.parametrize("text,expected", [
-    ("python train.py --hub_token abcd1234efgh --lr 3", f"python train.py --hub_token {MASK} --lr 3"),
+    ("python train.py --hub_token abcd1234efgh --lr 3",
+     f"python train.py --hub_token {MASK} --lr 3"),
     ("--wandb-api-key 0123abcd4567", f"--wandb-api-key {MASK}"),
     ("run -password 'hunter2hunter'", f"run -password '{MASK}'"),
     (f"cut {HF[:9]}…", f"cut {MASK}…"),  # a token cut short by a truncation

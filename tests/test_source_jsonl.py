@@ -69,7 +69,8 @@ def test_format_meta_metrics_markers_logs(tmp_path):
     assert set(batch.columns) == {"loss", "entropy", "mean_token_accuracy", "rewards/reverse/mean"}
     assert batch.wall_time == 1732350000.6
     assert log1.lines == ("first", "second") and log2.lines == ("done",)
-    assert (marker.kind, marker.step, dict(marker.detail)) == ("phase_transition", 2, {"value": 0.99})
+    got = (marker.kind, marker.step, dict(marker.detail))
+    assert got == ("phase_transition", 2, {"value": 0.99})
     assert src.skipped == 0 and src.poll() == []
 
 
@@ -323,13 +324,15 @@ def test_skipped_line_policy_one_rule(tmp_path):
     assert batch.columns["loss"].tolist() == [0.91, 0.79, 0.77, 0.75]
     (marker,) = [e for e in events if isinstance(e, Marker)]
     assert (marker.kind, marker.step) == ("gate", 7)
+    # The UTF-16 line as it is shown: each NUL byte replaced.
+    utf16 = ('{\x00"\x00s\x00t\x00e\x00p\x00"\x00:\x00 \x009\x00,\x00 \x00"\x00l\x00o'
+             '\x00s\x00s\x00"\x00:\x00 \x000\x00.\x007\x00}\x00')
     reasons = {r.reason: (r.count, r.example) for r in src.tally.reasons()}
     assert reasons == {
         "invalid step": (8, "step=nan"),
         "negative step": (2, "step=-5"),
         "not an object": (1, "null"),
-        "not UTF-8": (1, '{\x00"\x00s\x00t\x00e\x00p\x00"\x00:\x00 \x009\x00,\x00 \x00"\x00l\x00o'
-                         '\x00s\x00s\x00"\x00:\x00 \x000\x00.\x007\x00}\x00'.replace("\x00", "\ufffd")),
+        "not UTF-8": (1, utf16.replace("\x00", "\ufffd")),
     }
     assert src.skipped == 12 == src.tally.total
 

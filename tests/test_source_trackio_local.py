@@ -81,7 +81,8 @@ def store(tmp_path_factory):
             ],
         },
         # Same name again: a different run, keyed by its own run_id.
-        {"project": "proj", "name": "sft", "rows": [{"loss": 3.0}, {"loss": "~inf"}, {"loss": 4.0}]},
+        {"project": "proj", "name": "sft",
+         "rows": [{"loss": 3.0}, {"loss": "~inf"}, {"loss": 4.0}]},
         {"project": "other project!", "name": "x", "rows": [{"reward": 0.5}]},
     ]
     trackio_write(root, plan)

@@ -71,7 +71,8 @@ def test_gate_fires_once_with_a_notice_at_the_step():
     snap = store.snapshot(RUN.key)
     accs = [v["mean_token_accuracy"] for _, v in rows]
     # reference: first step where 3 of the last 5 are >= 0.99
-    expected = next(i for i in range(len(accs)) if sum(a >= 0.99 for a in accs[max(0, i - 4) : i + 1]) >= 3)
+    expected = next(i for i in range(len(accs))
+                    if sum(a >= 0.99 for a in accs[max(0, i - 4) : i + 1]) >= 3)
     assert snap.gate.fired and snap.gate.trigger_step == expected
     flags = [n for n in store.take_notices() if n.kind == "phase_transition"]
     assert len(flags) == 1 and flags[0].step == expected

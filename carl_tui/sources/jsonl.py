@@ -416,7 +416,8 @@ class JsonlSource(PolledSource):
             return ""
         times = "once" if self.restarts == 1 else f"{self.restarts} times"
         latest = f" (latest: {self.notes[-1]})" if self.notes else ""
-        return f"{self.path.name} started over {times}{latest}; points read before stay in the plots"
+        return (f"{self.path.name} started over {times}{latest}; "
+                "points read before stay in the plots")
 
 
     def poll(self) -> list[Event]:

@@ -107,7 +107,8 @@ class CarlCallback(TrainerCallback):
     def marker(self, kind: str, step: int | None = None, **detail: Any) -> None:
         """Write a marker line at `step` (stream steps; default: the latest step)."""
         self._ensure_meta()
-        obj = {"event": "marker", "kind": kind, "step": int(self.last_step if step is None else step)}
+        at = self.last_step if step is None else step
+        obj = {"event": "marker", "kind": kind, "step": int(at)}
         obj.update(json_safe(detail))
         self.writer.write(obj)
 
@@ -176,7 +177,8 @@ class CarlCallback(TrainerCallback):
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         if state.is_world_process_zero and not self._meta_written:
             name = getattr(getattr(model, "config", None), "name_or_path", "") or ""
-            cfg = {k: v for k, v in args.to_dict().items() if isinstance(v, (int, float, str, bool))}
+            cfg = {k: v for k, v in args.to_dict().items()
+                   if isinstance(v, (int, float, str, bool))}
             self.write_meta(model=name, method=method_of(args), config=cfg)
         return control
 

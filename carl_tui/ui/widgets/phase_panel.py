@@ -40,7 +40,8 @@ class PhasePanel(Static):
         phase, gate = snap.phase, snap.gate
         title = Text()
         if phase.phase:
-            title.append(f" {phase.phase.upper()} ", style=f"bold reverse {self._color(phase.phase)}")
+            style = f"bold reverse {self._color(phase.phase)}"
+            title.append(f" {phase.phase.upper()} ", style=style)
             if phase.since_step is not None:
                 title.append(f"  since step {phase.since_step}", style="dim")
             if phase.stage == "reward" and any(k == "accuracy" for _, _, k in phase.history):
@@ -69,7 +70,8 @@ class PhasePanel(Static):
                 text, style = f"{PROVISIONAL} {text}", "dim"
             t.add_row(label, Text(text, style=style))
         if gate.peak_entropy is not None:
-            t.add_row("peak entropy", short_value(gate.peak_entropy) + _at_step(gate.peak_entropy_step))
+            t.add_row("peak entropy",
+                      short_value(gate.peak_entropy) + _at_step(gate.peak_entropy_step))
         reported = {m.kind: m.step for m in snap.markers}
         if "phase_transition" in reported and reported["phase_transition"] != gate.trigger_step:
             t.add_row("run's gate", "fired" + _at_step(reported["phase_transition"]))
