@@ -20,7 +20,7 @@ from benchmarks.common import Row, best_time
 from carl_tui.events import RunRef, ScalarBatch
 from carl_tui.metric_names import canonical, is_metric_key, valid_number
 from carl_tui.sources.jsonl import JsonlSource
-from carl_tui.sources.trackio_local import TrackioLocalSource
+from carl_tui.sources.trackio.local import TrackioLocalSource
 
 METRICS = (
     "loss", "learning_rate", "grad_norm", "entropy", "mean_token_accuracy",

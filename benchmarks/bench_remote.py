@@ -26,7 +26,7 @@ from pathlib import Path
 from benchmarks.common import Row
 from carl_tui.events import ScalarBatch
 from carl_tui.sources.base import SourceRunner
-from carl_tui.sources.trackio_remote import TrackioRemoteSource
+from carl_tui.sources.trackio.remote import TrackioRemoteSource
 from tests.fakes.trackio_server import LiveWriter, TrackioServer, start_writer, wait_writer
 
 SIZES = (1_000, 100_000)

@@ -24,9 +24,9 @@ import pytest
 
 from carl_tui.events import RunMeta, RunRef, ScalarBatch
 from carl_tui.sources import jsonl as jl
-from carl_tui.sources import trackio_local as tl
-from carl_tui.sources import trackio_remote as tr
 from carl_tui.sources.follow import sample_lines
+from carl_tui.sources.trackio import local as tl
+from carl_tui.sources.trackio import remote as tr
 from carl_tui.store import RunStore
 from tests.trajectories import sft_story
 
@@ -416,7 +416,7 @@ async def test_the_dashboard_marks_provisional_values_until_the_history_is_read(
 
 
 def test_a_helper_that_dies_midway_costs_nothing(store_dir, monkeypatch):
-    from carl_tui.sources import trackio_read
+    from carl_tui.sources.trackio import local_read as trackio_read
 
     monkeypatch.setattr(tl, "HELPER_MIN_ROWS", 1000)
     monkeypatch.setattr(tl, "HELPER_BLOCK_ROWS", 500)

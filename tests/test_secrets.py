@@ -35,7 +35,7 @@ from textual.widgets import OptionList
 from carl_tui.actions.diagnosis import Diagnoser
 from carl_tui.sources.hf_jobs import HfJobSource
 from carl_tui.sources.open import open_file
-from carl_tui.sources.trackio_remote import TrackioRemoteSource
+from carl_tui.sources.trackio.remote import TrackioRemoteSource
 from carl_tui.ui.app import DashboardConfig, build_app
 from carl_tui.ui.screens.diagnosis import DiagnosisScreen
 from carl_tui.ui.screens.jobs import JobsScreen

@@ -16,8 +16,8 @@ import pytest
 pytest.importorskip("trackio")
 
 from carl_tui.events import RunMeta, ScalarBatch
-from carl_tui.sources import trackio_local as tl
 from carl_tui.sources.base import SourceError
+from carl_tui.sources.trackio import local as tl
 
 WRITER = textwrap.dedent(
     """

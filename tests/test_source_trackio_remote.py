@@ -17,9 +17,9 @@ import pytest
 from carl_tui.events import RunMeta, ScalarBatch
 from carl_tui.hub import HubToken, find_token
 from carl_tui.redact import redact
-from carl_tui.sources import trackio_remote
 from carl_tui.sources.base import SourceError, SourceRunner
-from carl_tui.sources.trackio_remote import (
+from carl_tui.sources.trackio import remote as trackio_remote
+from carl_tui.sources.trackio.remote import (
     NOT_AUTHORISED,
     TrackioRemoteSource,
     normalize_url,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from carl_tui.events import ScalarBatch
 from carl_tui.sources.base import SourceError
-from carl_tui.sources.trackio_remote import TrackioRemoteSource
+from carl_tui.sources.trackio.remote import TrackioRemoteSource
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**70), 2**70),

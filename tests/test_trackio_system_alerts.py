@@ -22,11 +22,11 @@ pytest.importorskip("trackio")
 HfApi = pytest.importorskip("huggingface_hub").HfApi
 
 from carl_tui.events import GpuSample, JobUsage, Marker, RunRef, ScalarBatch, SystemSample
-from carl_tui.sources import trackio_system as ts
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.hf_jobs import HfJobSource, system_from_sample
-from carl_tui.sources.trackio_local import TrackioLocalSource
-from carl_tui.sources.trackio_remote import TrackioRemoteSource
+from carl_tui.sources.trackio import system as ts
+from carl_tui.sources.trackio.local import TrackioLocalSource
+from carl_tui.sources.trackio.remote import TrackioRemoteSource
 from carl_tui.store import RunStore
 from carl_tui.store.system import MAX_GPUS, SystemTrack
 from tests.fakes.hub_jobs import JobsState, install_jobs_routes

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from carl_tui.sources.trackio_remote import TrackioRemoteSource
+from carl_tui.sources.trackio.remote import TrackioRemoteSource
 from carl_tui.ui.app import DashboardConfig, build_app
 from carl_tui.ui.widgets.status_bar import StatusBar
 from tests.conftest import plain_text

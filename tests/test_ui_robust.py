@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from carl_tui.sources.trackio_remote import TrackioRemoteSource
+from carl_tui.sources.trackio.remote import TrackioRemoteSource
 from carl_tui.ui.app import DashboardConfig, build_app
 from tests.conftest import ScriptedSource
 

@@ -80,7 +80,7 @@ def check_request(req: SourceRequest) -> None:
     if len(named) > 1:
         raise RequestError(f"{' and '.join(named)}: choose one source")
     if req.trackio is not None:
-        from carl_tui.sources.trackio_remote import parse_server
+        from carl_tui.sources.trackio.remote import parse_server
 
         try:
             _url, _project = parse_server(req.trackio)
@@ -299,7 +299,7 @@ class AutoFileSource:
 
 
 def _open_trackio_remote(req: SourceRequest) -> Opened:
-    from carl_tui.sources.trackio_remote import TrackioRemoteSource, parse_server
+    from carl_tui.sources.trackio.remote import TrackioRemoteSource, parse_server
 
     url, project_in_url = parse_server(req.trackio or "")
     project = req.project or project_in_url
@@ -342,7 +342,7 @@ def _open_wandb(req: SourceRequest) -> Opened:
 
 
 def _open_trackio_local(req: SourceRequest) -> Opened:
-    from carl_tui.sources import trackio_local as tl
+    from carl_tui.sources.trackio import local as tl
 
     root = Path(req.trackio_dir) if req.trackio_dir else tl.trackio_dir()
     project, run = req.project, req.run

@@ -10,8 +10,8 @@ from typing import Any
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trackio_http import UnknownApi
-from carl_tui.sources.trackio_remote_rows import RunPoints, row_point
+from carl_tui.sources.trackio.remote_http import UnknownApi
+from carl_tui.sources.trackio.remote_rows import RunPoints, row_point
 
 
 class LogsFallback:

@@ -13,7 +13,7 @@ run has accumulated. `id` is SQLite's autoincrement key: rows become visible
 in id order, so "id greater than the last one seen" never skips or repeats.
 
 System metrics (`system_metrics`) and alerts (`alerts`) are read the same way,
-by id, both in one more query per poll (`trackio_remote_extras.py`):
+by id, both in one more query per poll (`remote_extras.py`):
 `SystemSample`s and `Marker(kind="alert")`s, each once. They are optional: a
 database without those tables is probed again every few polls, and a failure to
 read them never stops the metrics (it shows as the source's limitation until it
@@ -24,14 +24,14 @@ paging through a long history, one query reads its newest `PREVIEW_TAIL_ROWS`
 rows and one more a strided sample of the rest (`id IN (...)`: point lookups on
 the server, whatever the history's length); they are sent as
 `ScalarBatch(preview=True)`, and an empty preview batch per run once the pages
-have reached the newest row previewed (`trackio_remote_preview.py`).
+have reached the newest row previewed (`remote_preview.py`).
 
 Servers without `query_project` fall back to `get_logs`, which the server
-down-samples (`trackio_remote_logs.py`); `limitation` says so for the status bar.
+down-samples (`remote_logs.py`); `limitation` says so for the status bar.
 
 The x axis is `train/global_step` when a row has it, else Trackio's step
-(`trackio_remote_rows.py`). Requests and what their failures mean are in
-`trackio_http.py`. The HF token (for private Spaces) travels only as
+(`remote_rows.py`). Requests and what their failures mean are in
+`remote_http.py`. The HF token (for private Spaces) travels only as
 `Authorization: Bearer`; a token found in the environment or the saved login is
 sent only to Hugging Face hosts, an explicit `token=` to any URL.
 """
@@ -54,18 +54,18 @@ from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
 from carl_tui.hub import HubToken, find_token
 from carl_tui.sources.base import PolledSource, SourceError
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trackio_http import (
+from carl_tui.sources.trackio.preview import PreviewSizes, PreviewState
+from carl_tui.sources.trackio.remote_extras import RemoteExtras
+from carl_tui.sources.trackio.remote_http import (
     NOT_AUTHORISED,
     PAGE_ROWS,
     TrackioHttp,
     UnknownApi,
     query_rows,
 )
-from carl_tui.sources.trackio_preview import PreviewSizes, PreviewState
-from carl_tui.sources.trackio_remote_extras import RemoteExtras
-from carl_tui.sources.trackio_remote_logs import LogsFallback
-from carl_tui.sources.trackio_remote_preview import read_preview
-from carl_tui.sources.trackio_remote_rows import RunPoints, points_by_run
+from carl_tui.sources.trackio.remote_logs import LogsFallback
+from carl_tui.sources.trackio.remote_preview import read_preview
+from carl_tui.sources.trackio.remote_rows import RunPoints, points_by_run
 
 __all__ = ["NOT_AUTHORISED", "SOURCE", "RemoteRun", "TrackioRemoteSource", "is_local",
            "normalize_url", "parse_server"]
@@ -262,7 +262,7 @@ class TrackioRemoteSource(PolledSource):
                 out.append(RemoteRun(rec, rec))
         return out
 
-    # -- requests (see trackio_http.py) ----------------------------------
+    # -- requests (see remote_http.py) ----------------------------------
 
     def _headers(self) -> dict[str, str]:
         return self._http.headers()
@@ -437,7 +437,7 @@ class TrackioRemoteSource(PolledSource):
                     del self._pending_config[rid]
         return events
 
-    # -- fallback mode (older servers, see trackio_remote_logs.py) -------
+    # -- fallback mode (older servers, see remote_logs.py) -------
 
     def _poll_logs(self) -> list[Event]:
         runs = self.list_runs(self.project)

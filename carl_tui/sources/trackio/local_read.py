@@ -167,7 +167,7 @@ def read_range(path: str, key: str, lo: int, hi: int) -> list[RunBlock]:
 
 
 class _Worker:
-    """One helper process (`python -m carl_tui.sources.trackio_read`): reads a range
+    """One helper process (`python -m carl_tui.sources.trackio.local_read`): reads a range
     per request line on its stdin, answers each with a length-prefixed pickle. A
     thread of ours takes its answers as they come, so it never waits on a full pipe
     for us to ask for them."""
@@ -179,7 +179,7 @@ class _Worker:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "carl_tui.sources.trackio_read"],
+            [sys.executable, "-m", "carl_tui.sources.trackio.local_read"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=env, close_fds=True,
         )
@@ -352,6 +352,6 @@ class HelperReading:
 
 if __name__ == "__main__":
     # Through the imported module, so that what is pickled names its real classes.
-    from carl_tui.sources import trackio_read  # noqa: PLW0406
+    from carl_tui.sources.trackio import local_read  # noqa: PLW0406
 
-    trackio_read.serve()
+    local_read.serve()

@@ -2,7 +2,7 @@
 
 Before paging through a long history, one query reads the newest id, one its
 newest rows and one a strided sample of the rest (`id IN (...)`: point lookups
-on the server, whatever the history's length); see `trackio_preview.py`. A
+on the server, whatever the history's length); see `preview.py`. A
 preview counts nothing it cannot read: its rows are read again, in order.
 """
 
@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 from carl_tui.events import ScalarBatch
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trackio_preview import PreviewSizes, plan_preview
-from carl_tui.sources.trackio_remote_rows import points_by_run
+from carl_tui.sources.trackio.preview import PreviewSizes, plan_preview
+from carl_tui.sources.trackio.remote_rows import points_by_run
 
 if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.sources.trackio_remote import TrackioRemoteSource
+    from carl_tui.sources.trackio.remote import TrackioRemoteSource
 
 
 def read_preview(src: TrackioRemoteSource, sizes: PreviewSizes

@@ -8,7 +8,7 @@ the file name keeps only `[A-Za-z0-9_-]` of the project name. Tables read:
     metrics(id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, timestamp TEXT,
             run_name TEXT, step INTEGER, metrics TEXT|BLOB (JSON), ...)
     configs(id, run_id, run_name, config TEXT|BLOB (JSON), created_at)
-    system_metrics, alerts (see `trackio_system.py`: GPU/CPU samples, alerts)
+    system_metrics, alerts (see `system.py`: GPU/CPU samples, alerts)
 
 Databases written before Trackio 0.24 have no `run_id`; runs are then keyed by
 `run_name`. Runs are keyed by `run_id` otherwise (names repeat).
@@ -31,11 +31,11 @@ that need every row exactly once, `summary` and `export`, leave it off): when th
 history to read is long, the first poll sends a preview of it
 (`ScalarBatch(preview=True)`): its newest `PREVIEW_TAIL_ROWS` rows and a strided
 sample of `PREVIEW_SAMPLE_ROWS` rows of the rest, found by id (point lookups, so
-a preview costs the same for 100k rows or 10M; see `trackio_preview.py`). Then the
+a preview costs the same for 100k rows or 10M; see `preview.py`). Then the
 history is read in id order as usual, and once it reaches the newest row
 previewed, an empty preview batch per run says so. A history of more than
-`HELPER_MIN_ROWS` rows is read by helper processes too (`trackio_read.py`).
-System metrics and alerts are read in `trackio_local_extras.py`.
+`HELPER_MIN_ROWS` rows is read by helper processes too (`local_read.py`).
+System metrics and alerts are read in `local_extras.py`.
 
 Following a live run costs what arrived: `PRAGMA data_version` changes only when
 another connection commits, so a poll of an unchanged database runs no query.
@@ -57,9 +57,8 @@ from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
 from carl_tui.sources.base import PolledSource, SourceError
 from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trackio_local_extras import LocalExtras
-from carl_tui.sources.trackio_preview import PreviewSizes, PreviewState, plan_preview
-from carl_tui.sources.trackio_read import (
+from carl_tui.sources.trackio.local_extras import LocalExtras
+from carl_tui.sources.trackio.local_read import (
     HelperReading,
     RangeReader,
     RunBlock,
@@ -67,7 +66,8 @@ from carl_tui.sources.trackio_read import (
     run_columns,
     table_columns,
 )
-from carl_tui.sources.trackio_system import load_json
+from carl_tui.sources.trackio.preview import PreviewSizes, PreviewState, plan_preview
+from carl_tui.sources.trackio.system import load_json
 
 SOURCE = "trackio"
 X_KEY = "train/global_step"

@@ -1,7 +1,7 @@
 """System metrics and alerts of a remote Trackio project, read by id like the metrics.
 
 Both tables are read in one more query per poll (a page of each, within the
-server's cap; see `trackio_system.py`): `SystemSample`s and
+server's cap; see `system.py`): `SystemSample`s and
 `Marker(kind="alert")`s, each once. They are optional: a database without one of
 those tables is probed again every `MISSING_TABLE_RECHECK_POLLS` polls, and a
 failure to read them never stops the metrics (it is said in `limitation` until it
@@ -13,14 +13,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from carl_tui.events import Event
-from carl_tui.sources import trackio_system as ts
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.rows import iso_to_epoch, short_repr
-from carl_tui.sources.trackio_http import PAGE_ROWS, UnknownApi
-from carl_tui.sources.trackio_remote_rows import run_key
+from carl_tui.sources.trackio import system as ts
+from carl_tui.sources.trackio.remote_http import PAGE_ROWS, UnknownApi
+from carl_tui.sources.trackio.remote_rows import run_key
 
 if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.sources.trackio_remote import TrackioRemoteSource
+    from carl_tui.sources.trackio.remote import TrackioRemoteSource
 
 ALERT_PAGE_ROWS = 1000
 SYSTEM_PAGE_ROWS = PAGE_ROWS - ALERT_PAGE_ROWS  # one query holds both, within the cap

@@ -1,0 +1,14 @@
+"""Trackio, local and remote.
+
+local.py          a local project's SQLite database, followed by id
+local_extras.py   its system metrics and alerts
+local_read.py     reading blocks of rows into columns, in helper processes for a long history
+remote.py         a remote Trackio server (a Space or self-hosted), followed by id
+remote_http.py    requests to the server, and what their failures mean
+remote_rows.py    rows of a reply as points, run by run
+remote_preview.py the remote preview pass, newest first
+remote_extras.py  the remote system metrics and alerts
+remote_logs.py    servers without `query_project`: whole logs through `get_logs`
+preview.py        the preview of a long history, shared by both
+system.py         system metrics and alerts as events, shared by both
+"""
