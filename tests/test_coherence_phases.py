@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from random import Random
 
 import numpy as np
 import pytest
@@ -387,9 +388,12 @@ def test_stories_reach_every_phase():
     from hypothesis import Phase as Stage
     from hypothesis import find
 
-    quick = settings(max_examples=500, database=None, phases=[Stage.generate])  # no shrinking
+    # No shrinking, and a fixed seed: the check never depends on the draw (about one
+    # draw in 200 converges through melting; 500 draws missed it one time in ten).
+    quick = settings(max_examples=2000, database=None, phases=[Stage.generate])
     for melted in (True, False):
-        story = find(stories(), lambda s, m=melted: _converges(s, m), settings=quick)
+        story = find(stories(), lambda s, m=melted: _converges(s, m), settings=quick,
+                     random=Random(7))
         assert max(ref_phases(list(range(len(story[0]))), *story)) == 4
 
 
