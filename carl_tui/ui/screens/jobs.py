@@ -17,6 +17,7 @@ from carl_tui.errors import CarlError, describe
 from carl_tui.hub import JobRow
 from carl_tui.ui.format import duration_text
 from carl_tui.ui.messages import JobsListed
+from carl_tui.ui.screens.dialog import dialog_css
 from carl_tui.ui.widgets.job_bar import STAGE_STYLE
 
 
@@ -27,13 +28,7 @@ class JobsScreen(ModalScreen[JobRow | None]):
         Binding("escape", "dismiss(None)", "Close", id="jobs.close"),
         Binding("r", "reload", "Reload", id="jobs.reload", tooltip="List the jobs again"),
     ]
-    DEFAULT_CSS = """
-    JobsScreen { align: center middle; }
-    JobsScreen > Vertical {
-        width: 120; height: auto; max-height: 85%;
-        border: thick $primary; background: $surface; padding: 0 1;
-    }
-    JobsScreen .title { text-style: bold; padding: 0 0 1 0; }
+    DEFAULT_CSS = dialog_css("JobsScreen", width=120, max_height="85%") + """
     JobsScreen DataTable { height: auto; max-height: 30; }
     JobsScreen #jobs-status { height: auto; color: $text-muted; }
     JobsScreen #jobs-status.-error { color: $error; }

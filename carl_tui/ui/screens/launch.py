@@ -28,6 +28,7 @@ from carl_tui.errors import CarlError
 from carl_tui.events import RunRef
 from carl_tui.identity import local_run
 from carl_tui.ui.messages import HardwareLoaded, LaunchFinished
+from carl_tui.ui.screens.dialog import dialog_css
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,7 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
         Binding("escape", "cancel", "Cancel", id="launch.cancel"),
         Binding("ctrl+l", "launch", "Launch", id="launch.submit", priority=True),
     ]
-    DEFAULT_CSS = """
-    LaunchScreen { align: center middle; }
-    LaunchScreen > Vertical {
-        width: 100; height: auto; max-height: 96%;
-        border: thick $primary; background: $surface; padding: 0 1;
-    }
-    LaunchScreen .title { text-style: bold; padding: 0 0 1 0; }
+    DEFAULT_CSS = dialog_css("LaunchScreen", width=100, max_height="96%") + """
     LaunchScreen #fields {
         grid-size: 2; grid-columns: 24 1fr; grid-rows: auto; grid-gutter: 0 1; height: auto;
     }

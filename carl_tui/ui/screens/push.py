@@ -24,6 +24,7 @@ from carl_tui.actions.push import PushProgress, PushResult, human_bytes, list_fi
 from carl_tui.errors import CarlError
 from carl_tui.ui.messages import PushFinished, PushProgressed
 from carl_tui.ui.screens.confirm import ConfirmScreen
+from carl_tui.ui.screens.dialog import dialog_css
 
 # push(folder, repo_id, progress) -> PushResult; raises CarlError
 Pusher = Callable[[Path, str, Callable[[PushProgress], None]], PushResult]
@@ -36,13 +37,7 @@ class PushScreen(ModalScreen[PushResult | None]):
         Binding("escape", "close", "Close", id="push.close"),
         Binding("ctrl+u", "push", "Push", id="push.submit", priority=True),
     ]
-    DEFAULT_CSS = """
-    PushScreen { align: center middle; }
-    PushScreen > Vertical {
-        width: 96; height: auto; max-height: 90%;
-        border: thick $primary; background: $surface; padding: 0 1;
-    }
-    PushScreen .title { text-style: bold; padding: 0 0 1 0; }
+    DEFAULT_CSS = dialog_css("PushScreen", width=96, max_height="90%") + """
     PushScreen OptionList { height: auto; max-height: 10; }
     PushScreen ProgressBar { margin-top: 1; }
     PushScreen .-hidden { display: none; }
