@@ -324,6 +324,13 @@ def scan_logs(scan: Scan, caplog) -> None:
 # -- the dashboard --------------------------------------------------------------------------
 
 
+def stream_app(srv: FakeServer, tmp_path: Path):
+    """The dashboard on tmp_path/stream.jsonl, its Claude and Hub on the loopback `srv`."""
+    return build_app(DashboardConfig(sources=[open_file(tmp_path / "stream.jsonl")],
+                                     refresh_interval=0.05, hub_endpoint=srv.url,
+                                     diagnoser_factory=lambda: Diagnoser(max_retries=0)))
+
+
 async def pick_run(pilot, app, key: str, scan: Scan | None = None) -> None:
     """`r`, then the run `key` chosen with the arrow keys (the picker scanned if `scan`)."""
     await pilot.press("r")
@@ -608,9 +615,7 @@ async def test_claude_answer_quoting_a_secret_is_masked_on_screen(hub, tmp_path)
 
     srv.routes[i] = (method, rx, slowly)
     scan = Scan()
-    app = build_app(DashboardConfig(sources=[open_file(tmp_path / "stream.jsonl")],
-                                    refresh_interval=0.05, hub_endpoint=srv.url,
-                                    diagnoser_factory=lambda: Diagnoser(max_retries=0)))
+    app = stream_app(srv, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.snapshot is not None, what="a run")
         await pilot.press("d")
@@ -634,9 +639,7 @@ async def test_a_masked_name_shows_as_redacted(hub, tmp_path):
     write_stream(tmp_path / "stream.jsonl")
     install_messages_routes(srv, AnthropicState(keys={ANT}, replies=["Healthy."]))
     scan = Scan()
-    app = build_app(DashboardConfig(sources=[open_file(tmp_path / "stream.jsonl")],
-                                    refresh_interval=0.05, hub_endpoint=srv.url,
-                                    diagnoser_factory=lambda: Diagnoser(max_retries=0)))
+    app = stream_app(srv, tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.snapshot is not None, what="a run")
         await pilot.press("r")
