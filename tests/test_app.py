@@ -291,3 +291,26 @@ async def test_ctrl_s_saves_the_screen_and_the_plotted_data(spec_events, tmp_pat
         assert [float(r["value"]) for r in ent] == raw.ys.tolist()
         assert [int(r["x"]) for r in ent] == raw.xs.astype(int).tolist()
         assert all(r["smoothed"] for r in ent)
+
+
+async def test_log_panel_shown_by_itself_follows_the_newest_line(tmp_path):
+    """A run with log lines shows its log once, at its end: the lines written while the
+    panel had no size yet are scrolled to when it gets one."""
+    import html
+    import json
+
+    from carl_tui.sources.open import open_file
+
+    path = tmp_path / "run.jsonl"
+    rows = [{"step": s, "loss": 2.0 / s} for s in range(1, 41)]
+    logs = [{"event": "log", "text": f"log line {i:03d}"} for i in range(150)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows + logs))
+    app = make_app(open_file(path))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.log_total == 150)
+        panel = app.screen.log_panel
+        await wait_for(pilot, lambda: panel.region.height > 0 and panel.line_count == 150)
+        await pilot.pause(0.2)
+        text = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+        assert "log line 149" in text and "log line 000" not in text
+        assert panel.is_vertical_scroll_end and panel.scroll_offset.y > 0

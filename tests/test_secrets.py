@@ -392,16 +392,24 @@ async def test_dashboard_shows_saves_and_sends_no_secret(hub, trackio, tmp_path,
                            and store.snapshot(runs["hf-job"].key).job.stage == "ERROR")
             screen(app, scan, "start")
 
-            # Every run on screen in turn, chosen with r; the log panel toggled with v.
+            # Every run on screen in turn, chosen with r, and its log lines (the panel
+            # shows itself for the first run with a log; v shows it when hidden).
             shown = {}
             for source in ("trainer-log", "hf-job", "trackio-remote", "jsonl"):
                 run = runs[source]
                 await pick_run(pilot, app, run.key, scan if not shown else None)
                 shown[source] = screen(app, scan, f"run {source}")
-                await pilot.press("v")
+                panel = app.screen.log_panel
+                if panel.has_class("-hidden"):
+                    await pilot.press("v")
+                expect_lines = app.snapshot.log_total > 0
+                await wait_for(pilot, lambda p=panel, e=expect_lines: p.region.height > 0
+                               and (not e or p.line_count > 0
+                                    and p.virtual_size.height >= p.line_count
+                                    and p.is_vertical_scroll_end),  # the newest lines in view
+                               what=f"the log of {source}")
                 await pilot.pause(0.1)
-                shown[source] += screen(app, scan, f"log toggled {source}")
-                await pilot.press("v")
+                shown[source] += screen(app, scan, f"log shown {source}")
             picker = scan.seen["screen: run picker"]
 
             await pilot.press("k")

@@ -29,6 +29,12 @@ class LogPanel(Log):
             self.scroll_end(animate=False)
         self.border_subtitle = "follow" if on else "paused (F to follow)"
 
+    def on_resize(self) -> None:
+        # Lines written while the panel was hidden (no size yet) scrolled nowhere: once
+        # it has a size, follow mode shows the newest lines.
+        if self.auto_scroll:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+
     def show(self, snap: RunSnapshot | None) -> None:
         if snap is None:
             return
