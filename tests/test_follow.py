@@ -353,6 +353,41 @@ def test_fifo_without_a_writer_never_blocks_the_runner(tmp_path):
     assert [e.state for e in emitted][:2] == ["connecting", "live"]
 
 
+class ClosedUnderPoll:
+    """A source whose poll is in flight when it is closed, and then fails, as an HTTP
+    client closed under a request does."""
+
+    name = "closed-under-poll"
+    interval = 0.01
+
+    def __init__(self) -> None:
+        self.polling = threading.Event()
+        self.closed = threading.Event()
+        self.polls = 0
+
+    def poll(self):
+        self.polls += 1
+        if self.polls == 1:
+            return []
+        self.polling.set()
+        self.closed.wait(HANG_GUARD_S)
+        raise RuntimeError("Cannot send a request, as the client has been closed.")
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def test_a_poll_cut_short_by_stop_is_not_reported_as_a_fault():
+    emitted = []
+    src = ClosedUnderPoll()
+    runner = SourceRunner(src, emitted.extend).start()
+    assert src.polling.wait(HANG_GUARD_S)
+    runner.stop(timeout=HANG_GUARD_S)
+    assert not runner._thread.is_alive()
+    assert [e.state for e in emitted] == ["connecting", "live"]
+    assert runner.last_state == "live"
+
+
 def test_fifo_through_the_jsonl_source(tmp_path):
     path = tmp_path / "pipe"
     os.mkfifo(path)

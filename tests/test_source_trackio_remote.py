@@ -14,7 +14,7 @@ import uuid
 import numpy as np
 import pytest
 
-from carl_tui.events import RunMeta, ScalarBatch
+from carl_tui.events import RunMeta, ScalarBatch, SourceStatus
 from carl_tui.hub import HubToken, find_token
 from carl_tui.redact import redact
 from carl_tui.sources.base import SourceError, SourceRunner
@@ -221,7 +221,9 @@ def test_live_writer_every_point_once_in_order(trackio_server):
     assert src.skipped == 1
     batches = [e for e in events if isinstance(e, ScalarBatch)]
     assert len(batches) > 1  # it really was polled while the writer wrote
-    assert runner.last_state == "live"
+    failures = [e.message for e in events if isinstance(e, SourceStatus)
+                and e.state == "retrying"]
+    assert runner.last_state == "live", failures
 
 
 def test_server_restart_mid_run_resumes_without_gaps(trackio_server):

@@ -176,6 +176,8 @@ class SourceRunner:
         try:
             events = self.source.poll()
         except Exception as exc:  # noqa: BLE001  (any failure becomes a visible status)
+            if self._stop.is_set():
+                return 0.0  # stopped mid-poll (the source was closed under it): not a fault
             if not getattr(exc, "retry", True):
                 # Retrying cannot help (a directory, a wrong name, a refused token): say so,
                 # and look again only rarely, in case the user fixes it outside.
