@@ -161,7 +161,14 @@ def test_discontinuity_hand_values():
 def test_discontinuity_matches_reference(phi):
     got = discontinuity_score(phi)
     assert got == pytest.approx(ref_discontinuity(phi), abs=1e-12)
-    assert 0.2 <= got <= 0.8
+    # A mean of scores in [0.2, 0.8], to rounding: three 0.8s average 0.8000000000000002.
+    assert 0.2 - 1e-15 <= got <= 0.8 + 1e-15
+
+
+def test_discontinuity_of_equal_scores_is_that_score_to_rounding():
+    phi = [0.0, 0.125, 0.25, 1.0]  # three rises from below 0.5: each scores 0.8
+    got = discontinuity_score(phi)
+    assert got == pytest.approx(0.8, abs=1e-15) and got == ref_discontinuity(phi)
 
 
 # ------------------------------------------------------------------ composite / score
