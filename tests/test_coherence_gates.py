@@ -346,7 +346,7 @@ def test_cascade_waiting_for_says_what_it_waits_for():
     low = 0.1 + rng.normal(0, 0.01, 30)
     g.update_many(np.arange(7, 37), low)
     assert g.waiting_for.startswith("no clear rise yet: task reward 0.1")
-    assert "switches if it stays flat until value 200 (37 so far)" in g.waiting_for
+    assert "switches if it stays flat for 200 values (37 so far)" in g.waiting_for
     climb = np.linspace(0.1, 0.6, 12) + rng.normal(0, 0.01, 12)
     g.update_many(np.arange(37, 49), climb)
     assert "is still climbing (+" in g.waiting_for and "over the last 20 values" in g.waiting_for

@@ -297,8 +297,8 @@ class CascadeGate:
             left = self.patience - self.streak
             return f"{name} {m:.3g} must hold near its best ({hi:.3g}) for {left} more steps"
         if self.count < 2 * (self.plateau // 2):
-            return (f"no clear rise yet: {name} {m:.3g} switches if it stays flat until "
-                    f"value {2 * (self.plateau // 2)} ({self.count} so far)")
+            return (f"no clear rise yet: {name} {m:.3g} switches if it stays flat for "
+                    f"{2 * (self.plateau // 2)} values ({self.count} so far)")
         return (f"no clear rise yet: {name} {m:.3g} is still moving (its recent mean is up "
                 f"{v['drift']:.2g}, more than its noise {v['drift_bar']:.2g}); waiting for it "
                 f"to stay flat")
