@@ -200,6 +200,11 @@ def test_summary_of_a_tensorboard_logdir(tmp_path, capsys):
     rows = export_rows(["--tensorboard", str(tmp_path / "logs"), "--run", "sft",
                         "--metrics", "loss"], capsys)
     assert [r["step"] for r in rows] == [s for s, _ in losses["sft"]]
+    rc, out, _ = cli(["summary", "--tensorboard", str(tmp_path / "logs"), "--run", "grpo"],
+                     capsys)  # no token accuracy in a GRPO run: the gate says why it waits
+    assert rc == 0
+    assert ("gate    mean_token_accuracy: not fired: the run does not log it "
+            "(--gate-metric picks another)") in out
 
 
 def test_summary_of_a_trackio_store(tmp_path, capsys):

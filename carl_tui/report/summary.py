@@ -80,7 +80,12 @@ def summary_text(d: dict[str, Any]) -> str:
         stages[-1] += f"{p['phase']}@{p['from_step']}"
     lines.append("phases  " + ("; ".join(stages) if stages else "-"))
     g = d["gate"]
-    fired = f"fired at step {g['fired_at']}" if g["fired_at"] is not None else "not fired"
+    if g["fired_at"] is not None:
+        fired = f"fired at step {g['fired_at']}"
+    elif g["metric"] not in d["metrics"]:
+        fired = "not fired: the run does not log it (--gate-metric picks another)"
+    else:
+        fired = "not fired"
     lines.append(f"gate    {g['metric']}: {fired}")
     c = d["cascade"]
     if c["switched_at"] is not None:
