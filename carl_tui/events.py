@@ -73,8 +73,10 @@ class ScalarBatch:
         run: RunRef,
         rows: Iterable[tuple[int, Mapping[str, float]]],
         wall_time: float | None = None,
+        nonfinite: Iterable[tuple[str, int]] = (),
     ) -> ScalarBatch:
-        """Build a batch from `(step, {metric: value})` rows (values already valid floats)."""
+        """Build a batch from `(step, {metric: value})` rows (values already valid floats);
+        `nonfinite` names the (metric, step) values the run logged as NaN or infinite."""
         rows = list(rows)
         steps = np.fromiter((s for s, _ in rows), dtype=np.int64, count=len(rows))
         names: dict[str, None] = {}
@@ -86,7 +88,8 @@ class ScalarBatch:
             columns[name] = np.fromiter(
                 (vals.get(name, math.nan) for _, vals in rows), dtype=np.float64, count=len(rows)
             )
-        return cls(run=run, steps=steps, columns=columns, wall_time=wall_time)
+        return cls(run=run, steps=steps, columns=columns, wall_time=wall_time,
+                   nonfinite=tuple(nonfinite))
 
 
 @dataclass(frozen=True, slots=True)

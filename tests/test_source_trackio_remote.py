@@ -385,3 +385,22 @@ def test_malformed_rows_are_skipped_not_fatal():
         assert steps == [0, 2] and cols["loss"][0] == 1.0 and math.isnan(cols["loss"][1])
         assert cols["acc"][1] == 0.5
         assert src.skipped == 2 and src.last_id == 3
+
+
+def test_a_nan_loss_on_a_remote_run_raises_the_alert(trackio_server):
+    """Trackio stores a NaN loss as "NaN": read remotely, it is skipped and counted as
+    locally, and the store's NaN-loss alert fires at its step."""
+    from carl_tui.store import RunStore
+
+    project = project_name()
+    points = [{"train/loss": 0.52, "train/global_step": 10},
+              {"train/loss": float("nan"), "train/global_step": 20},
+              {"train/loss": 0.47, "train/global_step": 30}]
+    wait_writer(start_writer(trackio_server.data_dir, project, "r", points))
+    src = TrackioRemoteSource(trackio_server.url, project=project)
+    store = RunStore()
+    store.apply(src.poll())
+    assert src.poll() == []  # everything arrived in the first poll
+    snap = store.snapshot(store.runs()[0].key)
+    assert snap.series["loss"].count == 2 and src.skipped == 1
+    assert [(e.kind, e.step) for e in snap.events] == [("nan_loss", 20)]

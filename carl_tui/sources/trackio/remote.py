@@ -396,7 +396,8 @@ class TrackioRemoteSource(PolledSource):
                 events.append(
                     RunMeta(ref, {"trackio_url": self.url, "trackio_project": self.project})
                 )
-            batch = ScalarBatch.from_rows(ref, points, wall_time=got.newest.get(rid))
+            batch = ScalarBatch.from_rows(ref, points, wall_time=got.newest.get(rid),
+                                          nonfinite=got.nonfinite.get(rid, ()))
             if len(batch):
                 top = int(batch.steps.max())
                 self._last_x[rid] = max(top, self._last_x.get(rid, top))

@@ -37,7 +37,8 @@ class LogsFallback:
                 if not isinstance(row, dict):
                     continue
                 metrics = {k: v for k, v in row.items() if k not in ("step", "timestamp")}
-                point = row_point(row.get("step"), metrics, tally)  # None: no valid step
+                point = row_point(row.get("step"), metrics, tally,  # None: no valid step
+                                  out.nonfinite.setdefault(run.id, []))
                 if point is not None and point[0] > last:
                     points.append(point)
                     out.newest[run.id] = iso_to_epoch(row.get("timestamp"))

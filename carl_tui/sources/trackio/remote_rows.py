@@ -27,11 +27,13 @@ Point = tuple[int, dict[str, float]]
 
 @dataclass
 class RunPoints:
-    """Points by run (in arrival order), with each run's name and newest row time."""
+    """Points by run (in arrival order), with each run's name and newest row time, and
+    the (metric, step) pairs it logged as NaN or infinite (for the NaN-loss alert)."""
 
     by_run: dict[str, list[Point]] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
     newest: dict[str, float | None] = field(default_factory=dict)
+    nonfinite: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
 
 
 def run_key(row: dict[str, Any]) -> str:
@@ -55,15 +57,17 @@ def points_by_run(rows: list[dict[str, Any]], tally: InputTally) -> RunPoints:
         if not isinstance(metrics, dict):
             tally.skip("row metrics not a JSON object", short_repr(metrics))
             continue
-        point = row_point(row.get("step"), metrics, tally)
+        point = row_point(row.get("step"), metrics, tally, out.nonfinite.setdefault(rid, []))
         if point is not None:
             out.by_run.setdefault(rid, []).append(point)
         out.newest[rid] = iso_to_epoch(row.get("timestamp"))
     return out
 
 
-def row_point(step: Any, metrics: dict[str, Any], tally: InputTally) -> Point | None:
-    """(step, values) of a row; None (skipped and counted) when it has no valid step."""
+def row_point(step: Any, metrics: dict[str, Any], tally: InputTally,
+              nonfinite: list[tuple[str, int]] | None = None) -> Point | None:
+    """(step, values) of a row; None (skipped and counted) when it has no valid step.
+    Values logged as NaN or infinite are counted, and added to `nonfinite`."""
     x = step_of(metrics[X_KEY]) if X_KEY in metrics else step_of(step)
     if isinstance(x, str):  # the reason the step is not valid
         tally.skip(x, short_repr(metrics.get(X_KEY, step)))
@@ -77,6 +81,8 @@ def row_point(step: Any, metrics: dict[str, Any], tally: InputTally) -> Point | 
             values[canonical(key)] = v
         elif type(value) is float or (isinstance(value, str) and value in _NON_FINITE):
             tally.skip(NOT_FINITE, f"{key}={short_repr(value)}")
+            if nonfinite is not None:
+                nonfinite.append((canonical(key), x))
         elif isinstance(value, dict) and isinstance(value.get("_type"), str):
             tally.note(media_kind(value))
     return x, values
