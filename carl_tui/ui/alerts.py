@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from carl_tui.errors import describe
+
 ALERT_KINDS = ("phase_transition", "cascade", "nan_loss", "diverging", "job", "alert")
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f;]")
 
@@ -52,7 +54,7 @@ def load_alert_config(path: Path | None = None) -> tuple[AlertConfig, str]:
 
         data = toml_loads(path.read_text(encoding="utf-8")).get("alerts", {})
     except (OSError, ValueError) as exc:
-        return AlertConfig(), f"{path}: {exc}; using the default alerts"
+        return AlertConfig(), f"{path}: {describe(exc)}; using the default alerts"
     if not isinstance(data, dict):
         return AlertConfig(), f"{path}: [alerts] must be a table; using the default alerts"
     kinds = data.get("kinds", list(ALERT_KINDS))

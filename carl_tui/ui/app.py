@@ -221,11 +221,6 @@ class CarlApp(App[None]):
 
     # -- what other parts call -------------------------------------------------------
 
-    def add_source(self, source: Source, *, follow: str | None = None):
-        runner = self.follower.add_source(source, follow=follow)
-        self.pull()
-        return runner
-
     def follow(self, run_key: str) -> None:
         self.follower.follow(run_key)
         self.pull()

@@ -34,10 +34,16 @@ class ChartKeys:
         i = ranges.index(self.chart.last_n) if self.chart.last_n in ranges else 0
         self._set_chart(last_n=ranges[(i + 1) % len(ranges)])
 
-    def action_toggle_log(self) -> None:
+    def selected_metric(self) -> str | None:
+        """The metric selected in the table; None (and the user told) when none is."""
         metric = self.table.selected_metric
         if not metric:
             self.notify("select a metric in the table first", severity="warning")
+        return metric or None
+
+    def action_toggle_log(self) -> None:
+        metric = self.selected_metric()
+        if not metric:
             return
         log_y = self.chart.log_y ^ {metric}
         self.chart = replace(self.chart, log_y=log_y)

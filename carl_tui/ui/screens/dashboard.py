@@ -142,8 +142,9 @@ class DashboardScreen(ChartKeys, Screen[None]):
         if self.system.display:
             self.system.show(snap, now)
 
-    def _overlays(self, snap: RunSnapshot, metric: str) -> list[chart.Overlay]:
-        """The same metric of the runs compared with this one (or of its whole project)."""
+    def _compared(self, snap: RunSnapshot) -> list[tuple[RunSnapshot, str]]:
+        """The runs compared with this one (or the rest of its project), each with its
+        colour; one snapshot per run, whatever the number of plots."""
         store = self.carl.store
         if self.compare:
             keys = [k for k in self.compare if k != snap.run.key]
@@ -155,22 +156,29 @@ class DashboardScreen(ChartKeys, Screen[None]):
         out = []
         for i, key in enumerate(keys[:7]):
             other = store.snapshot(key, max_points=500)
-            s = other.series.get(metric) if other else None
-            if s is not None:
-                out.append(chart.Overlay(other.run.label, s,
-                                         chart.x_map_for(other, self.chart.x_axis),
-                                         OVERLAY_COLORS[i % len(OVERLAY_COLORS)]))
+            if other is not None:
+                out.append((other, OVERLAY_COLORS[i % len(OVERLAY_COLORS)]))
         return out
+
+    def _overlays(self, compared: list[tuple[RunSnapshot, str]],
+                  metric: str) -> list[chart.Overlay]:
+        """The same metric of the compared runs."""
+        return [chart.Overlay(other.run.label, s, chart.x_map_for(other, self.chart.x_axis),
+                              color)
+                for other, color in compared
+                if (s := other.series.get(metric)) is not None]
 
     def _show_plots(self, snap: RunSnapshot) -> None:
         others = self.compare or self.overlay
         compared = (tuple(self.compare), self.overlay,
                     self.carl.store.version if others else None)
+        key = (snap.run.key, snap.version, self.app.theme, compared)
+        plots = [p for p in self.all_plots() if p.display]
+        wanted = others and any(p.wants(key, self.chart) for p in plots)
+        runs = self._compared(snap) if wanted else []
         with self.app.batch_update():
-            for plot in self.all_plots():
-                if plot.display:
-                    plot.show_run(snap, self._overlays(snap, plot.metric), self.chart,
-                                  key=(snap.run.key, snap.version, self.app.theme, compared))
+            for plot in plots:
+                plot.show_run(snap, self._overlays(runs, plot.metric), self.chart, key=key)
 
     def redraw(self, note: str | None = None) -> None:
         if self.snapshot is not None:
@@ -197,9 +205,8 @@ class DashboardScreen(ChartKeys, Screen[None]):
                         "(f on a metric removes it from the grid)", timeout=4)
 
     def action_toggle_grid_metric(self) -> None:
-        metric = self.table.selected_metric
+        metric = self.selected_metric()
         if not metric:
-            self.notify("select a metric in the table first", severity="warning")
             return
         if metric in (mn.PHI, mn.ENTROPY):
             self.notify(f"{metric} always has its own plot", timeout=2)
@@ -208,9 +215,8 @@ class DashboardScreen(ChartKeys, Screen[None]):
             self.notify(f"at most {MAX_GRID} plots in the grid: press f on one to remove it",
                         severity="warning")
             return
-        self.call_after_refresh(self._fit_grid)
         self.redraw()
-        self.call_after_refresh(self._say_hidden)
+        self.call_after_refresh(self._say_hidden)  # fits the grid, and says what waits
 
     # -- what is compared, shown, saved ----------------------------------------------
 

@@ -49,12 +49,17 @@ class MetricPlot(PlotextPlot):
         key: object = None,
     ) -> None:
         """What to show; `key` identifies the data (an equal key skips the work)."""
-        key = (key, settings, self.metric)
-        if key == self._key and self._drawn == (key, self.size):
+        if not self.wants(key, settings):
             return
+        key = (key, settings, self.metric)
         self._key = key
         self._inputs = (snap, tuple(overlays), settings)
         self.redraw()
+
+    def wants(self, key: object, settings: ChartSettings) -> bool:
+        """Whether `show_run` with this key and settings would draw anything new."""
+        full = (key, settings, self.metric)
+        return not (full == self._key and self._drawn == (full, self.size))
 
     @property
     def lines(self) -> list[str]:
