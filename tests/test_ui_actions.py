@@ -522,6 +522,19 @@ async def test_j_lists_this_machines_runs_after_a_restart_and_follows_one(hub, m
                        what="the local run followed")
         assert app.snapshot.series["loss"].last == 1.0
 
+        # A run whose stream has no line yet, chosen twice: its file is read once.
+        runners = len(app.follower.runners)
+        for _ in range(2):
+            await pilot.press("j")
+            screen = app.screen
+            await wait_for(pilot, lambda s=screen: len(s.rows) == 2, what="listed again")
+            table = screen.query_one(DataTable)
+            old = next(k for k, r in screen.rows.items() if r.label.startswith("old-run"))
+            table.move_cursor(row=table.get_row_index(old))
+            await pilot.press("enter")
+            await wait_for(pilot, lambda s=screen: app.screen is not s, what="the list closed")
+        assert len(app.follower.runners) == runners + 1
+
 
 # -- every action is a key, in the help and in the command palette ------------------------
 

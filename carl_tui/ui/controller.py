@@ -37,6 +37,7 @@ class ActionController:
         self.local_jobs: dict[str, LocalJob] = {}  # run key -> process started with `l`
         self._local_runs: dict[str, RunRef] = {}
         self._local_stages: dict[str, str] = {}
+        self._local_registry: dict[str, Any] = {}  # run key -> LocalRun, as last listed
 
     def start(self) -> None:
         for run, local in self.config.local_jobs:
@@ -280,26 +281,26 @@ class ActionController:
         from carl_tui.hub import JobRow
         from carl_tui.identity import LOCAL_PROJECT
 
-        now, rows = time.time(), []
-        self._local_registry = {}
+        now, rows, registry = time.time(), [], {}
         for r in list_local_runs():
             key = local_run(r.name, r.started_at, r.pid).key
-            self._local_registry[key] = r
+            registry[key] = r
             rows.append(JobRow(id=key, namespace=LOCAL_PROJECT,
                                stage="RUNNING" if r.alive else "ENDED", flavor="local",
                                created_at=r.started_at, age_s=now - r.started_at,
                                label=f"{r.name} · {r.stream_path}"))
+        self._local_registry = registry  # whole, at once: this runs in a worker thread
         return rows
 
     def _job_chosen(self, row) -> None:
         if row is None:
             return
-        local = getattr(self, "_local_registry", {}).get(row.id)
+        local = self._local_registry.get(row.id)
         if local is not None:  # a run of this machine: follow its stream
             from carl_tui.sources.open import open_file
 
             run = local_run(local.name, local.started_at, local.pid)
-            if self.store.run_version(run.key) < 0:
+            if not self.follower.follows_file(local.stream_path):
                 self.follower.add_source(open_file(local.stream_path, "jsonl", run=run))
             self.follower.follow(run.key)
             self.app.notify(f"Following {local.name} (pid {local.pid}, {row.stage}).",

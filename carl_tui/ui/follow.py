@@ -14,10 +14,12 @@ later ones are paced while a backlog is read.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from carl_tui.sources.base import Source, SourceRunner
@@ -81,6 +83,12 @@ class Follower:
 
     def follows_job(self, job_id: str) -> bool:
         return any(getattr(r.source, "job_id", None) == job_id for r in self.runners)
+
+    def follows_file(self, path: str | os.PathLike) -> bool:
+        """A source already reads this file (whether or not it has written a line yet)."""
+        want = Path(path).resolve()
+        return any(getattr(r.source, "path", None) is not None
+                   and Path(r.source.path).resolve() == want for r in self.runners)
 
     def stop(self, timeout: float = 0.3) -> None:
         """Stop every runner without waiting on their I/O for long (a hung server
