@@ -160,8 +160,8 @@ def test_torch_writer_every_scalar_arrives_exactly(torch_logdir):
     # several tags at one step make one row; each row keeps the wall time written
     batches = [e for e in events if isinstance(e, ScalarBatch) and e.run.run_id == "run-a"]
     assert sum(len(b) for b in batches) == 60
-    if "times" in tb._BATCH_FIELDS:  # ScalarBatch.times: each row's wall time
-        assert times(events, "run-a") == {s: [T0 + s * 1.37] for s, _ in expected["loss"]}
+    # ScalarBatch.times: each row's wall time
+    assert times(events, "run-a") == {s: [T0 + s * 1.37] for s, _ in expected["loss"]}
     assert max(b.wall_time for b in batches) == T0 + 300 * 1.37
     ref = batches[0].run
     assert (ref.source, ref.project, ref.run_id, ref.name) == (
@@ -190,9 +190,9 @@ def test_torch_writer_media_are_counted_not_errors(torch_logdir):
     # the one NaN: skipped, counted by reason, reported for the alert
     assert [(r.reason, r.count) for r in src.tally.reasons()] == [("value not a finite number", 1)]
     assert "train/kl=nan at step 305" in src.tally.reasons()[0].example
-    if "nonfinite" in tb._BATCH_FIELDS:  # ScalarBatch.nonfinite: for the NaN alert
-        nonfinite = [x for e in events if isinstance(e, ScalarBatch) for x in e.nonfinite]
-        assert nonfinite == [("kl", 305)]
+    # ScalarBatch.nonfinite: for the NaN alert
+    nonfinite = [x for e in events if isinstance(e, ScalarBatch) for x in e.nonfinite]
+    assert nonfinite == [("kl", 305)]
 
 
 def test_hparams_run_is_a_nested_run(torch_logdir):

@@ -263,10 +263,6 @@ class CascadeGate:
         return "B" if self.fired else "A"
 
     @property
-    def smoothed(self) -> float:
-        return self._m[-1] if self._m else math.nan
-
-    @property
     def ready_at(self) -> int:
         """Values needed before anything is decided."""
         return max(self.warmup, 2 * self.window)
@@ -372,7 +368,7 @@ class CascadeGate:
         self._m_first = b.m_first
         self.lo, self.hi = float(b.lo[end]), float(b.hi[end])
         self.streak = int(streak[end])
-        self._now = {"m": float(b.m[end]), "hi": float(b.hi[end]), "s": float(b.noise[end]),
+        self._now = {"m": float(b.m[end]), "hi": float(b.hi[end]),
                      "rose": bool(r["rose"][end]), "near": bool(r["near"][end]),
                      "climbing": bool(r["climbing"][end]), "gain": float(r["gain"][end]),
                      "drift": float(b.drift[end]), "drift_bar": float(r["drift_bar"][end])}

@@ -178,7 +178,6 @@ class PhaseClassifier:
         self._cref_sum = 0.0  # log E during crystallisation (the convergence guard),
         self._cref_count = 0  # leaving out its first _SKIP values (the end of the fall)
         self._cref_seen = 0
-        self._t_trans: float = math.nan
         self._t_cryst: float = math.nan
         self._t_calm: float = math.nan  # last step A was within its noise of a0
         self._t_start: float = math.nan  # where the climb began (the last calm step)
@@ -198,12 +197,6 @@ class PhaseClassifier:
     def since_step(self) -> int | None:
         return self.timeline[-1][1] if self.timeline else None
 
-    @property
-    def noise(self) -> float:
-        """The noise of A used by the rules (frozen once the transition began)."""
-        if self._index >= _TRANS:
-            return self._sigma_t
-        return float(_sigma(self._dsum, self._dcount))
 
     # --------------------------------------------------------------- update
 
@@ -423,7 +416,6 @@ class PhaseClassifier:
             self._cref_sum, self._cref_count = 0.0, 0
             self._cref_seen = 0 if math.isnan(le) else 1
         if old < _TRANS <= index:
-            self._t_trans = float(t[j])
             self._sigma_t = float(f.sigma_before[j])
             f.freeze_a = j
             calm = f.last_calm[j]

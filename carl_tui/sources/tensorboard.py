@@ -48,7 +48,6 @@ What a run's events become:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import re
@@ -171,8 +170,6 @@ class _EventFile:
         self.label = label  # shown in skip examples: run name / file name
         self.offset = 0
         self.inode: tuple[int, int] | None = None
-        self.size = 0
-        self.mtime = 0.0
         self.ignored = False  # not an event file
         self.in_damage = False  # a resync goes on from the last poll
         self.decoder = tfe.EventDecoder()
@@ -194,7 +191,7 @@ class _EventFile:
                 restarted = self.offset > 0
                 self.offset, self.ignored, self.in_damage = 0, False, False
                 self.decoder = tfe.EventDecoder()
-            self.inode, self.size, self.mtime = inode, st.st_size, st.st_mtime
+            self.inode = inode
             left = st.st_size - self.offset
             if self.ignored or left <= 0:
                 return 0, False, restarted
@@ -241,16 +238,6 @@ def _config_text(text: str) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 
-_BATCH_FIELDS = frozenset(f.name for f in dataclasses.fields(ScalarBatch))
-
-
-def _batch_extras(times: np.ndarray, nonfinite: tuple[tuple[str, int], ...]) -> dict[str, Any]:
-    """Each row's wall time and the non-finite values, for a ScalarBatch that has
-    the fields for them (`times`, `nonfinite`)."""
-    extras = {"times": times, "nonfinite": nonfinite}
-    return {k: v for k, v in extras.items() if k in _BATCH_FIELDS}
-
-
 class _Rows:
     """Rows of one poll: each row's step and wall time, and per metric the rows it has
     a value in and those values."""
@@ -280,7 +267,8 @@ class _Rows:
             np.array(self.steps, dtype=np.int64),
             columns,
             wall_time=float(good.max()) if good.size else None,
-            **_batch_extras(t, nonfinite),
+            times=t,
+            nonfinite=nonfinite,
         )
 
 

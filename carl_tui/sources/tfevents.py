@@ -505,7 +505,6 @@ def _bfloat16(bits: int) -> float:
 class _Tensor:
     dtype: int = 0
     dims: list[int] = field(default_factory=list)
-    has_shape: bool = False
     content: bytes = b""
     values: list = field(default_factory=list)  # typed values in field order
     strings: list[bytes] = field(default_factory=list)
@@ -547,7 +546,6 @@ def _tensor(d: bytes, i: int, end: int) -> _Tensor:
         if num == 1 and wire == 0:
             t.dtype = a
         elif num == 2 and wire == 2:
-            t.has_shape = True
             for n2, w2, a2, b2 in _fields(d, a, b):
                 if n2 == 2 and w2 == 2:  # dim
                     size = 0
@@ -624,10 +622,6 @@ class Items:
 
     def __len__(self) -> int:
         return len(self.kind)
-
-    def extend(self, other: Items) -> None:
-        for name in self.__slots__:
-            getattr(self, name).extend(getattr(other, name))
 
 
 class EventDecoder:

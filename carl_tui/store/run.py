@@ -23,7 +23,6 @@ from carl_tui.store.system import SystemTrack
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.coherence.gates import PhaseTransitionGate
-    from carl_tui.store.alerts import AlertWatch
     from carl_tui.store.cascade import CascadeTracker
     from carl_tui.store.phases import PhaseTrack
     from carl_tui.store.snapshot import RunEvent
@@ -79,10 +78,6 @@ class RunState:
     @property
     def phases(self) -> PhaseTrack:
         return self.story.phases
-
-    @property
-    def alerts(self) -> AlertWatch:
-        return self.story.alerts
 
     @property
     def events(self) -> deque[RunEvent]:

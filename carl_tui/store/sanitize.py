@@ -99,10 +99,6 @@ class _Cleaner:
         return value
 
 
-def clean_run(run: RunRef) -> RunRef:
-    return _Cleaner().run(run)
-
-
 def clean_value(value: Any, depth: int = 0) -> Any:
     """Strings masked inside any nesting of dicts, lists and tuples (see `_Cleaner.value`)."""
     return _Cleaner().value(value, depth)

@@ -165,10 +165,6 @@ class CarlCallback(TrainerCallback):
         """Ask the trainer to stop at the end of the current step (e.g. on SIGTERM)."""
         self._stop_requested = True
 
-    @property
-    def stop_requested(self) -> bool:
-        return self._stop_requested
-
     def close(self) -> None:
         self.writer.close()
 

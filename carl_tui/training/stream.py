@@ -67,10 +67,6 @@ class StreamWriter:
         self._lock = threading.Lock()
         self.lines = 0  # lines written by this writer
 
-    @property
-    def closed(self) -> bool:
-        return self._fd is None
-
     def write(self, obj: Mapping[str, Any]) -> None:
         data = (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
         with self._lock:

@@ -254,7 +254,6 @@ class TrackioLocalSource(PolledSource):
         self._key = "run_id"
         self._has_configs = True
         self._names: dict[str, str] = {}  # run key -> run name
-        self._meta_sent: set[str] = set()
         self._extras = LocalExtras(self.batch_rows, max(1, min(self.batch_rows, 1000)))
         self._last_x: dict[str, int] = {}  # run key -> newest step seen (alerts without one)
         self._base_limitation = ""
@@ -462,7 +461,6 @@ class TrackioLocalSource(PolledSource):
             if cfg is None:
                 self.tally.skip("config not a JSON object", blob)
                 continue
-            self._meta_sent.add(ref.run_id)
             meta = {"config": cfg, "trackio_project": self.project, "trackio_dir": str(self.root)}
             events.append(RunMeta(ref, meta))
         return events
