@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import operator
 
 #: "Conservation constant", 64/3.
@@ -10,6 +11,13 @@ KAPPA: float = 64 / 3
 SIGMA: float = 3 / 16
 #: Smallest phi step that counts as a discontinuity event.
 DEFECT_THRESHOLD: float = 0.03
+
+# Numerics shared by the gates and the phase classifier (not CARL constants).
+#: The noise of a series from the mean absolute difference of successive values:
+#: sigma = SQRT_PI_2 * mean |x[i+1] - x[i]| for Gaussian noise.
+SQRT_PI_2: float = math.sqrt(math.pi) / 2
+#: Relative rounding of running sums (64 float64 epsilons): a noise floor.
+SUM_ROUNDING: float = 64 * 2.0**-52
 
 
 def t_star(d: int) -> int:

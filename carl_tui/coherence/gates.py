@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from .constants import SIGMA
+from .constants import SIGMA, SQRT_PI_2, SUM_ROUNDING
 
 Level = Literal["high", "medium", "low", "abstain"]
 
@@ -153,8 +153,6 @@ class PhaseTransitionGate:
 
 # --------------------------------------------------------------------------- cascade
 
-_SQRT_PI_2 = math.sqrt(math.pi) / 2
-_ROUNDING = 64 * np.finfo(np.float64).eps  # relative rounding of running sums
 
 
 class CascadeGate:
@@ -399,9 +397,9 @@ class _CascadeBatch:
             ndiff = np.minimum(span, n - 1)
             lo_count = np.maximum(n - span, 1)
             dsum = pd[n - pd_base] - pd[np.maximum(lo_count, pd_base) - pd_base]
-            sigma = _SQRT_PI_2 * dsum / np.maximum(ndiff, 1)
+            sigma = SQRT_PI_2 * dsum / np.maximum(ndiff, 1)
             # A metric logged exactly constant has no noise, but its running sums round.
-            self.sigma = sigma = np.maximum(sigma, _ROUNDING * np.abs(px[n - px_base]))
+            self.sigma = sigma = np.maximum(sigma, SUM_ROUNDING * np.abs(px[n - px_base]))
             self.noise = sigma / math.sqrt(w)
         m_first = g._m_first
         if math.isnan(m_first) and full.any():

@@ -72,6 +72,8 @@ from enum import Enum
 
 import numpy as np
 
+from .constants import SQRT_PI_2, SUM_ROUNDING
+
 
 class Phase(str, Enum):
     BASELINE = "baseline"
@@ -89,10 +91,8 @@ class Phase(str, Enum):
 PHASES: tuple[Phase, ...] = tuple(Phase)
 
 _TINY = 1e-12
-_SQRT_PI_2 = math.sqrt(math.pi) / 2
 _BASE, _MELT, _TRANS, _CRYST, _CONV = range(5)
 _TAIL = 4096  # running sums kept: the longest windows compared are half of it
-_ROUNDING = 64 * np.finfo(np.float64).eps  # relative rounding of running sums
 _CALM = 1.3  # entropy under this times e0 is calm (counts for its noise)
 _MELT_MARGIN = 1.0  # a long spike gives its noise many chances: a wider margin
 _SKIP = 2  # values at the start of crystallisation left out of its entropy level
@@ -103,7 +103,7 @@ def _sigma(total, count):
     differences, widened while few are known (scalars or arrays)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         n = np.maximum(count, 1)
-        return _SQRT_PI_2 * (total / n) * (1.0 + 1.0 / np.sqrt(n))
+        return SQRT_PI_2 * (total / n) * (1.0 + 1.0 / np.sqrt(n))
 
 
 def _med3(a, b, c):
@@ -533,7 +533,7 @@ class _Features:
         """Noise floor for window means at known value g: the rounding of the running
         sums there (a metric logged exactly constant has no noise but rounding)."""
         end = np.maximum(self._prefix_off + g, 0)
-        return _ROUNDING * np.abs(self._prefix[end])
+        return SUM_ROUNDING * np.abs(self._prefix[end])
 
     def finish(self, c: PhaseClassifier) -> None:
         """Write the carried state after the batch back into the classifier."""
