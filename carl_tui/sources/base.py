@@ -20,6 +20,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from carl_tui.errors import CarlError, describe
@@ -215,3 +216,9 @@ class SourceRunner:
             if getattr(self.source, "finished", False):
                 return
             self._stop.wait(delay)
+
+
+def short_path(p: Path) -> str:
+    """A path's last two parts (`runs/sft`), for a source's name in the status bar."""
+    parts = p.parts[-2:] if len(p.parts) > 1 else p.parts
+    return str(Path(*parts)) if parts else str(p)

@@ -63,7 +63,7 @@ import numpy as np
 from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch
 from carl_tui.metric_names import canonical, is_metric_key
 from carl_tui.sources import tfevents as tfe
-from carl_tui.sources.base import PolledSource, SourceError
+from carl_tui.sources.base import PolledSource, SourceError, short_path
 from carl_tui.sources.run_config import describe_config, loads_json
 from carl_tui.sources.tally import InputTally
 
@@ -393,15 +393,10 @@ class TensorBoardSource(PolledSource):
         self.finished = False  # a log directory can always get new runs
         self.behind = False
         self.project = _root_name(self.logdir)
-        self.name = f"tensorboard: {self._short(self.logdir)}"
+        self.name = f"tensorboard: {short_path(self.logdir)}"
         self._runs: dict[str, _Run] = {}
         self._stats: dict[Path, os.stat_result] = {}
         self._last_scan = -math.inf
-
-    @staticmethod
-    def _short(p: Path) -> str:
-        parts = p.parts[-2:] if len(p.parts) > 1 else p.parts
-        return str(Path(*parts)) if parts else str(p)
 
 
 

@@ -88,7 +88,7 @@ from typing import Any
 import numpy as np
 
 from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch
-from carl_tui.sources.base import PolledSource, SourceError
+from carl_tui.sources.base import PolledSource, SourceError, short_path
 from carl_tui.sources.rows import build_columns
 from carl_tui.sources.run_config import describe_config, loads_json
 from carl_tui.sources.tally import InputTally
@@ -758,12 +758,7 @@ class WandbSource(PolledSource):
         self.single: bool | None = None  # decided when PATH first exists
         self._readers: dict[Path, _RunReader] = {}
         self._record_cls: type | None = None
-        self.name = f"wandb: {self._short(self.path)}"
-
-    @staticmethod
-    def _short(p: Path) -> str:
-        parts = p.parts[-2:] if len(p.parts) > 1 else p.parts
-        return str(Path(*parts)) if parts else str(p)
+        self.name = f"wandb: {short_path(self.path)}"
 
 
 

@@ -15,7 +15,7 @@ from carl_tui.coherence.gates import PhaseTransitionGate
 from carl_tui.store.cascade import CascadeState
 from carl_tui.store.phases import PhaseTrack
 from carl_tui.store.preview import Preview
-from carl_tui.store.series import Series, minmax_decimate
+from carl_tui.store.series import Series, minmax_decimate, trend
 from carl_tui.store.snapshot import (
     CascadeView,
     GateView,
@@ -178,15 +178,6 @@ def _oldest(first: int | None, pv: Preview | None) -> int | None:
     return pv.oldest_step if first is None else min(first, pv.oldest_step)
 
 
-def _trend(values: np.ndarray, k: int = 10) -> float:
-    """`Series.trend` of raw values: the mean of the last k minus the k before."""
-    n = min(values.shape[0], 2 * k)
-    if n < 2:
-        return 0.0
-    half = n // 2
-    tail = values[values.shape[0] - n :]
-    return float(tail[half:].mean() - tail[:half].mean())
-
 
 def _merged(
     name: str, real: SeriesView | None, coarse: tuple[np.ndarray, np.ndarray] | None,
@@ -203,7 +194,7 @@ def _merged(
         return SeriesView(
             name=name, steps=steps, values=values, count=0,
             first_step=float(ps.min()), last_step=float(ps[-1]), last=float(pv[-1]),
-            min=float(pv.min()), max=float(pv.max()), trend=_trend(tail),
+            min=float(pv.min()), max=float(pv.max()), trend=trend(tail),
             recent_mean=float(tail[-50:].mean()), whole_mean=float(pv.mean()), tail=tail.copy(),
             provisional=True,
         )
@@ -220,7 +211,7 @@ def _merged(
     first = float(ps.min()) if real.first_step is None else min(real.first_step, float(ps.min()))
     return SeriesView(
         name=name, steps=steps, values=values, count=real.count, first_step=first,
-        last_step=last_step, last=last, min=lo, max=hi, trend=_trend(tail),
+        last_step=last_step, last=last, min=lo, max=hi, trend=trend(tail),
         recent_mean=float(tail[-50:].mean()), whole_mean=float(pv.mean()), tail=tail.copy(),
         derived=real.derived, provisional=True,
     )

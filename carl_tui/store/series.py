@@ -176,12 +176,17 @@ class Series:
 
     def trend(self, k: int = 10) -> float:
         """Mean of the last k values minus the mean of the k before them (0 if too short)."""
-        n = min(self._n, 2 * k)
-        if n < 2:
-            return 0.0
-        half = n // 2
-        vals = self._values[self._n - n : self._n]
-        return float(vals[half:].mean() - vals[:half].mean())
+        return trend(self._values[: self._n], k)
+
+
+def trend(values: np.ndarray, k: int = 10) -> float:
+    """Mean of the last k values minus the mean of the k before them (0 if too short)."""
+    n = min(values.shape[0], 2 * k)
+    if n < 2:
+        return 0.0
+    half = n // 2
+    tail = values[values.shape[0] - n :]
+    return float(tail[half:].mean() - tail[:half].mean())
 
 
 def _merge_pairs(b: np.ndarray) -> np.ndarray:
