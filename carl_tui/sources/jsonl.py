@@ -118,6 +118,7 @@ from carl_tui.sources.rows import (
     short_repr,
     step_of,
 )
+from carl_tui.sources.run_config import loads_json
 from carl_tui.sources.tally import InputTally
 
 _IDENTITY_KEYS = ("run_id", "name", "project")
@@ -348,10 +349,6 @@ class StreamParser:
                             nonfinite=cols.nonfinite)]
 
 
-def default_run(path: Path, source: str) -> RunRef:
-    return file_run(path, source)
-
-
 class JsonlSource(PolledSource):
     """Tails one JSON-lines file. See the module docstring for the format."""
 
@@ -374,7 +371,7 @@ class JsonlSource(PolledSource):
         )
         self.tally = InputTally()
         self.parser = StreamParser(
-            run or default_run(self.path, "jsonl"), explicit=run is not None, tally=self.tally
+            run or file_run(self.path, "jsonl"), explicit=run is not None, tally=self.tally
         )
         self.finished = False
         self.notes: list[str] = []  # what happened to the file (restarts), oldest first
@@ -505,13 +502,10 @@ class JsonlSource(PolledSource):
         if not line.strip(b" \t\r\x00"):
             return []
         try:
-            orjson.loads(line.removeprefix(BOM))
-        except orjson.JSONDecodeError:
-            try:
-                json.loads(line.removeprefix(BOM).decode("utf-8"))
-            except (ValueError, RecursionError):
-                self.tally.skip(UNFINISHED_LINE, _example(line))
-                return []
+            loads_json(line.removeprefix(BOM))
+        except (ValueError, RecursionError):
+            self.tally.skip(UNFINISHED_LINE, _example(line))
+            return []
         return self.parser.parse([line])
 
     def close(self) -> None:
@@ -523,6 +517,8 @@ JSON_MAX_DEPTH = 1024  # orjson's nesting limit; the fallback reader is held to 
 
 def too_deep(text: bytes, limit: int = JSON_MAX_DEPTH) -> bool:
     """True when JSON text nests arrays/objects deeper than `limit` (strings skipped)."""
+    if text.count(b"[") + text.count(b"{") <= limit:
+        return False  # cannot nest deeper than it opens (counted at C speed)
     depth, in_string, escaped = 0, False, False
     for c in text:
         if in_string:

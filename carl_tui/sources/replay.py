@@ -27,9 +27,10 @@ from pathlib import Path
 import orjson
 
 from carl_tui.events import Event, RunRef
+from carl_tui.identity import file_run
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.follow import BOM, stat_path, unusable
-from carl_tui.sources.jsonl import StreamParser, default_run
+from carl_tui.sources.jsonl import StreamParser
 from carl_tui.sources.rows import TIME_KEY
 from carl_tui.sources.tally import InputTally
 
@@ -70,7 +71,7 @@ class ReplaySource:
         explicit = run is not None
         self.tally = InputTally()
         self.parser = StreamParser(
-            run or default_run(self.path, "replay"), explicit=explicit, tally=self.tally
+            run or file_run(self.path, "replay"), explicit=explicit, tally=self.tally
         )
         self.finished = False
         self.limitation = ""
