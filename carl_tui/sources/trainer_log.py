@@ -508,7 +508,8 @@ class TrainerLogParser:
             dicts.settle(out, adjacent=False, after=None)
         if not dicts.held and self._sig != _FLUSHED:  # (a burst may be flushed midway)
             self._sig_before_held = self._sig
-        if values is not None and any(k in SUMMARY_KEYS for k in values):
+        kind = None if values is None else _kind(values)
+        if kind == "summary":
             self._bar.ended = True  # the training's summary: the next bar may start another
         if values is None:
             self.unreadable += 1
@@ -519,7 +520,7 @@ class TrainerLogParser:
             # stdout's buffer while bars went on (redraws queued).
             before = None if dicts.buffered or dicts.markers else self._bar.step
             dicts.held.append(
-                Held(values, _kind(values), before, epoch_of(values, text), explicit_step(values))
+                Held(values, kind, before, epoch_of(values, text), explicit_step(values))
             )
         self._sig = _DICT
         dicts.check = None
