@@ -31,7 +31,6 @@ from carl_tui.events import (
     GpuSample,
     JobStatus,
     JobUsage,
-    LogLines,
     RunMeta,
     RunRef,
     SystemSample,
@@ -49,13 +48,7 @@ from carl_tui.identity import HF_JOB, job_run
 from carl_tui.metric_names import valid_number
 from carl_tui.sources.base import Backoff, PolledSource, SourceError
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trainer_log import (
-    BarUpdate,
-    MetricsLine,
-    TrainerLogParser,
-    clean_values,
-    trainer_events,
-)
+from carl_tui.sources.trainer_log import TrainerLogParser, TrainerOutput
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +83,9 @@ class HfJobSource(PolledSource):
         self.finished = False
         self.tally = InputTally()  # values left out, dict lines that could not be read
         self.limitation = ""
-        self.run = job_run(namespace or "", job_id)
-        self.parser = TrainerLogParser(logging_steps=logging_steps)
+        # The job's log as events (its run follows `run`, set again once the namespace is known).
+        self.output = TrainerOutput(job_run(namespace or "", job_id), self.tally,
+                                    logging_steps=logging_steps)
         self.lines_seen = 0  # lines delivered by the log thread (resume position)
         self.reconnects = 0
         self.replayed_lines_skipped = 0  # lines of a replay already delivered before
@@ -106,10 +100,21 @@ class HfJobSource(PolledSource):
         self._logs_done = False
         self._meta_sent = False
         self._gpu_index: dict[str, int] = {}  # the Jobs API's GPU id -> index, first seen first
-        self._last_line_at = time.monotonic()
 
     def __repr__(self) -> str:
         return f"HfJobSource(job_id={self.job_id!r}, namespace={self.namespace!r})"
+
+    @property
+    def run(self) -> RunRef:
+        return self.output.run
+
+    @run.setter
+    def run(self, run: RunRef) -> None:
+        self.output.run = run
+
+    @property
+    def parser(self) -> TrainerLogParser:
+        return self.output.parser
 
     # -- Source protocol -------------------------------------------------
 
@@ -150,10 +155,7 @@ class HfJobSource(PolledSource):
 
     def drain(self) -> list[Event]:
         """Release the dicts held back for a bar (the reader stops here: summary, export)."""
-        if not self.parser.pending:
-            return []
-        return trainer_events(self.run, list(self.parser.flush()), self._clean,
-                              wall_time=time.time())
+        return self.output.flush()
 
     def close(self) -> None:
         self._stop.set()
@@ -192,27 +194,10 @@ class HfJobSource(PolledSource):
             out.append(ev)
         return out
 
-    def _line_events(self, lines: list[str], idle_flush_s: float = 2.0) -> list[Event]:
-        """Events of new log lines. The parser holds a dict back until the bar drawn
-        after it tells its step; what it holds is released once the log has ended or
-        no line came for `idle_flush_s` (then a step may be estimated: the run's meta
-        says `steps_estimated`)."""
-        now = time.monotonic()
-        items: list[MetricsLine | BarUpdate] = []
-        for line in lines:
-            items.extend(self.parser.feed(line))
-        if lines:
-            self._last_line_at = now
-        if self.parser.pending and (self._logs_done or now - self._last_line_at >= idle_flush_s):
-            items.extend(self.parser.flush())
-        count, example = self.parser.take_unreadable()
-        self.tally.skip("dict line not readable", example, count)
-        out: list[Event] = [LogLines(self.run, tuple(lines))] if lines else []
-        out.extend(trainer_events(self.run, items, self._clean, wall_time=time.time()))
-        return out
-
-    def _clean(self, values: dict[str, float], rename: bool = True) -> dict[str, float]:
-        return clean_values(values, rename, self.tally.skip)
+    def _line_events(self, lines: list[str]) -> list[Event]:
+        """Events of new log lines; what the parser holds back for a bar is released
+        once the log has ended or has been idle (see `TrainerOutput`)."""
+        return self.output.events(lines, time.monotonic(), ended=self._logs_done)
 
     # -- threads -------------------------------------------------------------
 

@@ -21,17 +21,12 @@ import os
 import time
 from pathlib import Path
 
-from carl_tui.events import Event, LogLines, RunRef
+from carl_tui.events import Event, RunRef
 from carl_tui.identity import TRAINER_LOG, file_run
 from carl_tui.sources.base import PolledSource, SourceError
 from carl_tui.sources.follow import FileFollower
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trainer_log import (
-    Item,
-    TrainerLogParser,
-    clean_values,
-    trainer_events,
-)
+from carl_tui.sources.trainer_log import TrainerLogParser, TrainerOutput
 
 
 class TrainerLogSource(PolledSource):
@@ -52,16 +47,26 @@ class TrainerLogSource(PolledSource):
         self.name = f"trainer-log: {self.path.name}"
         self.run = run or file_run(self.path, TRAINER_LOG)
         self._interval = interval
-        self.idle_flush_s = idle_flush_s
-        self.logging_steps = logging_steps
         self.finished = False
         self.limitation = ""
         self.tally = InputTally()
-        self.parser = TrainerLogParser(logging_steps)
+        self.output = TrainerOutput(self.run, self.tally, logging_steps=logging_steps,
+                                    idle_flush_s=idle_flush_s)
         self.generation = 0
         self._follower = FileFollower(self.path, max_bytes_per_poll=max_bytes_per_poll)
         self.behind = False
-        self._last_line_at: float | None = None
+
+    @property
+    def parser(self) -> TrainerLogParser:
+        return self.output.parser
+
+    @property
+    def idle_flush_s(self) -> float:
+        return self.output.idle_flush_s
+
+    @idle_flush_s.setter
+    def idle_flush_s(self, seconds: float) -> None:
+        self.output.idle_flush_s = seconds
 
     def __repr__(self) -> str:
         return f"TrainerLogSource({str(self.path)!r})"
@@ -74,50 +79,26 @@ class TrainerLogSource(PolledSource):
             read = self._follower.read()
         except SourceError:
             if self.parser.pending:  # the file went away: release what is held, then say so
-                return self._convert([], list(self.parser.flush()))
+                return self.output.flush()
             raise
         self.behind = read.backlog
         for reason, example in read.dropped:
             self.tally.skip(reason, example.decode("utf-8", "replace"))
         events: list[Event] = []
         if read.generation != self.generation:
-            events.extend(self._convert([], self.parser.flush()))  # the old file's last dicts
-            self.parser = TrainerLogParser(self.logging_steps)
+            events.extend(self.output.restart())  # the old file's last dicts
             self.generation = read.generation
         notes = [f"[carl-tui] {note}" for note in read.notes]
         lines = [raw.decode("utf-8", "replace") for raw in read.lines]
-        items: list[Item] = []
-        for line in lines:
-            items.extend(self.parser.feed(line))
-        if lines:
-            self._last_line_at = now
-        if not lines or not read.backlog:
-            items.extend(self._held_items(now))
-        events.extend(self._convert(notes + lines, items))
+        # What is held waits while a backlog is read: the bars to place it may follow.
+        events.extend(self.output.events(lines, now, release=not lines or not read.backlog,
+                                         shown=notes))
         return events
-
-    def _held_items(self, now: float) -> list[Item]:
-        """What the parser holds, once no line has come for `idle_flush_s`."""
-        last = self._last_line_at
-        if self.parser.pending and last is not None and now - last >= self.idle_flush_s:
-            return list(self.parser.flush())
-        return []
-
-    def _convert(self, lines: list[str], items: list[Item]) -> list[Event]:
-        count, example = self.parser.take_unreadable()
-        if count:
-            self.tally.skip("dict line not readable", example, count)
-        out: list[Event] = [LogLines(self.run, tuple(lines))] if lines else []
-        out.extend(trainer_events(self.run, items, self._clean))
-        return out
-
-    def _clean(self, values: dict[str, float], rename: bool) -> dict[str, float]:
-        return clean_values(values, rename, self.tally.skip)
 
     def drain(self) -> list[Event]:
         """Release the dicts held back for the bar that would place them: the reader is
         stopping here (`summary`, `export`), so nothing more will come to place them."""
-        return self._convert([], list(self.parser.flush())) if self.parser.pending else []
+        return self.output.flush()
 
     def close(self) -> None:
         self._follower.close()

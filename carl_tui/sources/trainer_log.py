@@ -64,11 +64,12 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from carl_tui.events import Event, Progress, RunMeta, RunRef, ScalarBatch
+from carl_tui.events import Event, LogLines, Progress, RunMeta, RunRef, ScalarBatch
 from carl_tui.metric_names import canonical, is_metric_key, valid_number
+from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trainer_steps import (
     Held,
     HeldDicts,
@@ -532,6 +533,61 @@ class TrainerLogParser:
         self._bar.new_training()
         self._steps.new_training()
 
+
+
+UNREADABLE_DICT = "dict line not readable"
+
+
+class TrainerOutput:
+    """A Trainer's console output as events, for a source that reads it (a file, a
+    job's log): the parser, the dicts it holds back for a bar, and when to let them
+    go (the output ended, or no line came for `idle_flush_s`: a step may then be
+    estimated, and the run's meta says `steps_estimated`)."""
+
+    def __init__(self, run: RunRef, tally: InputTally, *, logging_steps: int = 1,
+                 idle_flush_s: float = 2.0) -> None:
+        self.run = run
+        self.tally = tally
+        self.logging_steps = logging_steps
+        self.idle_flush_s = idle_flush_s
+        self.parser = TrainerLogParser(logging_steps)
+        self._last_line_at: float | None = None
+
+    def events(self, lines: Sequence[str], now: float, *, ended: bool = False,
+               release: bool = True, shown: Sequence[str] = ()) -> list[Event]:
+        """Events of new lines (`shown`: notes put before them in the log panel). What
+        is held is released, when `release`, once the output ended or has been idle."""
+        items: list[Item] = []
+        for line in lines:
+            items.extend(self.parser.feed(line))
+        if lines:
+            self._last_line_at = now
+        last = self._last_line_at
+        idle = last is not None and now - last >= self.idle_flush_s
+        if release and self.parser.pending and (ended or idle):
+            items.extend(self.parser.flush())
+        return self._convert([*shown, *lines], items)
+
+    def flush(self) -> list[Event]:
+        """Everything held, released (the output ends, or the reader stops here)."""
+        return self._convert([], list(self.parser.flush())) if self.parser.pending else []
+
+    def restart(self) -> list[Event]:
+        """The output started over (a new file): what the old one held, then a new parser."""
+        done = self.flush()
+        self.parser = TrainerLogParser(self.logging_steps)
+        return done
+
+    def _convert(self, lines: list[str], items: list[Item]) -> list[Event]:
+        count, example = self.parser.take_unreadable()
+        if count:
+            self.tally.skip(UNREADABLE_DICT, example, count)
+        out: list[Event] = [LogLines(self.run, tuple(lines))] if lines else []
+        out.extend(trainer_events(self.run, items, self._clean))
+        return out
+
+    def _clean(self, values: dict[str, float], rename: bool) -> dict[str, float]:
+        return clean_values(values, rename, self.tally.skip)
 
 # -- telling a Trainer log from a JSONL stream ---------------------------------
 
