@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from carl_tui.actions.errors import ActionError
-from carl_tui.hub import find_token, hub_error, hub_module
+from carl_tui.hub import find_token, hub_error, hub_module, make_api
 
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 _ALWAYS_SKIPPED = (".git/*", "*/.git/*", ".cache/huggingface/*", "*/.cache/huggingface/*")
@@ -182,7 +182,6 @@ def _hub_api(api, token: str | None, endpoint: str | None, quiet: bool):
         hub_module()
     except ImportError as exc:
         raise ActionError(f"Push failed: {exc}.", kind="missing") from None
-    from huggingface_hub import HfApi
     from huggingface_hub.utils import disable_progress_bars
 
     if quiet:  # progress bars on stderr would scribble over a full-screen app
@@ -196,7 +195,7 @@ def _hub_api(api, token: str | None, endpoint: str | None, quiet: bool):
             "to a token with write access.",
             kind="auth",
         )
-    return HfApi(endpoint=endpoint, token=found.value)
+    return make_api(found, endpoint)
 
 
 def _upload_and_commit(api, repo_id: str, files: list[tuple[str, Path, int]],
