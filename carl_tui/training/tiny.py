@@ -225,11 +225,12 @@ def _copy_step_metrics(logits, labels) -> tuple[float, float, int]:
     over the trained tokens (the logits at k predict token k + 1)."""
     import torch
 
+    from carl_tui.coherence.phi_torch import entropy_torch
+
     with torch.no_grad():
         target = labels[:, 1:]
         trained = target != -100
         picked = logits.detach()[:, :-1][trained].float()
-        logp = torch.log_softmax(picked, dim=-1)
-        entropy = float(-(logp.exp() * logp).sum(-1).mean())
+        entropy = float(entropy_torch(picked).mean())
         accuracy = float((picked.argmax(-1) == target[trained]).float().mean())
     return entropy, accuracy, int(trained.sum())
