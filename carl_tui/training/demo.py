@@ -228,8 +228,8 @@ def run_demo(
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
     stop = _Stop()
+    writer, names = _first_lines(stream, plan)  # first: the tie to the parent imports numpy
     _listen_for_stops(stop, install_signals, tie_to_parent)
-    writer, names = _first_lines(stream, plan)
     run = _DemoRun(plan, writer, stop, t_start)
     try:
         model, tok = _model_and_callback(run, names)
