@@ -78,20 +78,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m carl_tui.training.demo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--stream", required=True, help="JSONL stream to write")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--pace", type=float, default=0.25,
+    d = DemoPlan()
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--pace", type=float, default=d.pace,
                    help="minimum seconds per SFT step (warm start 1/3 of it, GRPO 1.5x); "
                         "0 = no pacing")
-    p.add_argument("--warm-start-steps", type=int, default=WARM_START_STEPS)
-    p.add_argument("--sft-steps", type=int, default=250,
+    p.add_argument("--warm-start-steps", type=int, default=d.warm_start_steps)
+    p.add_argument("--sft-steps", type=int, default=d.sft_steps,
                    help="SFT step limit if the gate never fires (the length of its cosine "
                         "schedule too)")
-    p.add_argument("--grpo-steps", type=int, default=150,
+    p.add_argument("--grpo-steps", type=int, default=d.grpo_steps,
                    help="GRPO step limit if the cascade never fires")
-    p.add_argument("--carl-steps", type=int, default=30,
+    p.add_argument("--carl-steps", type=int, default=d.carl_steps,
                    help="GRPO steps after the cascade switched the CARL reward on")
     p.add_argument("--no-carl", action="store_true", help="GRPO with the task reward only")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    p.add_argument("--threads", type=int, default=d.threads,
+                   help="torch threads (0: torch's default)")
     return p
 
 
@@ -206,15 +208,8 @@ class _DemoRun:
 
 def run_demo(
     stream: str,
+    plan: DemoPlan = DemoPlan(),
     *,
-    seed: int = 0,
-    pace: float = 0.25,
-    warm_start_steps: int = WARM_START_STEPS,
-    sft_steps: int = 250,
-    grpo_steps: int = 150,
-    carl_steps: int = 30,
-    carl: bool = True,
-    threads: int = 1,
     install_signals: bool = True,
     tie_to_parent: bool = True,
 ) -> int:
@@ -223,8 +218,6 @@ def run_demo(
     `tie_to_parent`: stop when the process that started this one ends (only
     when it was started with `LocalJob.start(..., tie_to_parent=True)`)."""
     t_start = time.time()
-    plan = DemoPlan(seed, pace, warm_start_steps, sft_steps, grpo_steps, carl_steps, carl,
-                    threads)
     for key, value in OFFLINE_ENV.items():
         os.environ.setdefault(key, value)
     stop = _Stop()
@@ -436,11 +429,10 @@ def _grpo(run: _DemoRun, model, tok, output_dir: str, pace_cb) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_demo(
-        args.stream, seed=args.seed, pace=args.pace, warm_start_steps=args.warm_start_steps,
-        sft_steps=args.sft_steps, grpo_steps=args.grpo_steps, carl_steps=args.carl_steps,
-        carl=not args.no_carl, threads=args.threads,
-    )
+    plan = DemoPlan(seed=args.seed, pace=args.pace, warm_start_steps=args.warm_start_steps,
+                    sft_steps=args.sft_steps, grpo_steps=args.grpo_steps,
+                    carl_steps=args.carl_steps, carl=not args.no_carl, threads=args.threads)
+    return run_demo(args.stream, plan)
 
 
 if __name__ == "__main__":
