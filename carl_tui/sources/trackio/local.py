@@ -67,11 +67,9 @@ from carl_tui.sources.trackio.local_read import (
     table_columns,
 )
 from carl_tui.sources.trackio.preview import PreviewSizes, PreviewState, plan_preview
-from carl_tui.sources.trackio.system import load_json
+from carl_tui.sources.trackio.system import X_KEY, load_json, run_column
 
 SOURCE = "trackio"
-X_KEY = "train/global_step"
-STEP_KEYS = (X_KEY,)
 BUSY_RETRIES = 5
 BUSY_SLEEP_S = 0.05
 BUSY_TIMEOUT_S = 1.0  # SQLite's own wait for a lock, per attempt
@@ -181,7 +179,7 @@ def list_runs(project: str, root: Path | None = None) -> list[RunInfo]:
     path = db_path(project, root)
     conn = _connect(path)
     try:
-        key = "run_id" if "run_id" in table_columns(conn, "metrics") else "run_name"
+        key = run_column(table_columns(conn, "metrics"))
         rows = _retry(
             lambda: conn.execute(
                 f"SELECT m.{key}, m.run_name, g.n, m.step, m.timestamp, m.metrics "
@@ -202,7 +200,7 @@ def newest_run(project: str, root: Path | None = None) -> str | None:
     lookup of the largest id, whatever the project's size."""
     conn = _connect(db_path(project, root))
     try:
-        key = "run_id" if "run_id" in _retry(table_columns, conn, "metrics") else "run_name"
+        key = run_column(_retry(table_columns, conn, "metrics"))
         row = _retry(lambda: conn.execute(
             f"SELECT {key} FROM metrics ORDER BY id DESC LIMIT 1").fetchone())
     finally:
@@ -286,7 +284,7 @@ class TrackioLocalSource(PolledSource):
                 cols = _retry(table_columns, conn, "metrics")
                 if not cols:
                     raise SourceError(f"waiting for the metrics table in {self.path}")
-                self._key = "run_id" if "run_id" in cols else "run_name"
+                self._key = run_column(cols)
                 self._has_configs = bool(_retry(table_columns, conn, "configs"))
             except BaseException:
                 conn.close()
@@ -427,9 +425,8 @@ class TrackioLocalSource(PolledSource):
 
     def _fetch_configs(self, conn: sqlite3.Connection) -> list[tuple]:
         self._queries += 1
-        key = "run_id" if self._key == "run_id" else "run_name"
         return conn.execute(
-            f"SELECT id, {key}, run_name, config FROM configs WHERE id > ? ORDER BY id",
+            f"SELECT id, {self._key}, run_name, config FROM configs WHERE id > ? ORDER BY id",
             (self.last_config_id,),
         ).fetchall()
 

@@ -96,7 +96,7 @@ class LocalExtras:
             if getattr(self, attr) is None:
                 cols = table_columns(conn, table)
                 if cols:
-                    setattr(self, attr, "run_id" if "run_id" in cols else "run_name")
+                    setattr(self, attr, ts.run_column(cols))
 
     def _fetch_system(self, conn: sqlite3.Connection) -> list[tuple]:
         self.queries += 1

@@ -38,8 +38,8 @@ import orjson
 
 from carl_tui.sources.rows import build_columns, short_repr
 from carl_tui.sources.tally import InputTally
+from carl_tui.sources.trackio.system import X_KEY
 
-X_KEY = "train/global_step"
 STEP_KEYS = (X_KEY,)
 
 

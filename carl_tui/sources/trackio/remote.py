@@ -66,6 +66,7 @@ from carl_tui.sources.trackio.remote_http import (
 from carl_tui.sources.trackio.remote_logs import LogsFallback
 from carl_tui.sources.trackio.remote_preview import read_preview
 from carl_tui.sources.trackio.remote_rows import RunPoints, points_by_run
+from carl_tui.sources.trackio.system import run_column
 
 __all__ = ["NOT_AUTHORISED", "SOURCE", "RemoteRun", "TrackioRemoteSource", "is_local",
            "normalize_url", "parse_server"]
@@ -311,7 +312,7 @@ class TrackioRemoteSource(PolledSource):
         except UnknownApi:
             self.mode, self.limitation = "logs", FALLBACK_LIMITATION
             return
-        self._run_col = "run_id" if "run_id" in cols else "run_name"
+        self._run_col = run_column(cols)
         self.mode = "query"
 
     def _columns(self) -> list[str]:
@@ -409,7 +410,7 @@ class TrackioRemoteSource(PolledSource):
         if not self._pending_config or self.mode != "query":
             return []
         ids = list(self._pending_config)
-        col = "run_id" if self._run_col == "run_id" else "run_name"
+        col = self._run_col
         sql = (f"SELECT {col} AS run_id, config FROM configs "
                f"WHERE {col} IN ({', '.join(map(_sql_str, ids))})")
         try:

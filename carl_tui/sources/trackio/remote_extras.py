@@ -108,7 +108,7 @@ class RemoteExtras:
         cols = data.get("columns") if isinstance(data, dict) else None
         if not isinstance(cols, list):
             raise SourceError(f"malformed reply from {src.url} (query without columns)")
-        col = "run_id" if "run_id" in cols else "run_name"
+        col = ts.run_column(cols)
         self._col[table] = col
         return col
 

@@ -42,7 +42,7 @@ from carl_tui.events import GpuSample, Marker, RunRef, SystemSample
 from carl_tui.metric_names import valid_number
 from carl_tui.sources.rows import clean_text, iso_to_epoch
 
-X_KEY = "train/global_step"
+X_KEY = "train/global_step"  # the Trainer's step in a row's metrics (TRL's report_to)
 GIB_TO_MIB = 1024.0
 MAX_GPU_INDEX = 1023
 ALERT_LEVELS = ("info", "warn", "error")
@@ -55,6 +55,12 @@ _GPU_FIELDS = {
     "power": ("power_w", 1.0),
     "temp": ("temperature_c", 1.0),
 }
+
+
+def run_column(columns) -> str:
+    """The column a table names its run by: `run_id`, or `run_name` in databases
+    written before Trackio had run ids."""
+    return "run_id" if "run_id" in columns else "run_name"
 
 
 def load_json(blob: Any) -> dict | None:
