@@ -15,7 +15,6 @@ from typing import Any
 
 from carl_tui.events import Event, RunRef
 from carl_tui.sources.base import SourceError
-from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio import system as ts
 from carl_tui.sources.trackio.local_read import table_columns
@@ -68,12 +67,7 @@ class LocalExtras:
             ref = run_of(key, name)
             if ref is None:
                 continue
-            metrics = ts.load_json(blob)
-            if metrics is None:
-                tally.skip("system metrics not a JSON object", blob)
-                continue
-            sample, bad = ts.system_sample(ref, metrics, iso_to_epoch(stamp))
-            tally.skip("system value not a finite number", ref.run_id, bad)
+            sample = ts.system_event(ref, blob, stamp, tally)
             if sample is not None:
                 events.append(sample)
         if system:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from carl_tui.events import Event
 from carl_tui.sources.base import SourceError
-from carl_tui.sources.rows import iso_to_epoch, short_repr
+from carl_tui.sources.rows import short_repr
 from carl_tui.sources.trackio import system as ts
 from carl_tui.sources.trackio.remote_http import PAGE_ROWS, UnknownApi
 from carl_tui.sources.trackio.remote_rows import run_key
@@ -126,13 +126,9 @@ class RemoteExtras:
             if row.get("kind") == "system":
                 n_system += 1
                 self.last_system_id = max(self.last_system_id, rowid)
-                metrics = ts.load_json(row.get("metrics"))
-                if metrics is None:
-                    src.tally.skip("system metrics not a JSON object",
-                                   short_repr(row.get("metrics")))
-                    continue
-                sample, bad = ts.system_sample(ref, metrics, iso_to_epoch(row.get("timestamp")))
-                src.tally.skip("system value not a finite number", rid, bad)
+                blob = row.get("metrics")
+                sample = ts.system_event(ref, blob, row.get("timestamp"), src.tally,
+                                         example=short_repr(blob))
                 if sample is not None:
                     events.append(sample)
             elif row.get("kind") == "alert":
