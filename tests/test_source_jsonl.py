@@ -657,3 +657,14 @@ def test_tracker_media_tables_and_histograms_are_counted_apart_not_skipped():
     assert set(cols.columns) == {"loss"}
     assert dict(tally.notes()) == {"table": 1, "image": 1, "histogram": 1}
     assert [(r.reason, r.count) for r in tally.reasons()] == [("value not a number", 1)]
+
+
+def test_a_nan_under_a_skipped_name_is_not_reported_as_a_metric_value():
+    """A value under an invalid metric name is skipped whole: even when it is NaN it is
+    not named among the metric values logged as NaN (which would raise the NaN alert for
+    a metric the run has not got)."""
+    got = build_columns([{"step": 1, "bad name\x07": float("nan"), "loss": float("nan")},
+                         {"step": 2, "loss": 0.93}])
+    assert got.nonfinite == (("loss", 1),)
+    assert [(r.reason, r.count) for r in got.tally.reasons()] == [
+        ("invalid metric name", 1), ("value not a finite number", 1)]

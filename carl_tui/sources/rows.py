@@ -350,7 +350,7 @@ def _assemble(
     steps, has_key, kept = _steps(n, entries, step_keys, local)
     all_kept = bool(kept.all())
     step_set = set(step_keys)
-    columns, times = _metric_columns(n, entries, kept, step_set, time_key, local)
+    columns, times, metrics = _metric_columns(n, entries, kept, step_set, time_key, local)
     known = has_key
     if default_steps is not None:
         use = ~has_key & (default_steps >= 0)
@@ -364,7 +364,7 @@ def _assemble(
         if times is not None:
             times = times[kept]
     resolved = _resolve_steps(steps, known, prev_step)
-    nonfinite = _nonfinite(entries, n, kept_idx, resolved, step_set, time_key)
+    nonfinite = _nonfinite(metrics, n, kept_idx, resolved)
     if local.total:  # a metric whose every value was skipped adds no series
         columns = {k: v for k, v in columns.items() if not np.isnan(v).all()}
     last_time = None
@@ -384,13 +384,14 @@ def _metric_columns(
     step_set: set[str],
     time_key: str | None,
     local: InputTally,
-) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+) -> tuple[dict[str, np.ndarray], np.ndarray | None, list[tuple[str, _Entry]]]:
     """(a float64 column per canonical metric name, each row's time or None when
-    `time_key` is None), over all n rows; the invalid names and values of the kept
-    rows counted in `local`."""
+    `time_key` is None, the metric entries kept with their names), over all n rows;
+    the invalid names and values of the kept rows counted in `local`."""
     all_kept = bool(kept.all())
     times = np.full(n, np.nan) if time_key is not None else None
     columns: dict[str, np.ndarray] = {}
+    metrics: list[tuple[str, _Entry]] = []
     for e in entries:
         if e.key in step_set:
             continue
@@ -407,6 +408,7 @@ def _metric_columns(
         if is_time:
             _assign(times, e.col, e.idx)
             continue
+        metrics.append((name, e))
         out = columns.get(name)
         if out is None:
             if e.idx is None:
@@ -414,28 +416,27 @@ def _metric_columns(
                 continue
             out = columns[name] = np.full(n, np.nan)
         _assign(out, e.col, e.idx)
-    return columns, times
+    return columns, times, metrics
 
 
 MAX_NONFINITE = 100  # per block: enough to raise an alert and say where
 
 
-def _nonfinite(entries: list[_Entry], n: int, kept_idx: np.ndarray | None,
-               resolved: np.ndarray, step_set: set[str], time_key: str | None
-               ) -> tuple[tuple[str, int], ...]:
-    """(metric, step) of the values logged as NaN or infinite, in the kept rows."""
+def _nonfinite(metrics: list[tuple[str, _Entry]], n: int, kept_idx: np.ndarray | None,
+               resolved: np.ndarray) -> tuple[tuple[str, int], ...]:
+    """(metric, step) of the values logged as NaN or infinite, in the kept rows, of the
+    metrics `_metric_columns` kept."""
     step_of_row = np.full(n, -1, dtype=np.int64)
     step_of_row[kept_idx if kept_idx is not None else slice(None)] = resolved
     out: list[tuple[str, int]] = []
-    for e in entries:
-        if e.kinds is None or e.key in step_set or e.key == time_key \
-                or not is_metric_key(e.key):
+    for name, e in metrics:
+        if e.kinds is None:
             continue
         pos = np.flatnonzero(e.kinds == _NOT_FINITE)
         rows = pos if e.idx is None else e.idx[pos]
         for step in step_of_row[rows].tolist():
             if step >= 0 and len(out) < MAX_NONFINITE:
-                out.append((canonical(e.key), int(step)))
+                out.append((name, int(step)))
     return tuple(out)
 
 
