@@ -376,17 +376,15 @@ def usage_from_sample(run: RunRef, sample: Any) -> JobUsage | None:
     """A Jobs metrics sample (`cpu_usage_pct`, `memory_used_bytes`, `gpus`) -> JobUsage."""
     if not isinstance(sample, dict):
         return None
-    num = _num
-
-    mem = num(sample.get("memory_used_bytes"))
+    mem = _num(sample.get("memory_used_bytes"))
     gpus = sample.get("gpus") if isinstance(sample.get("gpus"), dict) else {}
-    utils = [num(g.get("utilization")) for g in gpus.values() if isinstance(g, dict)]
+    utils = [_num(g.get("utilization")) for g in gpus.values() if isinstance(g, dict)]
     utils = [u for u in utils if u is not None]
-    mems = [num(g.get("memory_used_bytes")) for g in gpus.values() if isinstance(g, dict)]
+    mems = [_num(g.get("memory_used_bytes")) for g in gpus.values() if isinstance(g, dict)]
     mems = [m for m in mems if m is not None]
     return JobUsage(
         run=run,
-        cpu_percent=num(sample.get("cpu_usage_pct")),
+        cpu_percent=_num(sample.get("cpu_usage_pct")),
         memory_mb=mem / 2**20 if mem is not None else None,
         gpu_percent=sum(utils) / len(utils) if utils else None,
         gpu_memory_mb=sum(mems) / 2**20 if mems else None,
