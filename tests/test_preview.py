@@ -26,6 +26,7 @@ from carl_tui.events import RunMeta, RunRef, ScalarBatch
 from carl_tui.sources import jsonl as jl
 from carl_tui.sources.follow import sample_lines
 from carl_tui.sources.trackio import local as tl
+from carl_tui.sources.trackio import preview as tpv
 from carl_tui.sources.trackio import remote as tr
 from carl_tui.store import RunStore
 from tests.trajectories import sft_story
@@ -95,10 +96,7 @@ def store_dir(tmp_path_factory):
 
 @pytest.fixture
 def small_preview(monkeypatch):
-    for mod in (tl, tr):
-        monkeypatch.setattr(mod, "PREVIEW_MIN_ROWS", 1000)
-        monkeypatch.setattr(mod, "PREVIEW_TAIL_ROWS", 150)
-        monkeypatch.setattr(mod, "PREVIEW_SAMPLE_ROWS", 300)
+    monkeypatch.setattr(tpv, "SIZES", tpv.PreviewSizes(1000, 150, 300))
 
 
 def read_all(src, store: RunStore, *, on_snapshot=None, limit: int = 10_000) -> list:

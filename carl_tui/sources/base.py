@@ -27,6 +27,10 @@ from carl_tui.errors import CarlError, describe
 from carl_tui.events import Event, SourceStatus
 from carl_tui.sources.tally import InputTally
 
+#: The longest a source that sent a preview waits for the screen to show it (its
+#: `hold` event, set by the dashboard) before it reads the rest of the history.
+HOLD_MAX_S = 2.0
+
 log = logging.getLogger(__name__)
 
 

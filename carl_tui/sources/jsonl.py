@@ -109,7 +109,7 @@ import orjson
 from carl_tui.events import Event, LogLines, Marker, RunMeta, RunRef, ScalarBatch
 from carl_tui.identity import file_run
 from carl_tui.metric_names import STEP_KEYS
-from carl_tui.sources.base import PolledSource
+from carl_tui.sources.base import HOLD_MAX_S, PolledSource
 from carl_tui.sources.follow import BOM, DEFAULT_MAX_LINE_BYTES, FileFollower, sample_lines
 from carl_tui.sources.rows import (
     RowColumns,
@@ -126,7 +126,6 @@ MAX_NOTES = 50
 PREVIEW_MIN_BYTES = 16 << 20  # a shorter file is simply read
 PREVIEW_TAIL_BYTES = 512 << 10  # the newest lines of the preview
 PREVIEW_SAMPLE_LINES = 1500  # evenly spaced lines before them
-HOLD_MAX_S = 2.0  # longest wait, after a preview, for the screen to show it (`hold`)
 
 NOT_UTF8 = "not UTF-8"
 NOT_JSON = "not JSON"

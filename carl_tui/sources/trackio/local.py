@@ -29,8 +29,8 @@ before Trackio had them) is read without them until they appear.
 Newest first, coarse to fine (`preview = True`, which the dashboard sets; readers
 that need every row exactly once, `summary` and `export`, leave it off): when the
 history to read is long, the first poll sends a preview of it
-(`ScalarBatch(preview=True)`): its newest `PREVIEW_TAIL_ROWS` rows and a strided
-sample of `PREVIEW_SAMPLE_ROWS` rows of the rest, found by id (point lookups, so
+(`ScalarBatch(preview=True)`): its newest rows and a strided
+sample of the rest (`preview.SIZES`), found by id (point lookups, so
 a preview costs the same for 100k rows or 10M; see `preview.py`). Then the
 history is read in id order as usual, and once it reaches the newest row
 previewed, an empty preview batch per run says so. A history of more than
@@ -54,9 +54,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
-from carl_tui.sources.base import PolledSource, SourceError
+from carl_tui.sources.base import HOLD_MAX_S, PolledSource, SourceError
 from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.tally import InputTally
+from carl_tui.sources.trackio import preview as pv
 from carl_tui.sources.trackio.local_extras import LocalExtras
 from carl_tui.sources.trackio.local_read import (
     HelperReading,
@@ -66,17 +67,13 @@ from carl_tui.sources.trackio.local_read import (
     run_columns,
     table_columns,
 )
-from carl_tui.sources.trackio.preview import PreviewSizes, PreviewState, plan_preview
+from carl_tui.sources.trackio.preview import PreviewState, plan_preview
 from carl_tui.sources.trackio.system import X_KEY, load_json, run_column
 
 SOURCE = "trackio"
 BUSY_RETRIES = 5
 BUSY_SLEEP_S = 0.05
 BUSY_TIMEOUT_S = 1.0  # SQLite's own wait for a lock, per attempt
-PREVIEW_MIN_ROWS = 30_000  # a shorter history is simply read
-PREVIEW_TAIL_ROWS = 1_000  # newest rows of the preview (the table's values, the trend)
-PREVIEW_SAMPLE_ROWS = 1_500  # strided sample of the rest (the shape of the whole run)
-HOLD_MAX_S = 2.0  # longest wait, after a preview, for the screen to show it (`hold`)
 HELPER_MIN_ROWS = 200_000  # a longer history is read by helper processes too
 HELPER_BLOCK_ROWS = 10_000
 
@@ -381,8 +378,7 @@ class TrackioLocalSource(PolledSource):
         """A coarse view of a long history (see the module doc); [] for a short one."""
         top = _retry(lambda: conn.execute("SELECT MAX(id) FROM metrics").fetchone()[0])
         self._queries += 1
-        sizes = PreviewSizes(PREVIEW_MIN_ROWS, PREVIEW_TAIL_ROWS, PREVIEW_SAMPLE_ROWS)
-        plan = plan_preview(self.last_id, top, sizes)
+        plan = plan_preview(self.last_id, top, pv.SIZES)
         if plan is None:
             return []
         cols = f"m.id, m.{self._key}, m.step, m.metrics"

@@ -41,6 +41,12 @@ class PreviewPlan:
         return range(self.first, self.tail_from + 1, self.stride)
 
 
+#: The previews of both sources: a history of over 30,000 rows is previewed by its
+#: newest 1,000 rows (the table's values, the trend) and 1,500 strided rows of the rest
+#: (the shape of the whole run).
+SIZES = PreviewSizes(min_rows=30_000, tail_rows=1_000, sample_rows=1_500)
+
+
 def plan_preview(last_id: int, top: int | None, sizes: PreviewSizes) -> PreviewPlan | None:
     """The preview of the rows `last_id < id <= top`; None when there are too few."""
     if top is None or top - last_id <= sizes.min_rows:

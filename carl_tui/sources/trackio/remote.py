@@ -20,8 +20,8 @@ read them never stops the metrics (it shows as the source's limitation until it
 clears).
 
 Newest first, coarse to fine (`preview = True`, set by the dashboard): before
-paging through a long history, one query reads its newest `PREVIEW_TAIL_ROWS`
-rows and one more a strided sample of the rest (`id IN (...)`: point lookups on
+paging through a long history, one query reads its newest rows
+and one more a strided sample of the rest (`preview.SIZES`) (`id IN (...)`: point lookups on
 the server, whatever the history's length); they are sent as
 `ScalarBatch(preview=True)`, and an empty preview batch per run once the pages
 have reached the newest row previewed (`remote_preview.py`).
@@ -52,9 +52,10 @@ import orjson
 
 from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
 from carl_tui.hub import HubToken, find_token
-from carl_tui.sources.base import PolledSource, SourceError
+from carl_tui.sources.base import HOLD_MAX_S, PolledSource, SourceError
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trackio.preview import PreviewSizes, PreviewState
+from carl_tui.sources.trackio import preview as pv
+from carl_tui.sources.trackio.preview import PreviewState
 from carl_tui.sources.trackio.remote_extras import RemoteExtras
 from carl_tui.sources.trackio.remote_http import (
     NOT_AUTHORISED,
@@ -73,10 +74,6 @@ __all__ = ["NOT_AUTHORISED", "SOURCE", "RemoteRun", "TrackioRemoteSource", "is_l
 
 SOURCE = "trackio-remote"
 MAX_PAGES_PER_POLL = 10
-PREVIEW_MIN_ROWS = 30_000  # a shorter history is simply paged through
-PREVIEW_TAIL_ROWS = 1_000
-PREVIEW_SAMPLE_ROWS = 1_500
-HOLD_MAX_S = 2.0  # longest wait, after a preview, for the screen to show it (`hold`)
 FALLBACK_LIMITATION = "server has no incremental queries: history down-sampled by the server"
 _HF_HOST_SUFFIXES = (".hf.space", "huggingface.co", ".hf.co")
 _SPACE_URL = re.compile(
@@ -371,8 +368,7 @@ class TrackioRemoteSource(PolledSource):
 
     def _preview_events(self) -> list[Event]:
         """A coarse view of a long history (see the module doc); [] for a short one."""
-        sizes = PreviewSizes(PREVIEW_MIN_ROWS, PREVIEW_TAIL_ROWS, PREVIEW_SAMPLE_ROWS)
-        got = read_preview(self, sizes)
+        got = read_preview(self, pv.SIZES)
         if got is None or not got[0]:
             return []
         batches, top = got
