@@ -172,7 +172,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
         others = self.compare or self.overlay
         compared = (tuple(self.compare), self.overlay,
                     self.carl.store.version if others else None)
-        key = (snap.run.key, snap.version, self.app.theme, compared)
+        key = (snap.run.key, snap.version, compared)  # a theme change: each plot redraws itself
         plots = [p for p in self.all_plots() if p.display]
         wanted = others and any(p.wants(key, self.chart) for p in plots)
         runs = self._compared(snap) if wanted else []
