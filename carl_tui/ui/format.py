@@ -6,6 +6,7 @@ import math
 import time
 
 DASH = "–"
+PROVISIONAL = "≈"  # before a value read from a coarse preview, while the history is read
 
 
 def value_text(v: float | None) -> str:

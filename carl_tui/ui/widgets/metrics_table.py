@@ -15,11 +15,10 @@ from textual.widgets.data_table import CellDoesNotExist
 from carl_tui.metric_names import display_order
 from carl_tui.store.snapshot import RunSnapshot, SeriesView
 from carl_tui.ui.chart import trend_value
-from carl_tui.ui.format import value_text
+from carl_tui.ui.format import PROVISIONAL, value_text
 
 COLUMNS = ("metric", "last", "trend", "min", "max", "step")
 METRIC_WIDTH = 22
-PROVISIONAL = "≈"
 
 
 def extreme_text(v: float | None, provisional: bool) -> str | Text:

@@ -8,10 +8,9 @@ from rich.text import Text
 from textual.widgets import Static
 
 from carl_tui.store.snapshot import RunSnapshot
-from carl_tui.ui.format import short_value
+from carl_tui.ui.format import PROVISIONAL, short_value
 
 PHASE_ORDER = ("baseline", "melting", "transition", "crystallisation", "converged")
-PROVISIONAL = "≈"  # read from a coarse preview while the history is still read
 
 
 def _history_text(snap: RunSnapshot) -> str:
