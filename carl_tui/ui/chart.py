@@ -260,15 +260,15 @@ def build_view(
     if settings.last_n and snap.last_step is not None:
         lo_step = snap.last_step - settings.last_n
     log_y = metric in settings.log_y
+    x_map = x_map_for(snap, x_axis)
+    if main is not None and x_axis != "step" and (x_map is None or x_map.steps.size < 1):
+        need = "wall times" if x_axis == "time" else TOKENS  # (to_x would give None)
+        return PlotView(title=title, empty=f"this run logs no {need}: press x for another axis")
     frame = _Frame()
     for o in overlays:
         _add_trace(frame, o.label, o.series, o.x_map, o.color_var, settings, lo_step, log_y)
-    x_map = x_map_for(snap, x_axis)
     if main is not None:
         _add_trace(frame, snap.run.label, main, x_map, color_var, settings, lo_step, log_y)
-    if main is not None and to_x(main.steps[:1], x_map, x_axis) is None:
-        need = "wall times" if x_axis == "time" else TOKENS
-        return PlotView(title=title, empty=f"this run logs no {need}: press x for another axis")
     if not frame.xs or not any(x.size for x in frame.xs):
         empty = "waiting for data…" if main is None else "no points in this range"
         if metric == mn.PHI and main is None and snap.vocab_size is None \
