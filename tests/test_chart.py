@@ -1,0 +1,73 @@
+"""What a plot shows (`ui/chart.build_view`), checked on a run shaped like a real one:
+the x axis by step, by tokens seen and by elapsed time, the range of the last N steps,
+and a clear word when the run does not log what an axis needs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from carl_tui.events import RunRef, ScalarBatch
+from carl_tui.store import RunStore
+from carl_tui.ui.chart import ChartSettings, build_view
+
+RUN = RunRef("jsonl", "p", "r1", "sft-run")
+T0 = 1_790_000_000.0
+
+
+def snapshot(*, tokens: bool = True, times: bool = True):
+    """200 steps of a falling, noisy loss; tokens seen grow unevenly; ~1.3 s a step."""
+    rng = np.random.default_rng(3)
+    steps = np.arange(1, 201, dtype=np.int64)
+    loss = 2.4 * np.exp(-steps / 70) + 0.05 + rng.normal(0, 0.02, steps.size)
+    columns = {"loss": loss}
+    if tokens:
+        columns["num_tokens"] = np.cumsum(rng.integers(300, 700, steps.size)).astype(float)
+    t = T0 + np.cumsum(rng.uniform(1.1, 1.5, steps.size)) if times else None
+    store = RunStore()
+    store.apply([ScalarBatch(RUN, steps, columns, wall_time=None if t is None else t[-1],
+                             times=t)])
+    return store.snapshot(RUN.key), steps, columns, t
+
+
+def main_trace(view):
+    (trace,) = [t for t in view.traces if not t.faint]
+    return trace
+
+
+def test_by_step_every_point_at_its_step():
+    snap, steps, columns, _ = snapshot()
+    view = build_view("loss", snap, settings=ChartSettings())
+    trace = main_trace(view)
+    assert trace.xs.tolist() == steps.astype(float).tolist()
+    assert trace.ys == pytest.approx(columns["loss"])
+    assert view.x_label == "step"
+
+
+def test_by_tokens_each_step_at_the_tokens_seen_then():
+    snap, _, columns, _ = snapshot()
+    trace = main_trace(build_view("loss", snap, settings=ChartSettings(x_axis="tokens")))
+    assert trace.xs == pytest.approx(columns["num_tokens"])
+
+
+def test_by_time_each_step_at_its_elapsed_seconds():
+    snap, _, _, t = snapshot()
+    trace = main_trace(build_view("loss", snap, settings=ChartSettings(x_axis="time")))
+    assert trace.xs == pytest.approx(t - t[0])
+
+
+def test_the_last_n_steps_only():
+    snap, steps, columns, _ = snapshot()
+    trace = main_trace(build_view("loss", snap, settings=ChartSettings(last_n=50)))
+    assert trace.xs.min() >= 150 and trace.xs.max() == 200
+    shown = steps >= trace.xs.min()
+    assert trace.ys == pytest.approx(columns["loss"][shown])
+
+
+@pytest.mark.parametrize("axis,need,kw", [("tokens", "num_tokens", {"tokens": False}),
+                                           ("time", "wall times", {"times": False})])
+def test_an_axis_the_run_cannot_give_says_so(axis, need, kw):
+    snap, *_ = snapshot(**kw)
+    view = build_view("loss", snap, settings=ChartSettings(x_axis=axis))
+    assert view.traces == ()
+    assert view.empty == f"this run logs no {need}: press x for another axis"
