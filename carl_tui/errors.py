@@ -36,6 +36,13 @@ class CarlError(Exception):
         return self.message
 
 
+class SourceError(CarlError):
+    """A failure of a source a user should read in the status bar. `retry` says
+    whether trying again can help (401/403/404 with a wrong name usually cannot).
+    (Here rather than in `sources/base.py`, which re-exports it, so that what the CLI
+    checks before the first frame imports no reader.)"""
+
+
 _NETWORK_CLASS_NAMES = frozenset({
     "ConnectError", "ConnectTimeout", "ReadTimeout", "WriteTimeout", "PoolTimeout",
     "TimeoutException", "NetworkError", "ReadError", "WriteError", "RemoteProtocolError",

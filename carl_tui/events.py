@@ -3,6 +3,10 @@
 Events are small immutable values with no I/O and no Textual. Metric points
 travel in columnar batches (`ScalarBatch`) so that loading a million steps is a
 handful of numpy operations rather than millions of Python objects.
+
+Importing this module does not import numpy (the CLI checks what the user named,
+and the dashboard draws its first frame, before numpy loads): numpy is imported
+where a batch is built.
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +82,8 @@ class ScalarBatch:
     ) -> ScalarBatch:
         """Build a batch from `(step, {metric: value})` rows (values already valid floats);
         `nonfinite` names the (metric, step) values the run logged as NaN or infinite."""
+        import numpy as np
+
         rows = list(rows)
         steps = np.fromiter((s for s, _ in rows), dtype=np.int64, count=len(rows))
         names: dict[str, None] = {}

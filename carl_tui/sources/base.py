@@ -23,7 +23,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from carl_tui.errors import CarlError, describe
+from carl_tui.errors import (
+    SourceError,  # noqa: F401  (sources import it from here)
+    describe,
+)
 from carl_tui.events import Event, SourceStatus
 from carl_tui.sources.tally import InputTally
 
@@ -32,11 +35,6 @@ from carl_tui.sources.tally import InputTally
 HOLD_MAX_S = 2.0
 
 log = logging.getLogger(__name__)
-
-
-class SourceError(CarlError):
-    """A failure a user should read in the status bar. `retry` says whether
-    trying again can help (401/403/404 with a wrong name usually cannot)."""
 
 
 @runtime_checkable
