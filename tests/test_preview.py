@@ -25,6 +25,7 @@ import pytest
 from carl_tui.events import RunMeta, RunRef, ScalarBatch
 from carl_tui.sources import jsonl as jl
 from carl_tui.sources.follow import sample_lines
+from carl_tui.sources.trackio import db as trackio_db
 from carl_tui.sources.trackio import local as tl
 from carl_tui.sources.trackio import preview as tpv
 from carl_tui.sources.trackio import remote as tr
@@ -271,7 +272,7 @@ def test_most_recent_is_the_run_of_the_newest_row(tmp_path):
     db = sqlite3.connect(tmp_path / "a.db")
     run_ids = {r for (r,) in db.execute("SELECT DISTINCT run_id FROM metrics")}
     db.close()
-    assert tl.most_recent(tmp_path) == ("a", RUN_ID) and run_ids == {RUN_ID}
+    assert trackio_db.most_recent(tmp_path) == ("a", RUN_ID) and run_ids == {RUN_ID}
 
 
 # -- JSONL: read from the end ---------------------------------------------------------

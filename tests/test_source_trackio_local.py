@@ -17,6 +17,7 @@ pytest.importorskip("trackio")
 
 from carl_tui.events import RunMeta, ScalarBatch
 from carl_tui.sources.base import SourceError
+from carl_tui.sources.trackio import db
 from carl_tui.sources.trackio import local as tl
 
 WRITER = textwrap.dedent(
@@ -122,15 +123,15 @@ def test_runs_filter_and_helpers(store, monkeypatch):
     only = tl.TrackioLocalSource("proj", root=store, runs=[runs[1].run_id])
     got = {e.run.run_id for e in drain(only) if isinstance(e, ScalarBatch)}
     assert got == {runs[1].run_id}
-    names = {p.name for p in tl.list_projects(store)}
+    names = {p.name for p in db.list_projects(store)}
     assert names == {"proj", "otherproject"}
-    assert tl.db_path("other project!", store).exists()
-    assert tl.most_recent(store) == ("otherproject", tl.list_runs("otherproject", store)[0].run_id)
+    assert db.db_path("other project!", store).exists()
+    assert db.most_recent(store) == ("otherproject", tl.list_runs("otherproject", store)[0].run_id)
     monkeypatch.setenv("TRACKIO_DIR", str(store))
-    assert tl.trackio_dir() == store
+    assert db.trackio_dir() == store
     monkeypatch.delenv("TRACKIO_DIR")
     monkeypatch.setenv("HF_HOME", "/x/hf")
-    assert str(tl.trackio_dir()) == "/x/hf/trackio"
+    assert str(db.trackio_dir()) == "/x/hf/trackio"
 
 
 def test_live_writer_every_point_once_in_order(tmp_path):
@@ -182,8 +183,8 @@ def test_old_schema_without_run_id_and_missing_db(tmp_path):
 
 
 def test_locked_database_retries_then_resumes(tmp_path, monkeypatch):
-    monkeypatch.setattr(tl, "BUSY_SLEEP_S", 0.001)
-    monkeypatch.setattr(tl, "BUSY_TIMEOUT_S", 0.01)
+    monkeypatch.setattr(db, "BUSY_SLEEP_S", 0.001)
+    monkeypatch.setattr(db, "BUSY_TIMEOUT_S", 0.01)
     path = tmp_path / "locked.db"
     writer = sqlite3.connect(path, isolation_level=None)
     writer.execute("PRAGMA journal_mode = DELETE")

@@ -1,5 +1,7 @@
 """Trackio, local and remote.
 
+db.py             where local databases are, their tables, each project's newest run
+                  (sqlite3 only: what the CLI checks before the first frame)
 local.py          a local project's SQLite database, followed by id
 local_extras.py   its system metrics and alerts
 local_read.py     reading blocks of rows into columns, in helper processes for a long history

@@ -47,17 +47,23 @@ import math
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import quote
 
 from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
 from carl_tui.sources.base import HOLD_MAX_S, PolledSource, SourceError
 from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio import preview as pv
+from carl_tui.sources.trackio.db import (
+    RunInfo,
+    connect,
+    db_path,
+    retry,
+    run_column,
+    table_columns,
+    trackio_dir,
+)
 from carl_tui.sources.trackio.local_extras import LocalExtras
 from carl_tui.sources.trackio.local_read import (
     HelperReading,
@@ -65,102 +71,13 @@ from carl_tui.sources.trackio.local_read import (
     RunBlock,
     group_by_run,
     run_columns,
-    table_columns,
 )
 from carl_tui.sources.trackio.preview import PreviewState, plan_preview
-from carl_tui.sources.trackio.system import X_KEY, load_json, run_column
+from carl_tui.sources.trackio.system import X_KEY, load_json
 
 SOURCE = "trackio"
-BUSY_RETRIES = 5
-BUSY_SLEEP_S = 0.05
-BUSY_TIMEOUT_S = 1.0  # SQLite's own wait for a lock, per attempt
 HELPER_MIN_ROWS = 200_000  # a longer history is read by helper processes too
 HELPER_BLOCK_ROWS = 10_000
-
-
-def trackio_dir() -> Path:
-    """Where Trackio keeps its databases on this machine."""
-    if os.environ.get("TRACKIO_DIR"):
-        return Path(os.environ["TRACKIO_DIR"]).expanduser()
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]).expanduser() / "trackio"
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache).expanduser() / "huggingface" / "trackio"
-
-
-def db_file_name(project: str) -> str:
-    """Trackio's file name for a project: only `[A-Za-z0-9_-]` kept."""
-    safe = "".join(c for c in project if c.isalnum() or c in "-_").rstrip()
-    return f"{safe or 'default'}.db"
-
-
-def db_path(project: str, root: Path | None = None) -> Path:
-    return Path(root if root is not None else trackio_dir()) / db_file_name(project)
-
-
-@dataclass(frozen=True, slots=True)
-class ProjectInfo:
-    name: str
-    path: Path
-    mtime: float  # newest write, counting the WAL file
-
-
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    run_id: str
-    name: str
-    rows: int
-    last_step: int | None
-    last_time: float | None
-
-
-def _mtime(path: Path) -> float:
-    """Newest write: the database, or its WAL while it holds data (a reader
-    may create an empty WAL, which is no write)."""
-    times = []
-    for p in (path, path.with_name(path.name + "-wal")):
-        try:
-            st = p.stat()
-        except OSError:
-            continue
-        if st.st_size or p is path:
-            times.append(st.st_mtime)
-    return max(times, default=0.0)
-
-
-def list_projects(root: Path | None = None) -> list[ProjectInfo]:
-    """Projects in the Trackio directory, most recently written first."""
-    root = Path(root if root is not None else trackio_dir())
-    if not root.is_dir():
-        return []
-    found = [
-        ProjectInfo(p.stem, p, _mtime(p))
-        for p in root.glob("*.db")
-        if p.is_file() and not p.stem.startswith("registry-")
-    ]
-    return sorted(found, key=lambda p: p.mtime, reverse=True)
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    if not path.exists():
-        raise SourceError(f"waiting for {path}")
-    uri = f"file:{quote(str(path))}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
-    conn.execute("PRAGMA query_only = ON")
-    return conn
-
-
-def _retry(fn, *args):
-    """Run fn, retrying briefly while the writer holds a lock."""
-    for attempt in range(BUSY_RETRIES):
-        try:
-            return fn(*args)
-        except sqlite3.OperationalError as exc:
-            text = str(exc).lower()
-            if ("locked" not in text and "busy" not in text) or attempt == BUSY_RETRIES - 1:
-                raise SourceError(f"trackio database: {exc}") from exc
-            time.sleep(BUSY_SLEEP_S * (attempt + 1))
-    raise AssertionError("unreachable")
 
 
 def _last_step(step, metrics) -> int | None:
@@ -174,10 +91,10 @@ def _last_step(step, metrics) -> int | None:
 def list_runs(project: str, root: Path | None = None) -> list[RunInfo]:
     """Runs of a project, the one written most recently first."""
     path = db_path(project, root)
-    conn = _connect(path)
+    conn = connect(path)
     try:
         key = run_column(table_columns(conn, "metrics"))
-        rows = _retry(
+        rows = retry(
             lambda: conn.execute(
                 f"SELECT m.{key}, m.run_name, g.n, m.step, m.timestamp, m.metrics "
                 f"FROM (SELECT {key} AS k, COUNT(*) AS n, MAX(id) AS last FROM metrics "
@@ -190,31 +107,6 @@ def list_runs(project: str, root: Path | None = None) -> list[RunInfo]:
         RunInfo(str(rid), str(name), int(n), _last_step(step, blob), iso_to_epoch(ts))
         for rid, name, n, step, ts, blob in rows
     ]
-
-
-def newest_run(project: str, root: Path | None = None) -> str | None:
-    """The run (id, or name in old databases) of the newest row of a project: one
-    lookup of the largest id, whatever the project's size."""
-    conn = _connect(db_path(project, root))
-    try:
-        key = run_column(_retry(table_columns, conn, "metrics"))
-        row = _retry(lambda: conn.execute(
-            f"SELECT {key} FROM metrics ORDER BY id DESC LIMIT 1").fetchone())
-    finally:
-        conn.close()
-    return None if row is None else str(row[0])
-
-
-def most_recent(root: Path | None = None) -> tuple[str, str] | None:
-    """(project, run_id) of the most recently written run, or None."""
-    for info in list_projects(root):
-        try:
-            run = newest_run(info.name, info.path.parent)
-        except (SourceError, sqlite3.Error):
-            continue
-        if run is not None:
-            return info.name, run
-    return None
 
 
 class TrackioLocalSource(PolledSource):
@@ -276,13 +168,13 @@ class TrackioLocalSource(PolledSource):
 
     def _open(self) -> sqlite3.Connection:
         if self._conn is None:
-            conn = _connect(self.path)
+            conn = connect(self.path)
             try:
-                cols = _retry(table_columns, conn, "metrics")
+                cols = retry(table_columns, conn, "metrics")
                 if not cols:
                     raise SourceError(f"waiting for the metrics table in {self.path}")
                 self._key = run_column(cols)
-                self._has_configs = bool(_retry(table_columns, conn, "configs"))
+                self._has_configs = bool(retry(table_columns, conn, "configs"))
             except BaseException:
                 conn.close()
                 raise
@@ -295,7 +187,7 @@ class TrackioLocalSource(PolledSource):
     def poll(self) -> list[Event]:
         conn = self._open()
         try:
-            version = _retry(self._version, conn)
+            version = retry(self._version, conn)
             if version is not None and version == self._data_version and not self.behind:
                 return []  # nothing was committed since the last poll
             if self.preview and not self._preview.tried:
@@ -314,7 +206,7 @@ class TrackioLocalSource(PolledSource):
             raise
         if self._preview.ends(self.last_id, more):
             events.extend(self._preview.end())
-        system, alerts = self._extras.fetch(conn, _retry, self._key)
+        system, alerts = self._extras.fetch(conn, retry, self._key)
         self.limitation = "; ".join(x for x in (self._base_limitation, self._extras.error) if x)
         events.extend(self._extras.events(system, alerts, self._run_of, self.tally,
                                           self._last_x))
@@ -325,11 +217,11 @@ class TrackioLocalSource(PolledSource):
     def _read_metrics(self, conn: sqlite3.Connection) -> tuple[list[Event], bool]:
         """New configs and metrics rows (by helper processes while they read a long
         history), and whether more rows are waiting."""
-        configs = _retry(self._fetch_configs, conn) if self._has_configs else []
+        configs = retry(self._fetch_configs, conn) if self._has_configs else []
         events: list[Event] = list(self._config_events(configs))
         more = self._read_helped(conn, events)
         if more is None:
-            rows = _retry(self._fetch, conn)
+            rows = retry(self._fetch, conn)
             if rows:
                 events.extend(self._batches(conn, rows))
                 self.last_id = rows[-1][0]
@@ -340,7 +232,7 @@ class TrackioLocalSource(PolledSource):
         """The next range of a long history, read by helper processes (appended to
         `events`); returns whether more is waiting, or None to read in-process."""
         if self._helped.reader is None and not self._helped.tried and self.helpers > 0:
-            top = _retry(lambda: conn.execute("SELECT MAX(id) FROM metrics").fetchone()[0])
+            top = retry(lambda: conn.execute("SELECT MAX(id) FROM metrics").fetchone()[0])
             self._queries += 1
             self._helped.start(self.path, self._key, self.last_id, top, workers=self.helpers,
                                min_rows=HELPER_MIN_ROWS, block_rows=HELPER_BLOCK_ROWS)
@@ -376,22 +268,22 @@ class TrackioLocalSource(PolledSource):
 
     def _preview_events(self, conn: sqlite3.Connection) -> list[Event]:
         """A coarse view of a long history (see the module doc); [] for a short one."""
-        top = _retry(lambda: conn.execute("SELECT MAX(id) FROM metrics").fetchone()[0])
+        top = retry(lambda: conn.execute("SELECT MAX(id) FROM metrics").fetchone()[0])
         self._queries += 1
         plan = plan_preview(self.last_id, top, pv.SIZES)
         if plan is None:
             return []
         cols = f"m.id, m.{self._key}, m.step, m.metrics"
-        sample = _retry(lambda: conn.execute(
+        sample = retry(lambda: conn.execute(
             "WITH RECURSIVE s(x) AS (SELECT ? UNION ALL SELECT x + ? FROM s WHERE x + ? <= ?) "
             f"SELECT {cols} FROM s CROSS JOIN metrics AS m ON m.id = s.x ORDER BY m.id",
             (plan.first, plan.stride, plan.stride, plan.tail_from),
         ).fetchall())
-        tail = _retry(lambda: conn.execute(
+        tail = retry(lambda: conn.execute(
             f"SELECT {cols} FROM metrics AS m WHERE m.id > ? ORDER BY m.id", (plan.tail_from,)
         ).fetchall())
         self._queries += 2
-        configs = _retry(self._fetch_configs, conn) if self._has_configs else []
+        configs = retry(self._fetch_configs, conn) if self._has_configs else []
         events: list[Event] = list(self._config_events(configs))
         batches = self._batches(conn, sample + tail, preview=True)
         if not batches:
@@ -415,7 +307,7 @@ class TrackioLocalSource(PolledSource):
     def _row_info(self, conn: sqlite3.Connection, row_id: int) -> tuple[str, str | None]:
         """(run name, timestamp) of one row."""
         self._queries += 1
-        row = _retry(lambda: conn.execute(
+        row = retry(lambda: conn.execute(
             "SELECT run_name, timestamp FROM metrics WHERE id = ?", (row_id,)).fetchone())
         return ("", None) if row is None else (str(row[0]), row[1])
 

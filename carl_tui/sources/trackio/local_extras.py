@@ -17,7 +17,7 @@ from carl_tui.events import Event, RunRef
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio import system as ts
-from carl_tui.sources.trackio.local_read import table_columns
+from carl_tui.sources.trackio.db import run_column, table_columns
 
 #: The run of a row (key, name) -> its RunRef, or None when the run is not followed.
 RunOf = Callable[[Any, Any], "RunRef | None"]
@@ -90,7 +90,7 @@ class LocalExtras:
             if getattr(self, attr) is None:
                 cols = table_columns(conn, table)
                 if cols:
-                    setattr(self, attr, ts.run_column(cols))
+                    setattr(self, attr, run_column(cols))
 
     def _fetch_system(self, conn: sqlite3.Connection) -> list[tuple]:
         self.queries += 1

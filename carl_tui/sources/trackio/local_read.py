@@ -130,11 +130,6 @@ def group_by_run(rows: list[tuple], key_at: int = 1) -> dict[str, list[tuple]]:
 _CONNECTIONS: dict[str, sqlite3.Connection] = {}
 
 
-def table_columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    """The column names of `table` (empty when the database has no such table)."""
-    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-
-
 def _connection(path: str) -> sqlite3.Connection:
     conn = _CONNECTIONS.get(path)
     if conn is None:

@@ -55,6 +55,7 @@ from carl_tui.hub import HubToken, find_token
 from carl_tui.sources.base import HOLD_MAX_S, PolledSource, SourceError
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio import preview as pv
+from carl_tui.sources.trackio.db import run_column
 from carl_tui.sources.trackio.preview import PreviewState
 from carl_tui.sources.trackio.remote_extras import RemoteExtras
 from carl_tui.sources.trackio.remote_http import (
@@ -67,7 +68,6 @@ from carl_tui.sources.trackio.remote_http import (
 from carl_tui.sources.trackio.remote_logs import LogsFallback
 from carl_tui.sources.trackio.remote_preview import read_preview
 from carl_tui.sources.trackio.remote_rows import RunPoints, points_by_run
-from carl_tui.sources.trackio.system import run_column
 
 __all__ = ["NOT_AUTHORISED", "SOURCE", "RemoteRun", "TrackioRemoteSource", "is_local",
            "normalize_url", "parse_server"]

@@ -16,6 +16,7 @@ from carl_tui.events import Event
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.rows import short_repr
 from carl_tui.sources.trackio import system as ts
+from carl_tui.sources.trackio.db import run_column
 from carl_tui.sources.trackio.remote_http import PAGE_ROWS, UnknownApi
 from carl_tui.sources.trackio.remote_rows import run_key
 
@@ -108,7 +109,7 @@ class RemoteExtras:
         cols = data.get("columns") if isinstance(data, dict) else None
         if not isinstance(cols, list):
             raise SourceError(f"malformed reply from {src.url} (query without columns)")
-        col = ts.run_column(cols)
+        col = run_column(cols)
         self._col[table] = col
         return col
 

@@ -58,12 +58,6 @@ _GPU_FIELDS = {
 }
 
 
-def run_column(columns) -> str:
-    """The column a table names its run by: `run_id`, or `run_name` in databases
-    written before Trackio had run ids."""
-    return "run_id" if "run_id" in columns else "run_name"
-
-
 def load_json(blob: Any) -> dict | None:
     """A metrics cell (JSON text or bytes, or an already-decoded dict) as a dict, else None."""
     if isinstance(blob, dict):
