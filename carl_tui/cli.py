@@ -300,16 +300,14 @@ def _delegate(command: str, rest: list[str]) -> int:
 
 
 def _config(args, opened, **kw):
-    from carl_tui.store import RunStore
     from carl_tui.ui.app import DashboardConfig
 
-    store = RunStore(vocab_size=args.vocab_size, gate_metric=args.gate_metric)
     return DashboardConfig(
-        sources=opened.sources,
-        store=store,
+        sources=lambda: opened.sources,  # built after the first frame
         theme=args.theme,
         run=opened.run,
         vocab_size=args.vocab_size,
+        gate_metric=args.gate_metric,
         keymap=args.keymap,
         output_dir=getattr(args, "output_dir", None),
         push_repo=getattr(args, "push_repo", None),
@@ -364,7 +362,7 @@ def run_demo(args) -> int:
     print(f"carl-tui demo: training a tiny model on the CPU; stream {stream}, "
           f"log {job.log_path}", file=sys.stderr)
     run = demo_run(args.seed)
-    opened = Opened([open_file(stream, "jsonl", run=run)], "carl-tui · demo")
+    opened = Opened.of([open_file(stream, "jsonl", run=run)], "carl-tui · demo")
     config = _config(args, opened, on_exit=lambda: job.stop(grace=10, term_grace=5),
                      local_jobs=[(run, job)])
     try:

@@ -9,8 +9,11 @@ recording (`replay`). The CLI (dashboard, `summary`, `export`), the pickers
 and the launch form all open sources here.
 
 `check_request` validates without touching the network and raises
-`RequestError` naming the flag and what it accepts; `open_sources` builds the
-sources (imports of optional libraries happen here, lazily).
+`RequestError` naming the flag and what it accepts; `open_sources` checks what
+can be checked on this machine (the file, the Trackio project) and says how to
+build the sources: `Opened.sources` builds them on first use. Nothing here
+imports a reader (numpy and the rest) before that, so the dashboard draws its
+first frame first; the imports of optional libraries happen here, lazily.
 """
 
 from __future__ import annotations
@@ -20,11 +23,14 @@ import os
 import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from carl_tui.errors import CarlError
-from carl_tui.events import Event
+
+if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.events import Event
 
 SNIFF_BYTES = 16384
 
@@ -61,14 +67,24 @@ class SourceRequest:
 
 @dataclass
 class Opened:
-    """Sources to read, with what the dashboard needs to present them."""
+    """Sources to read, with what the dashboard needs to present them. `make` builds
+    the sources; `sources` calls it once, on first use."""
 
-    sources: list[Any]
+    make: Callable[[], list[Any]]
     title: str
     run: str | None = None  # the run to show first (id, name or key)
     list_projects: Callable[[], list[str]] | None = None
     open_project: Callable[[str], Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def sources(self) -> list[Any]:
+        return list(self.make())
+
+    @classmethod
+    def of(cls, sources: list[Any], title: str, run: str | None = None, **kw: Any) -> Opened:
+        """Sources already built."""
+        return cls(lambda: sources, title, run, **kw)
 
 
 # -- checking -----------------------------------------------------------------------
@@ -166,17 +182,23 @@ def _walk_names(p: Path, depth: int):
 
 
 def open_sources(req: SourceRequest) -> Opened:
-    """The sources for `req` (checked first). Raises RequestError."""
+    """The sources for `req` (checked first), built on first use of `Opened.sources`, or
+    now with `must_exist` (`summary`, `export`: no screen to draw first). Raises
+    RequestError."""
     check_request(req)
-    if req.replay is not None:
-        from carl_tui.sources.replay import ReplaySource
+    opened = _plan(req)
+    if req.must_exist:
+        _ = opened.sources
+    return opened
 
-        speed = math.inf if req.speed == 0 else req.speed
-        path = Path(req.replay)
-        return Opened([ReplaySource(path, speed=speed)], f"carl-tui · replay {path.name}", req.run)
+
+def _plan(req: SourceRequest) -> Opened:
+    if req.replay is not None:
+        return _open_replay(req)
     if req.watch is not None:
-        source = open_file(req.watch, req.file_format, settled=req.must_exist)
-        return Opened([source], f"carl-tui · {req.watch}", req.run)
+        watch, fmt, settled = req.watch, req.file_format, req.must_exist
+        return Opened(lambda: [open_file(watch, fmt, settled=settled)],
+                      f"carl-tui · {req.watch}", req.run)
     if req.trackio is not None:
         return _open_trackio_remote(req)
     if req.job is not None:
@@ -298,6 +320,17 @@ class AutoFileSource:
             self.inner.close()
 
 
+def _open_replay(req: SourceRequest) -> Opened:
+    speed = math.inf if req.speed == 0 else req.speed
+    path = Path(req.replay or "")
+
+    def make() -> list[Any]:
+        from carl_tui.sources.replay import ReplaySource
+
+        return [ReplaySource(path, speed=speed)]
+    return Opened(make, f"carl-tui · replay {path.name}", req.run)
+
+
 def _open_trackio_remote(req: SourceRequest) -> Opened:
     from carl_tui.sources.trackio.remote import TrackioRemoteSource, parse_server
 
@@ -305,7 +338,7 @@ def _open_trackio_remote(req: SourceRequest) -> Opened:
     project = req.project or project_in_url
     runs = [req.run] if req.run else None
     source = TrackioRemoteSource(url, project=project, runs=runs)
-    return Opened(
+    return Opened.of(
         [source], f"carl-tui · {url}", req.run,
         list_projects=source.list_projects,
         open_project=lambda name: TrackioRemoteSource(url, project=name),
@@ -321,16 +354,18 @@ def _open_job(req: SourceRequest) -> Opened:
         source = HfJobSource(req.job.strip(), namespace=req.namespace)  # type: ignore[union-attr]
     except ImportError as exc:
         raise RequestError(f"--job needs the [hub] extra: {exc}") from None
-    return Opened([source], f"carl-tui · job {req.job}", req.run)
+    return Opened.of([source], f"carl-tui · job {req.job}", req.run)
 
 
 def _open_tensorboard(req: SourceRequest) -> Opened:
-    from carl_tui.sources.tensorboard import TensorBoardSource
-
     runs = [req.run] if req.run else None
     logdir = Path(req.tensorboard or ".")
-    return Opened([TensorBoardSource(logdir, runs=runs)], f"carl-tui · tensorboard {logdir}",
-                  req.run)
+
+    def make() -> list[Any]:
+        from carl_tui.sources.tensorboard import TensorBoardSource
+
+        return [TensorBoardSource(logdir, runs=runs)]
+    return Opened(make, f"carl-tui · tensorboard {logdir}", req.run)
 
 
 def _open_wandb(req: SourceRequest) -> Opened:
@@ -338,16 +373,16 @@ def _open_wandb(req: SourceRequest) -> Opened:
 
     runs = [req.run] if req.run else None
     path = Path(req.wandb or ".")
-    return Opened([WandbSource(path, runs=runs)], f"carl-tui · wandb {path}", req.run)
+    return Opened.of([WandbSource(path, runs=runs)], f"carl-tui · wandb {path}", req.run)
 
 
 def _open_trackio_local(req: SourceRequest) -> Opened:
-    from carl_tui.sources.trackio import local as tl
+    from carl_tui.sources.trackio import db
 
-    root = Path(req.trackio_dir) if req.trackio_dir else tl.trackio_dir()
+    root = Path(req.trackio_dir) if req.trackio_dir else db.trackio_dir()
     project, run = req.project, req.run
     if project is None:
-        recent = tl.most_recent(root)
+        recent = db.most_recent(root)
         if recent is None:
             raise RequestError(
                 f"no Trackio projects in {root}. Point --trackio-dir or $TRACKIO_DIR at a "
@@ -356,12 +391,17 @@ def _open_trackio_local(req: SourceRequest) -> Opened:
             )
         project, recent_run = recent
         run = run or recent_run
-    elif not tl.db_path(project, root).exists():
-        names = ", ".join(p.name for p in tl.list_projects(root)) or "none"
+    elif not db.db_path(project, root).exists():
+        names = ", ".join(p.name for p in db.list_projects(root)) or "none"
         raise RequestError(f"--project: no Trackio project {project!r} in {root} "
                            f"(projects: {names})")
+
+    def source(name: str):
+        from carl_tui.sources.trackio.local import TrackioLocalSource
+
+        return TrackioLocalSource(name, root=root)
     return Opened(
-        [tl.TrackioLocalSource(project, root=root)], f"carl-tui · trackio {project}", run,
-        list_projects=lambda: [p.name for p in tl.list_projects(root)],
-        open_project=lambda name: tl.TrackioLocalSource(name, root=root),
+        lambda: [source(project)], f"carl-tui · trackio {project}", run,
+        list_projects=lambda: [p.name for p in db.list_projects(root)],
+        open_project=source,
     )
