@@ -32,28 +32,7 @@ from carl_tui import metric_names as mn
 from carl_tui.coherence.constants import SIGMA
 from carl_tui.store import RunSnapshot, SeriesView
 from carl_tui.ui.format import count_text, duration_text
-
-X_AXES = ("step", "time", "tokens")
-SMOOTHING_STEPS = (0.0, 0.6, 0.8, 0.9, 0.95, 0.99)
-RANGES: tuple[int | None, ...] = (None, 100, 1_000, 10_000, 100_000)
-TOKENS = "num_tokens"
-
-
-@dataclass(frozen=True)
-class ChartSettings:
-    x_axis: str = "step"
-    smoothing: float = 0.0
-    last_n: int | None = None
-    log_y: frozenset[str] = frozenset()
-
-    def describe(self) -> str:
-        parts = [f"x: {self.x_axis}"]
-        parts.append(f"smoothing {self.smoothing:g}" if self.smoothing else "raw")
-        parts.append(f"last {count_text(self.last_n)} steps" if self.last_n else "whole run")
-        return " · ".join(parts)
-
-
-DEFAULT_SETTINGS = ChartSettings()
+from carl_tui.ui.plot_view import DEFAULT_SETTINGS, TOKENS, WAITING, ChartSettings, PlotView
 
 
 @dataclass(frozen=True)
@@ -78,21 +57,6 @@ class LegendItem:
     symbol: str
     text: str
     color_var: str
-
-
-@dataclass(frozen=True)
-class PlotView:
-    title: str
-    traces: tuple[Trace, ...] = ()
-    marks: tuple[Mark, ...] = ()
-    legend: tuple[LegendItem, ...] = ()
-    xlim: tuple[float, float] = (0.0, 1.0)
-    ylim: tuple[float, float] = (0.0, 1.0)
-    xticks: tuple[tuple[float, ...], tuple[str, ...]] = ((), ())
-    yticks: tuple[tuple[float, ...], tuple[str, ...]] = ((), ())
-    x_label: str = "step"
-    empty: str = ""  # shown instead of a plot when there is nothing to draw
-    log_y: bool = False
 
 
 @dataclass(frozen=True)
@@ -253,7 +217,7 @@ def build_view(
 ) -> PlotView:
     title = _title(metric, snap)
     if snap is None:
-        return PlotView(title=title, empty="waiting for data…")
+        return PlotView(title=title, empty=WAITING)
     x_axis = settings.x_axis
     main = snap.series.get(metric)
     lo_step = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from carl_tui import metric_names as mn
-from carl_tui.ui import chart
+from carl_tui.ui import plot_view as chart
 
 
 class ChartKeys:

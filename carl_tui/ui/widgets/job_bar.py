@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.widgets import Static
 
-from carl_tui.events import JobStatus, JobUsage
 from carl_tui.ui.format import duration_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.events import JobStatus, JobUsage
 
 STAGE_STYLE = {
     "SCHEDULING": "bold yellow",

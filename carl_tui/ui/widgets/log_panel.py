@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.widgets import Log
 
-from carl_tui.store.snapshot import RunSnapshot
+if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.store.snapshot import RunSnapshot
 
 
 class LogPanel(Log):

@@ -7,15 +7,17 @@ are provisional: dimmed and marked "≈" (the latest value is exact).
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
 from carl_tui.metric_names import display_order
-from carl_tui.store.snapshot import RunSnapshot, SeriesView
-from carl_tui.ui.chart import trend_value
 from carl_tui.ui.format import PROVISIONAL, value_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.store.snapshot import RunSnapshot, SeriesView
 
 COLUMNS = ("metric", "last", "trend", "min", "max", "step")
 METRIC_WIDTH = 22
@@ -78,6 +80,8 @@ class MetricsTable(DataTable):
 
     @staticmethod
     def _cells(name: str, s: SeriesView, smoothing: float) -> tuple:
+        from carl_tui.ui.chart import trend_value  # numpy: loaded once data has arrived
+
         label = f"{name} (derived)" if s.derived else name
         if len(label) > METRIC_WIDTH:
             label = label[: METRIC_WIDTH - 1] + "…"

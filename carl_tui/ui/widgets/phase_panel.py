@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from carl_tui.store.snapshot import RunSnapshot
 from carl_tui.ui.format import PROVISIONAL, short_value
+
+if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.store.snapshot import RunSnapshot
 
 PHASE_ORDER = ("baseline", "melting", "transition", "crystallisation", "converged")
 

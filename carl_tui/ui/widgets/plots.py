@@ -5,28 +5,38 @@ traces, reference marks, the entropy peak, the gate and cascade steps, ticks)
 and draws it. The title sits in the panel's border and the legend in its
 bottom border, so nothing is ever drawn over the data. A plot redraws only
 when what it shows changed, and not while it is hidden.
+
+plotext (and numpy, through the view) load with the first data to draw: until
+then a plot is its panel and a line saying what it waits for, so the dashboard's
+first frame needs neither. The figure is textual-plotext's, themed from the app's
+theme as its `PlotextPlot` widget does.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
+from rich.align import Align
 from rich.text import Text
 from textual.color import Color, ColorParseError
-from textual_plotext import PlotextPlot
+from textual.widget import Widget
 
-from carl_tui.store import RunSnapshot
-from carl_tui.ui.chart import DEFAULT_SETTINGS, ChartSettings, Overlay, PlotView, build_view
+from carl_tui.ui.plot_view import DEFAULT_SETTINGS, WAITING, ChartSettings, PlotView
+
+if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.store import RunSnapshot
+    from carl_tui.ui.chart import Overlay
 
 FAINT = 0.35  # how much of a line's colour a faint (raw, under the smoothed) trace keeps
 
 
-class MetricPlot(PlotextPlot):
+class MetricPlot(Widget):
     """Call `show_run(...)`; the plot rebuilds its view when the size or data change."""
 
     DEFAULT_CSS = """
-    MetricPlot { height: 1fr; min-height: 6; }
+    MetricPlot { width: 1fr; height: 1fr; min-height: 6; }
     """
 
     def __init__(self, metric: str, *, color_var: str = "plot-extra", id: str | None = None,
@@ -34,7 +44,8 @@ class MetricPlot(PlotextPlot):
         super().__init__(id=id, classes=classes)
         self.metric = metric
         self.color_var = color_var
-        self.view = PlotView(title=metric, empty="waiting for data…")
+        self.view = PlotView(title=metric, empty=WAITING)
+        self._plot: Any = None  # textual-plotext's figure, made for the first data drawn
         self._inputs: tuple | None = None
         self._key: object = None
         self._drawn: object = None
@@ -67,24 +78,55 @@ class MetricPlot(PlotextPlot):
         return [t.label for t in self.view.traces if not t.faint]
 
     def on_mount(self) -> None:
-        super().on_mount()
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.redraw())
         self.redraw()
 
     def on_resize(self) -> None:
         self.redraw()
 
+    @property
+    def plt(self):
+        """The plotext figure (textual-plotext's `Plot`), made on first use."""
+        if self._plot is None:
+            from textual_plotext.plot import Plot
+
+            self._plot = Plot()
+        return self._plot
+
     def render(self):
+        if self.view.empty or self._plot is None:
+            return Align(Text(self.view.empty or WAITING, style="dim"), align="center",
+                         vertical="middle")
         t0 = time.perf_counter()
-        result = super().render()
+        w, h = self.size.width, self.size.height
+        plt = self._plot
+        plt.plotsize(w, h)
+        plt._set_size(w, h)  # as PlotextPlot.render does (textual-plotext issue 5)
+        plt.theme(self._plotext_theme())
+        result = Text.from_ansi(plt.build())
         self.render_cost = time.perf_counter() - t0
         return result
+
+    def _plotext_theme(self) -> str:
+        """The app's theme as a plotext theme (canvas and axes the panel's surface, ticks
+        the foreground), registered with plotext once per theme."""
+        from plotext._dict import themes
+        from textual_plotext.plot import _rgbify_theme, _sequence
+
+        name = f"textual-auto-{self.app.theme}"
+        if name not in themes:
+            surface = self._rgb("surface")
+            themes[name] = _rgbify_theme(surface, surface, self._rgb("foreground"), "default",
+                                         _sequence)
+        return name
 
     def redraw(self) -> None:
         if not self.is_mounted or self._inputs is None:
             if self.is_mounted:
                 self.border_title = self.view.title
             return
+        from carl_tui.ui.chart import build_view  # numpy: here with the run's data
+
         snap, overlays, settings = self._inputs
         w, h = self.size.width or 80, self.size.height or 20
         self.view = build_view(self.metric, snap, overlays, settings, color_var=self.color_var,
@@ -104,19 +146,14 @@ class MetricPlot(PlotextPlot):
         return color.rgb
 
     def _draw(self, view: PlotView) -> None:
+        self.border_title = view.title
+        self.border_subtitle = self._legend(view)
+        if view.empty:  # said in words (render), no figure
+            self.refresh()
+            return
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
-        self.border_title = view.title
-        self.border_subtitle = self._legend(view)
-        if view.empty:
-            plt.text(view.empty, x=0.5, y=0.5, alignment="center")
-            plt.xlim(0, 1)
-            plt.ylim(0, 1)
-            plt.xticks([], [])
-            plt.yticks([], [])
-            self.refresh()
-            return
         plt.xlabel(view.x_label)
         (x0, x1), (y0, y1) = view.xlim, view.ylim
         for t in sorted(view.traces, key=lambda t: not t.faint):  # faint ones underneath

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.widgets import Static
 
-from carl_tui.store.snapshot import RunSnapshot, StoreSummary
 from carl_tui.ui.format import age_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.store.snapshot import RunSnapshot, StoreSummary
 
 STATE_STYLE = {
     "live": "bold green",

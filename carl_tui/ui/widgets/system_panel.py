@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import math
 import time
+from typing import TYPE_CHECKING
 
-import numpy as np
 from rich.text import Text
 from textual.widgets import Static
 
-from carl_tui.store.snapshot import RunSnapshot
-from carl_tui.store.system import GpuView, SystemView
 from carl_tui.ui.format import age_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from carl_tui.store.snapshot import RunSnapshot
+    from carl_tui.store.system import GpuView, SystemView
 
 NO_DATA = "no system metrics logged"
 BAR_WIDTH = 12
@@ -48,6 +52,8 @@ def bar(frac: float | None, width: int = BAR_WIDTH, style: str = "cyan") -> Text
 
 def sparkline(values: np.ndarray, width: int = SPARK_WIDTH, top: float = 100.0) -> str:
     """The last `width` finite values as block characters on a 0..`top` scale."""
+    import numpy as np  # the panel is drawn empty in the first frame, before numpy loads
+
     v = np.asarray(values, dtype=np.float64)
     v = v[np.isfinite(v)][-width:]
     if not v.size:
