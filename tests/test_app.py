@@ -314,3 +314,35 @@ async def test_log_panel_shown_by_itself_follows_the_newest_line(tmp_path):
         text = html.unescape(app.export_screenshot()).replace("\xa0", " ")
         assert "log line 149" in text and "log line 000" not in text
         assert panel.is_vertical_scroll_end and panel.scroll_offset.y > 0
+
+
+async def test_the_footer_is_built_once_while_the_dashboard_starts(spec_events, monkeypatch):
+    """Textual's footer rebuilds its keys on every change of focus (three times while the
+    dashboard starts); ours only when the keys it shows change: once, with every key."""
+    from textual.widgets import Footer
+
+    from carl_tui.ui.keys import ACTION_KEYS, APP_KEYS, VIEW_KEYS
+
+    built = []
+    recompose = Footer.recompose
+
+    async def counted(self):
+        built.append(self)
+        await recompose(self)
+    monkeypatch.setattr(Footer, "recompose", counted)
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.pause(0.2)
+        footer = app.query_one(Footer)
+        shown = [w.description for w in footer.children if getattr(w, "description", "")]
+        want = [k.description for k in (*APP_KEYS, *VIEW_KEYS, *ACTION_KEYS) if k.show]
+        want.append("palette")  # ctrl+p, the command palette
+        assert len(built) == 1 and sorted(shown) == sorted(want)
+        await pilot.press("question_mark")  # another screen and back: the same keys
+        await pilot.pause(0.1)
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        assert app.screen is app.dashboard and len(built) == 1

@@ -163,3 +163,57 @@ def test_the_size_check_sees_a_long_function(tmp_path):
     assert oversized(long, tmp_path) == [
         f"probe.py:1 long is {MAX_FUNCTION_LINES + 1} lines (at most {MAX_FUNCTION_LINES})"
     ]
+
+
+def test_the_first_frame_loads_no_reader(tmp_path):
+    """The dashboard draws its first frame before numpy, plotext, the store or a
+    reader load (they load once it is on screen), then shows the run: here for the
+    default source, a local Trackio project, found and checked by the CLI first."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    store = tmp_path / "trackio"
+    store.mkdir()
+    db = sqlite3.connect(store / "proj.db")
+    db.execute("CREATE TABLE metrics (id INTEGER PRIMARY KEY AUTOINCREMENT, timestamp TEXT, "
+               "run_id TEXT, run_name TEXT, step INTEGER, metrics TEXT)")
+    db.executemany("INSERT INTO metrics (timestamp, run_id, run_name, step, metrics) "
+                   "VALUES (?, 'r-1', 'run', ?, ?)",
+                   [(f"2026-11-23T10:00:{i:02d}", i, f'{{"loss": {2.5 - i * 0.013}}}')
+                    for i in range(40)])
+    db.commit()
+    db.close()
+    code = f"""
+import asyncio, sys
+from carl_tui import cli
+from carl_tui.ui.app import CarlApp
+HEAVY = ("numpy", "plotext", "textual_plotext", "orjson", "carl_tui.store",
+         "carl_tui.sources.base", "carl_tui.sources.trackio.local")
+args = cli.build_parser().parse_args(["--trackio-dir", {str(store)!r}])
+cli.check_view_args(args)
+app = CarlApp(cli._config(args, cli.open_request(cli.source_request(args))))
+ready = CarlApp.screen_ready
+def screen_ready(self):
+    print("AT FIRST FRAME:", sorted(m for m in HEAVY if m in sys.modules))
+    print("TITLE:", self.dashboard.query_one("Header").screen_title)
+    ready(self)
+CarlApp.screen_ready = screen_ready
+async def main():
+    async with app.run_test() as pilot:
+        for _ in range(200):
+            await pilot.pause(0.05)
+            if app.snapshot is not None and app.snapshot.last_step == 39:
+                break
+        print("LAST:", app.snapshot.last_step, round(app.snapshot.series["loss"].last, 3))
+        print("AFTER:", sorted(m for m in HEAVY if m in sys.modules))
+asyncio.run(main())
+"""
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "AT FIRST FRAME: []" in out.stdout
+    assert "TITLE: carl-tui · trackio proj" in out.stdout
+    assert f"LAST: 39 {round(2.5 - 39 * 0.013, 3)}" in out.stdout
+    assert "AFTER: ['carl_tui.sources.base', 'carl_tui.sources.trackio.local', " \
+           "'carl_tui.store', 'numpy'" in out.stdout

@@ -6,6 +6,11 @@ one collapsing message; the UI thread takes an immutable snapshot of the run
 on screen and hands it to the widgets. The keys that act (launch, stop, push,
 diagnose, jobs) are the `ActionController`'s (`controller.py`). Threads never
 touch widgets.
+
+The first frame comes first: importing this module, and building and drawing the
+dashboard, loads neither numpy nor plotext nor any reader. Once that frame is on
+screen (`screen_ready`) the sources are built and started, and the store, the
+plots and the keys that act load as they are first used.
 """
 
 from __future__ import annotations
@@ -21,21 +26,22 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
+from carl_tui import metric_names as mn
 from carl_tui.errors import describe
-from carl_tui.events import RunRef
 from carl_tui.redact import redact
-from carl_tui.sources.base import Source
-from carl_tui.store import Notice, RunSnapshot, RunStore
-from carl_tui.ui import chart
 from carl_tui.ui.alerts import AlertConfig, desktop_sequences, load_alert_config
-from carl_tui.ui.follow import Follower
 from carl_tui.ui.keys import ACTION_KEYS, APP_KEYS
 from carl_tui.ui.messages import StoreChanged
+from carl_tui.ui.plot_view import ChartSettings
 from carl_tui.ui.screens.dashboard import DashboardScreen
 from carl_tui.ui.themes import load_themes
 
 if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.events import RunRef
+    from carl_tui.sources.base import Source
+    from carl_tui.store import Notice, RunSnapshot, RunStore
     from carl_tui.ui.controller import ActionController
+    from carl_tui.ui.follow import Follower
 
 DEFAULT_THEME = "carl-dark"
 
@@ -44,11 +50,13 @@ DEFAULT_THEME = "carl-dark"
 class DashboardConfig:
     """Everything the app needs; built by the CLI, or by tests."""
 
-    sources: Sequence[Source] = ()
-    store: RunStore | None = None
+    # The sources, or what builds them (the CLI's: called after the first frame).
+    sources: Sequence[Source] | Callable[[], Sequence[Source]] = ()
+    store: RunStore | None = None  # None: one with vocab_size and gate_metric
     theme: str = DEFAULT_THEME
     run: str | None = None  # preferred run: run_id, name or key
     vocab_size: int | None = None
+    gate_metric: str = mn.ACCURACY
     keymap: dict[str, str] = field(default_factory=dict)
     refresh_interval: float = 0.25
     on_exit: Callable[[], None] | None = None
@@ -67,7 +75,7 @@ class DashboardConfig:
     launch_defaults: Any = None  # the launch form's LaunchSpec; None: LaunchSpec()
     clock: Callable[[], float] = time.time  # for "updated 3s ago"; fixed in snapshot tests
     title: str = "carl-tui"
-    chart: chart.ChartSettings = field(default_factory=chart.ChartSettings)
+    chart: ChartSettings = field(default_factory=ChartSettings)
     plot_metrics: Sequence[str] = ()  # metrics plotted in the grid from the start
     alerts: AlertConfig | None = None  # None: read the config file
     save_dir: str = "."  # where ctrl+s writes the screen and the plotted data
@@ -84,35 +92,73 @@ class CarlApp(App[None]):
     def __init__(self, config: DashboardConfig):
         super().__init__()
         self.config = config
-        self.store = config.store or RunStore(vocab_size=config.vocab_size)
-        self.follower = Follower(self, self.store, config.sources, config.run)
+        self._store: RunStore | None = config.store
+        self._follower: Follower | None = None  # made on first use (after the first frame)
         self._controller: ActionController | None = None  # made on first use
         self.alert_config, self._alert_problem = (
             (config.alerts, "") if config.alerts is not None else load_alert_config())
         self.notices_shown: list[str] = []  # texts of notifications raised, for tests/help
         self._theme_names: list[str] = []
+        self._theme_problem = self._set_theme(config.theme)
         self._screen_built = False
         self._quitting = False
         self.title = config.title
 
+    def _set_theme(self, wanted: str) -> str:
+        """Register the themes and choose one before the first frame (its CSS is then
+        worked out once); what went wrong, to say once the app runs."""
+        for theme in load_themes():
+            self.register_theme(theme)
+            self._theme_names.append(theme.name)
+        problem = ""
+        if wanted not in self.available_themes:
+            problem = f"unknown theme {wanted!r}; using {DEFAULT_THEME}"
+            wanted = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
+        self.theme = wanted
+        return problem
+
+    @property
+    def store(self) -> RunStore:
+        """The run store (numpy: made after the first frame, unless asked for earlier)."""
+        if self._store is None:
+            from carl_tui.store import RunStore
+
+            self._store = RunStore(vocab_size=self.config.vocab_size,
+                                   gate_metric=self.config.gate_metric)
+        return self._store
+
+    @property
+    def follower(self) -> Follower:
+        """What reads the sources into the store (built, not started, on first use)."""
+        if self._follower is None:
+            from carl_tui.ui.follow import Follower
+
+            sources = self.config.sources
+            if callable(sources):
+                sources = sources()
+            self._follower = Follower(self, self.store, sources, self.config.run)
+        return self._follower
+
     @property
     def controller(self) -> ActionController:
-        """The keys that act (imported when first needed: not for the first frame)."""
+        """The keys that act, and the local jobs they watch (made and started when first
+        needed: at once for local jobs started before the app, else on the first key)."""
         if self._controller is None:
             from carl_tui.ui.controller import ActionController
 
             self._controller = ActionController(self, self.store, self.follower, self.config)
+            self._controller.start()
         return self._controller
 
     # -- what tests and the controller read ------------------------------------
 
     @property
     def snapshot(self) -> RunSnapshot | None:
-        return self.follower.snapshot
+        return None if self._follower is None else self._follower.snapshot
 
     @property
     def current_run(self) -> str | None:
-        return self.follower.current_run
+        return None if self._follower is None else self._follower.current_run
 
     @property
     def local_jobs(self):
@@ -126,19 +172,9 @@ class CarlApp(App[None]):
     def get_default_screen(self) -> DashboardScreen:
         return DashboardScreen(self.config.chart, self.config.plot_metrics, self.config.save_dir)
 
-    def on_load(self) -> None:
-        # Start reading before the screen is built: a long history loads meanwhile.
-        self.follower.start()
-
     def on_mount(self) -> None:
-        for theme in load_themes():
-            self.register_theme(theme)
-            self._theme_names.append(theme.name)
-        wanted = self.config.theme
-        if wanted not in self.available_themes:
-            self.notify(f"unknown theme {wanted!r}; using {DEFAULT_THEME}", severity="warning")
-            wanted = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
-        self.theme = wanted
+        if self._theme_problem:
+            self.notify(self._theme_problem, severity="warning")
         if self.config.keymap:
             self.set_keymap(self.config.keymap)
         if self._alert_problem:
@@ -147,18 +183,20 @@ class CarlApp(App[None]):
         self.set_interval(1.0, self._refresh_status)
         self.theme_changed_signal.subscribe(self, lambda _theme: self._show(self.snapshot))
         if self.config.local_jobs:
-            self.controller.start()
-        else:  # nothing to adopt: its timer can start after the first frame
-            self.call_after_refresh(lambda: self.controller.start())
+            _ = self.controller  # adopts them: `s` stops them from the first frame
 
     def screen_ready(self) -> None:
-        """The dashboard's widgets exist: show what arrived meanwhile."""
+        """The dashboard's first frame is on screen: start reading (the sources, the
+        store and numpy load now) and show what arrives."""
         self._screen_built = True
+        self.follower.start()
+        self.dashboard.prepare_plots()  # while the sources read their first rows
         self.pull()
 
     def on_unmount(self) -> None:
         self._quitting = True
-        self.follower.stop(timeout=0.3)
+        if self._follower is not None:
+            self._follower.stop(timeout=0.3)
         if self.config.on_exit is not None:
             self.config.on_exit()
 

@@ -59,10 +59,15 @@ class Follower:
         self._pending_follow: str | None = None
         self._follow_project: str | None = None
         self._next_pull = 0.0
+        self._started = False
 
     # -- sources ---------------------------------------------------------------
 
     def start(self) -> None:
+        """Start reading every source (once; a source added later starts at once)."""
+        if self._started:
+            return
+        self._started = True
         for runner in self.runners:
             self._start(runner)
 
@@ -76,7 +81,8 @@ class Follower:
         `follow`, switch to that run key as soon as it has data."""
         runner = SourceRunner(enable_preview(source, self.painted), self.emit)
         self.runners.append(runner)
-        self._start(runner)
+        if self._started:
+            self._start(runner)
         if follow:
             self.follow(follow)
         return runner

@@ -15,15 +15,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Header
+from textual.widgets import Header
 
 from carl_tui import metric_names as mn
 from carl_tui.errors import describe
-from carl_tui.store import RunSnapshot
-from carl_tui.ui import chart
 from carl_tui.ui.keys import VIEW_KEYS
+from carl_tui.ui.plot_view import ChartSettings
 from carl_tui.ui.screens.chart_keys import ChartKeys
 from carl_tui.ui.widgets.job_bar import JobBar
+from carl_tui.ui.widgets.key_footer import KeyFooter
 from carl_tui.ui.widgets.log_panel import LogPanel
 from carl_tui.ui.widgets.metrics_table import MetricsTable
 from carl_tui.ui.widgets.phase_panel import PhasePanel
@@ -33,7 +33,9 @@ from carl_tui.ui.widgets.status_bar import StatusBar
 from carl_tui.ui.widgets.system_panel import SystemPanel
 
 if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.store import RunSnapshot
     from carl_tui.ui.app import CarlApp
+    from carl_tui.ui.chart import Overlay
 
 OVERLAY_COLORS = tuple(f"plot-overlay-{i}" for i in range(4))
 
@@ -44,7 +46,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
         for k in VIEW_KEYS
     ]
 
-    def __init__(self, settings: chart.ChartSettings, plot_metrics=(), save_dir: str = "."):
+    def __init__(self, settings: ChartSettings, plot_metrics=(), save_dir: str = "."):
         super().__init__()
         self.phi = MetricPlot(mn.PHI, color_var="plot-phi", id="phi-plot", classes="panel")
         self.entropy = MetricPlot(mn.ENTROPY, color_var="plot-entropy", id="entropy-plot",
@@ -83,7 +85,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
         yield self.log_panel
         yield self.job_bar
         yield self.status
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.phase.border_title = "phase"
@@ -106,6 +108,14 @@ class DashboardScreen(ChartKeys, Screen[None]):
         self.set_class(width >= 180 and height >= 50, "-wide")
 
     # -- showing ---------------------------------------------------------------
+
+    @staticmethod
+    def prepare_plots() -> None:
+        """Load what drawing a run takes (plotext, the chart's numpy maths): the app
+        calls this once the sources are reading, so that the first rows find it loaded."""
+        import textual_plotext.plot  # noqa: F401
+
+        import carl_tui.ui.chart  # noqa: F401
 
     def all_plots(self) -> list[MetricPlot]:
         return [self.phi, self.entropy, *self.grid.query(MetricPlot)]
@@ -161,10 +171,11 @@ class DashboardScreen(ChartKeys, Screen[None]):
         return out
 
     def _overlays(self, compared: list[tuple[RunSnapshot, str]],
-                  metric: str) -> list[chart.Overlay]:
+                  metric: str) -> list[Overlay]:
         """The same metric of the compared runs."""
-        return [chart.Overlay(other.run.label, s, chart.x_map_for(other, self.chart.x_axis),
-                              color)
+        from carl_tui.ui.chart import Overlay, x_map_for
+
+        return [Overlay(other.run.label, s, x_map_for(other, self.chart.x_axis), color)
                 for other, color in compared
                 if (s := other.series.get(metric)) is not None]
 
