@@ -316,6 +316,40 @@ async def test_log_panel_shown_by_itself_follows_the_newest_line(tmp_path):
         assert panel.is_vertical_scroll_end and panel.scroll_offset.y > 0
 
 
+async def test_log_panel_follows_the_newest_line_of_the_run_switched_to(tmp_path):
+    """From a run whose few lines fit (the panel has no scrollbar) to one with many: the
+    panel shows the new run's newest lines, not its first ones."""
+    import html
+    import json
+
+    from carl_tui.sources.open import open_file
+
+    def write(name: str, n_logs: int):
+        path = tmp_path / f"{name}.jsonl"
+        rows = [{"step": s, "loss": 2.0 / s} for s in range(1, 21)]
+        logs = [{"event": "log", "text": f"{name} line {i:03d}"} for i in range(n_logs)]
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows + logs))
+        return open_file(path)
+
+    app = build_app(DashboardConfig(sources=[write("short", 5), write("long", 150)],
+                                    refresh_interval=0.05))
+    async with app.run_test(size=SIZE) as pilot:
+        store = app.store
+        await wait_for(pilot, lambda: len(store.runs()) == 2)
+        keys = {r.name: r.key for r in store.runs()}
+        panel = app.screen.log_panel
+        app.switch_run(keys["short"])
+        if panel.has_class("-hidden"):
+            await pilot.press("v")
+        await wait_for(pilot, lambda: panel.region.height > 0 and panel.line_count == 5)
+        app.switch_run(keys["long"])
+        await wait_for(pilot, lambda: panel.line_count == 150 and panel.is_vertical_scroll_end
+                       and panel.scroll_offset.y > 0)
+        await pilot.pause(0.1)
+        text = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+        assert "long line 149" in text and "long line 000" not in text
+
+
 async def test_the_footer_is_built_once_while_the_dashboard_starts(spec_events, monkeypatch):
     """Textual's footer rebuilds its keys on every change of focus (three times while the
     dashboard starts); ours only when the keys it shows change: once, with every key."""

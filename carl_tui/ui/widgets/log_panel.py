@@ -32,11 +32,19 @@ class LogPanel(Log):
             self.scroll_end(animate=False)
         self.border_subtitle = "follow" if on else "paused (F to follow)"
 
+    def watch_virtual_size(self, _size) -> None:
+        # New lines, or their width worked out (Textual's Log does that in a worker): in
+        # follow mode the end stays in view, once the refresh has given the panel its
+        # scrollbar (a panel whose lines fitted, showing another run, has none yet).
+        if self.auto_scroll:
+            self.scroll_end(animate=False, x_axis=False)
+
     def on_resize(self) -> None:
         # Lines written while the panel was hidden (no size yet) scrolled nowhere: once
-        # it has a size, follow mode shows the newest lines.
+        # it has a size, follow mode shows the newest lines (after the refresh that lays
+        # them out: before it, the end may still be the top).
         if self.auto_scroll:
-            self.scroll_end(animate=False, immediate=True, x_axis=False)
+            self.scroll_end(animate=False, x_axis=False)
 
     def show(self, snap: RunSnapshot | None) -> None:
         if snap is None:
