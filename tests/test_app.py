@@ -350,6 +350,29 @@ async def test_log_panel_follows_the_newest_line_of_the_run_switched_to(tmp_path
         assert "long line 149" in text and "long line 000" not in text
 
 
+async def test_a_finished_runs_numbers_are_drawn_whole():
+    """Every value of the table is on screen in full once the run stops changing (the
+    columns are fitted before the cells are written, not when the table is next idle:
+    a replayed run then kept "0.93" on screen for 0.9378)."""
+    import html
+    from pathlib import Path
+
+    from carl_tui.sources.replay import ReplaySource
+
+    recording = Path(__file__).resolve().parents[1] / "recordings" / "tiny-demo.jsonl"
+    src = ReplaySource(recording, speed=float("inf"))
+    app = make_app(src, plot_metrics=("reward", "loss"))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: src.finished and app.snapshot is not None
+                       and app.snapshot.last_step == 394, timeout=10)
+        await pilot.pause(0.3)
+        text = html.unescape(app.export_screenshot()).replace("\xa0", " ")
+        for metric in ("phi", "entropy"):
+            for column in ("last", "min", "max"):
+                cell = table_cell(app, metric, column)
+                assert len(cell) >= 6 and f" {cell} " in text, (metric, column, cell)
+
+
 async def test_the_footer_is_built_once_while_the_dashboard_starts(spec_events, monkeypatch):
     """Textual's footer rebuilds its keys on every change of focus (three times while the
     dashboard starts); ours only when the keys it shows change: once, with every key."""

@@ -2,6 +2,11 @@
 
 While a long history is still being read after a coarse preview, min and max
 are provisional: dimmed and marked "≈" (the latest value is exact).
+
+Each column is as wide as its widest cell, set before the cells are written.
+(Textual's DataTable measures auto-width columns when it is next idle, after a
+frame may already have drawn the new cells at the old widths; a finished run
+then kept numbers cut short: "0.93" for 0.9378.)
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
@@ -29,6 +35,10 @@ def extreme_text(v: float | None, provisional: bool) -> str | Text:
     if provisional and v is not None:
         return Text(PROVISIONAL + text, style="dim")
     return text
+
+
+def _width(cell: str | Text) -> int:
+    return cell.cell_len if isinstance(cell, Text) else cell_len(cell)
 
 
 def trend_text(s: SeriesView, trend: float) -> Text:
@@ -64,19 +74,30 @@ class MetricsTable(DataTable):
             for name in sorted(snap.series, key=display_order)
             if name not in hidden
         }
-        if list(wanted) != [k.value for k in self.rows]:
+        rows = {name: self._cells(name, s, smoothing) for name, s in wanted.items()}
+        self._fit_columns(rows.values())
+        if list(rows) != [k.value for k in self.rows]:
             # A metric appeared (or was shown again): rebuild in display order,
             # keeping the cursor on the metric it was on.
             selected = self.selected_metric
             self.clear()
-            for name, s in wanted.items():
-                self.add_row(*self._cells(name, s, smoothing), key=name)
-            if selected in wanted:
-                self.move_cursor(row=list(wanted).index(selected))
+            for name, cells in rows.items():
+                self.add_row(*cells, key=name)
+            if selected in rows:
+                self.move_cursor(row=list(rows).index(selected))
             return
-        for name, s in wanted.items():
-            for col, value in zip(COLUMNS, self._cells(name, s, smoothing)):
-                self.update_cell(name, col, value, update_width=True)
+        for name, cells in rows.items():
+            for col, value in zip(COLUMNS, cells):
+                self.update_cell(name, col, value)
+
+    def _fit_columns(self, rows) -> None:
+        """Every column but the metric's as wide as its label or widest cell."""
+        widths = [cell_len(c) for c in COLUMNS]
+        for cells in rows:
+            widths = [max(w, _width(c)) for w, c in zip(widths, cells)]
+        for col, width in zip(COLUMNS[1:], widths[1:]):
+            column = self.columns[col]  # type: ignore[index]
+            column.width, column.auto_width = width, False
 
     @staticmethod
     def _cells(name: str, s: SeriesView, smoothing: float) -> tuple:
