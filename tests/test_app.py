@@ -403,3 +403,20 @@ async def test_the_footer_is_built_once_while_the_dashboard_starts(spec_events, 
         await pilot.press("escape")
         await pilot.pause(0.2)
         assert app.screen is app.dashboard and len(built) == 1
+
+
+async def test_a_source_that_cannot_be_built_is_said_not_raised():
+    """The CLI's sources are built after the first frame: one that fails there is a
+    notice on a dashboard that keeps running, not a traceback."""
+    def build():
+        raise OSError(13, "Permission denied", "/runs/locked.jsonl")
+
+    app = build_app(DashboardConfig(sources=build, refresh_interval=0.05))
+    async with app.run_test(size=SIZE) as pilot:
+        said = lambda: [n.message for n in app._notifications]
+        await wait_for(pilot, lambda: any("could not open the source" in m for m in said()))
+        await pilot.press("r")  # keys still work: "no runs yet"
+        await pilot.pause(0.2)
+        assert app.is_running and app.snapshot is None
+        assert any("Permission denied" in m and "/runs/locked.jsonl" in m for m in said())
+        assert "no runs yet" in said()

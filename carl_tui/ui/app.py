@@ -95,6 +95,7 @@ class CarlApp(App[None]):
         self._store: RunStore | None = config.store
         self._follower: Follower | None = None  # made on first use (after the first frame)
         self._controller: ActionController | None = None  # made on first use
+        self._source_problem = ""
         self.alert_config, self._alert_problem = (
             (config.alerts, "") if config.alerts is not None else load_alert_config())
         self.notices_shown: list[str] = []  # texts of notifications raised, for tests/help
@@ -135,7 +136,11 @@ class CarlApp(App[None]):
 
             sources = self.config.sources
             if callable(sources):
-                sources = sources()
+                try:
+                    sources = sources()
+                except Exception as exc:  # noqa: BLE001  (said on screen, never a traceback)
+                    self._source_problem = f"could not open the source: {describe(exc)}"
+                    sources = []
             self._follower = Follower(self, self.store, sources, self.config.run)
         return self._follower
 
@@ -190,6 +195,8 @@ class CarlApp(App[None]):
         store and numpy load now) and show what arrives."""
         self._screen_built = True
         self.follower.start()
+        if self._source_problem:
+            self.notify(self._source_problem, severity="error", timeout=15)
         self.dashboard.prepare_plots()  # while the sources read their first rows
         self.pull()
 
