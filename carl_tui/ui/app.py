@@ -34,7 +34,7 @@ from carl_tui.ui.keys import ACTION_KEYS, APP_KEYS
 from carl_tui.ui.messages import StoreChanged
 from carl_tui.ui.plot_view import ChartSettings
 from carl_tui.ui.screens.dashboard import DashboardScreen
-from carl_tui.ui.themes import load_themes
+from carl_tui.ui.themes import install_themes
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.events import RunRef
@@ -99,24 +99,12 @@ class CarlApp(App[None]):
         self.alert_config, self._alert_problem = (
             (config.alerts, "") if config.alerts is not None else load_alert_config())
         self.notices_shown: list[str] = []  # texts of notifications raised, for tests/help
-        self._theme_names: list[str] = []
-        self._theme_problem = self._set_theme(config.theme)
+        # The theme is chosen before the first frame (its CSS is then worked out once).
+        self._theme_names, self._theme_problem = install_themes(self, config.theme,
+                                                                DEFAULT_THEME)
         self._screen_built = False
         self._quitting = False
         self.title = config.title
-
-    def _set_theme(self, wanted: str) -> str:
-        """Register the themes and choose one before the first frame (its CSS is then
-        worked out once); what went wrong, to say once the app runs."""
-        for theme in load_themes():
-            self.register_theme(theme)
-            self._theme_names.append(theme.name)
-        problem = ""
-        if wanted not in self.available_themes:
-            problem = f"unknown theme {wanted!r}; using {DEFAULT_THEME}"
-            wanted = DEFAULT_THEME if DEFAULT_THEME in self.available_themes else "textual-dark"
-        self.theme = wanted
-        return problem
 
     @property
     def store(self) -> RunStore:

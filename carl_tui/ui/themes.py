@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.theme import Theme
+
+if TYPE_CHECKING:  # pragma: no cover
+    from textual.app import App
 
 try:
     import tomllib
@@ -58,3 +62,18 @@ def load_themes(folder: Path | None = None) -> list[Theme]:
         except (OSError, ValueError, TypeError, KeyError):
             continue
     return out
+
+
+def install_themes(app: App, wanted: str, default: str) -> tuple[list[str], str]:
+    """Register the themes with `app` and choose `wanted` (else `default`): the names
+    registered, and what went wrong (to say once the app runs)."""
+    names = []
+    for theme in load_themes():
+        app.register_theme(theme)
+        names.append(theme.name)
+    problem = ""
+    if wanted not in app.available_themes:
+        problem = f"unknown theme {wanted!r}; using {default}"
+        wanted = default if default in app.available_themes else "textual-dark"
+    app.theme = wanted
+    return names, problem
