@@ -362,7 +362,7 @@ def run_demo(args) -> int:
     print(f"carl-tui demo: training a tiny model on the CPU; stream {stream}, "
           f"log {job.log_path}", file=sys.stderr)
     run = demo_run(args.seed)
-    opened = Opened.of([open_file(stream, "jsonl", run=run)], "carl-tui · demo")
+    opened = Opened(lambda: [open_file(stream, "jsonl", run=run)], "carl-tui · demo")
     config = _config(args, opened, on_exit=lambda: job.stop(grace=10, term_grace=5),
                      local_jobs=[(run, job)])
     try:
