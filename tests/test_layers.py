@@ -165,13 +165,52 @@ def test_the_size_check_sees_a_long_function(tmp_path):
     ]
 
 
+FIRST_FRAME_PROBE = """
+import asyncio, sys
+from carl_tui import cli
+from carl_tui.ui.app import CarlApp
+HEAVY = ("numpy", "plotext", "textual_plotext", "orjson", "httpx", "carl_tui.store",
+         "carl_tui.sources.base", "carl_tui.sources.trackio.local",
+         "carl_tui.sources.trackio.remote")
+args = cli.build_parser().parse_args(sys.argv[1:])
+cli.check_view_args(args)
+app = CarlApp(cli._config(args, cli.open_request(cli.source_request(args))))
+ready = CarlApp.screen_ready
+def screen_ready(self):
+    print("AT FIRST FRAME:", sorted(m for m in HEAVY if m in sys.modules))
+    print("TITLE:", self.dashboard.query_one("Header").screen_title)
+    ready(self)
+CarlApp.screen_ready = screen_ready
+async def main():
+    async with app.run_test() as pilot:
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if app.snapshot is not None and app.snapshot.last_step == 39:
+                break
+        if app.snapshot is not None:
+            print("LAST:", app.snapshot.last_step, round(app.snapshot.series["loss"].last, 3))
+        print("AFTER:", sorted(m for m in HEAVY if m in sys.modules))
+asyncio.run(main())
+"""
+
+
+def first_frame_probe(*argv: str) -> str:
+    """Run the CLI's dashboard path headless in a fresh interpreter: what is loaded when
+    the first frame is on screen, the title, and what is loaded once the run is read."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", FIRST_FRAME_PROBE, *argv], check=False,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def test_the_first_frame_loads_no_reader(tmp_path):
     """The dashboard draws its first frame before numpy, plotext, the store or a
     reader load (they load once it is on screen), then shows the run: here for the
     default source, a local Trackio project, found and checked by the CLI first."""
     import sqlite3
-    import subprocess
-    import sys
 
     store = tmp_path / "trackio"
     store.mkdir()
@@ -184,36 +223,20 @@ def test_the_first_frame_loads_no_reader(tmp_path):
                     for i in range(40)])
     db.commit()
     db.close()
-    code = f"""
-import asyncio, sys
-from carl_tui import cli
-from carl_tui.ui.app import CarlApp
-HEAVY = ("numpy", "plotext", "textual_plotext", "orjson", "carl_tui.store",
-         "carl_tui.sources.base", "carl_tui.sources.trackio.local")
-args = cli.build_parser().parse_args(["--trackio-dir", {str(store)!r}])
-cli.check_view_args(args)
-app = CarlApp(cli._config(args, cli.open_request(cli.source_request(args))))
-ready = CarlApp.screen_ready
-def screen_ready(self):
-    print("AT FIRST FRAME:", sorted(m for m in HEAVY if m in sys.modules))
-    print("TITLE:", self.dashboard.query_one("Header").screen_title)
-    ready(self)
-CarlApp.screen_ready = screen_ready
-async def main():
-    async with app.run_test() as pilot:
-        for _ in range(200):
-            await pilot.pause(0.05)
-            if app.snapshot is not None and app.snapshot.last_step == 39:
-                break
-        print("LAST:", app.snapshot.last_step, round(app.snapshot.series["loss"].last, 3))
-        print("AFTER:", sorted(m for m in HEAVY if m in sys.modules))
-asyncio.run(main())
-"""
-    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert "AT FIRST FRAME: []" in out.stdout
-    assert "TITLE: carl-tui · trackio proj" in out.stdout
-    assert f"LAST: 39 {round(2.5 - 39 * 0.013, 3)}" in out.stdout
+    out = first_frame_probe("--trackio-dir", str(store))
+    assert "AT FIRST FRAME: []" in out
+    assert "TITLE: carl-tui · trackio proj" in out
+    assert f"LAST: 39 {round(2.5 - 39 * 0.013, 3)}" in out
     assert "AFTER: ['carl_tui.sources.base', 'carl_tui.sources.trackio.local', " \
-           "'carl_tui.store', 'numpy'" in out.stdout
+           "'carl_tui.store', 'numpy'" in out
+
+
+def test_the_first_frame_of_a_remote_run_loads_no_http_client():
+    """`--trackio URL` is checked before the first frame without httpx; the remote
+    source is built once the frame is on screen (here it finds no server: no data)."""
+    out = first_frame_probe("--trackio", "http://127.0.0.1:9/?project=p")
+    assert "AT FIRST FRAME: []" in out
+    assert "TITLE: carl-tui · http://127.0.0.1:9" in out
+    assert "LAST:" not in out
+    assert "'carl_tui.sources.trackio.remote'" in out.split("AFTER:")[1]
+    assert "'httpx'" in out.split("AFTER:")[1]

@@ -96,7 +96,7 @@ def check_request(req: SourceRequest) -> None:
     if len(named) > 1:
         raise RequestError(f"{' and '.join(named)}: choose one source")
     if req.trackio is not None:
-        from carl_tui.sources.trackio.remote import parse_server
+        from carl_tui.sources.trackio.server import parse_server
 
         try:
             _url, _project = parse_server(req.trackio)
@@ -332,17 +332,20 @@ def _open_replay(req: SourceRequest) -> Opened:
 
 
 def _open_trackio_remote(req: SourceRequest) -> Opened:
-    from carl_tui.sources.trackio.remote import TrackioRemoteSource, parse_server
+    from carl_tui.sources.trackio.server import parse_server
 
     url, project_in_url = parse_server(req.trackio or "")
     project = req.project or project_in_url
     runs = [req.run] if req.run else None
-    source = TrackioRemoteSource(url, project=project, runs=runs)
-    return Opened.of(
-        [source], f"carl-tui · {url}", req.run,
-        list_projects=source.list_projects,
-        open_project=lambda name: TrackioRemoteSource(url, project=name),
-    )
+
+    def source(name: str | None, runs: list[str] | None = None):
+        from carl_tui.sources.trackio.remote import TrackioRemoteSource
+
+        return TrackioRemoteSource(url, project=name, runs=runs)
+    opened = Opened(lambda: [source(project, runs)], f"carl-tui · {url}", req.run,
+                    open_project=source)
+    opened.list_projects = lambda: opened.sources[0].list_projects()
+    return opened
 
 
 def _open_job(req: SourceRequest) -> Opened:

@@ -5,6 +5,8 @@ db.py             where local databases are, their tables, each project's newest
 local.py          a local project's SQLite database, followed by id
 local_extras.py   its system metrics and alerts
 local_read.py     reading blocks of rows into columns, in helper processes for a long history
+server.py         what --trackio names: the server's URL, loopback and Hub hosts (stdlib
+                  only: checked before the first frame)
 remote.py         a remote Trackio server (a Space or self-hosted), followed by id
 remote_http.py    requests to the server, and what their failures mean
 remote_rows.py    rows of a reply as points, run by run
