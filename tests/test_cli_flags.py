@@ -51,6 +51,20 @@ def test_bad_flag_is_one_line_and_exit_2(argv, flag, words, capsys):
     assert "Traceback" not in err
 
 
+def test_job_without_the_hub_extra_is_one_line(capsys, monkeypatch):
+    """--job is checked before the first frame without importing huggingface_hub (the
+    job's source is built after it): without the extra, one line and exit 2."""
+    import carl_tui.sources.open as source_open
+
+    real = source_open.find_spec
+    monkeypatch.setattr(source_open, "find_spec",
+                        lambda name: None if name == "huggingface_hub" else real(name))
+    rc, err = run_cli(["--job", "6910f0a2c3"], capsys)
+    assert rc == 2 and err.count("\n") == 1
+    assert "--job needs the [hub] extra: pip install 'carl-tui[hub]'" in err
+    assert "Traceback" not in err and "huggingface_hub" in err
+
+
 def test_a_directory_is_refused_with_a_hint(tmp_path, capsys):
     logdir = tmp_path / "runs" / "a"
     logdir.mkdir(parents=True)

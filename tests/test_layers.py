@@ -169,9 +169,9 @@ FIRST_FRAME_PROBE = """
 import asyncio, sys
 from carl_tui import cli
 from carl_tui.ui.app import CarlApp
-HEAVY = ("numpy", "plotext", "textual_plotext", "orjson", "httpx", "carl_tui.store",
-         "carl_tui.sources.base", "carl_tui.sources.trackio.local",
-         "carl_tui.sources.trackio.remote")
+HEAVY = ("numpy", "plotext", "textual_plotext", "orjson", "httpx", "huggingface_hub",
+         "carl_tui.store", "carl_tui.sources.base", "carl_tui.sources.trackio.local",
+         "carl_tui.sources.trackio.remote", "carl_tui.sources.hf_jobs")
 args = cli.build_parser().parse_args(sys.argv[1:])
 cli.check_view_args(args)
 app = CarlApp(cli._config(args, cli.open_request(cli.source_request(args))))
@@ -194,14 +194,16 @@ asyncio.run(main())
 """
 
 
-def first_frame_probe(*argv: str) -> str:
+def first_frame_probe(*argv: str, env: dict[str, str] | None = None) -> str:
     """Run the CLI's dashboard path headless in a fresh interpreter: what is loaded when
     the first frame is on screen, the title, and what is loaded once the run is read."""
+    import os
     import subprocess
     import sys
 
     out = subprocess.run([sys.executable, "-c", FIRST_FRAME_PROBE, *argv], check=False,
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, **(env or {})})
     assert out.returncode == 0, out.stderr
     return out.stdout
 
@@ -240,3 +242,16 @@ def test_the_first_frame_of_a_remote_run_loads_no_http_client():
     assert "LAST:" not in out
     assert "'carl_tui.sources.trackio.remote'" in out.split("AFTER:")[1]
     assert "'httpx'" in out.split("AFTER:")[1]
+
+
+def test_the_first_frame_of_a_job_loads_no_hub_client():
+    """`--job` is checked without importing huggingface_hub; the job's source (and the
+    Hub client) are built once the first frame is on screen (here the Hub is a closed
+    loopback port: the job is retried, never shown)."""
+    pytest.importorskip("huggingface_hub")
+    out = first_frame_probe("--job", "6910f0a2c3", "--namespace", "alice",
+                            env={"HF_ENDPOINT": "http://127.0.0.1:9", "HF_TOKEN": ""})
+    assert "AT FIRST FRAME: []" in out
+    assert "TITLE: carl-tui · job 6910f0a2c3" in out
+    after = out.split("AFTER:")[1]
+    assert "'carl_tui.sources.hf_jobs'" in after and "'huggingface_hub'" in after

@@ -24,6 +24,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -349,15 +350,16 @@ def _open_trackio_remote(req: SourceRequest) -> Opened:
 
 
 def _open_job(req: SourceRequest) -> Opened:
-    try:
+    if find_spec("huggingface_hub") is None:  # found without importing it (0.1 s)
+        raise RequestError("--job needs the [hub] extra: pip install 'carl-tui[hub]' "
+                           "(no module named 'huggingface_hub')")
+    job, namespace = (req.job or "").strip(), req.namespace
+
+    def make() -> list[Any]:
         from carl_tui.sources.hf_jobs import HfJobSource
-    except ImportError as exc:
-        raise RequestError(f"--job needs the [hub] extra: pip install 'carl-tui[hub]' ({exc})")
-    try:
-        source = HfJobSource(req.job.strip(), namespace=req.namespace)  # type: ignore[union-attr]
-    except ImportError as exc:
-        raise RequestError(f"--job needs the [hub] extra: {exc}") from None
-    return Opened.of([source], f"carl-tui · job {req.job}", req.run)
+
+        return [HfJobSource(job, namespace=namespace)]
+    return Opened(make, f"carl-tui · job {req.job}", req.run)
 
 
 def _open_tensorboard(req: SourceRequest) -> Opened:
