@@ -82,11 +82,6 @@ class Opened:
     def sources(self) -> list[Any]:
         return list(self.make())
 
-    @classmethod
-    def of(cls, sources: list[Any], title: str, run: str | None = None, **kw: Any) -> Opened:
-        """Sources already built."""
-        return cls(lambda: sources, title, run, **kw)
-
 
 # -- checking -----------------------------------------------------------------------
 
@@ -374,11 +369,14 @@ def _open_tensorboard(req: SourceRequest) -> Opened:
 
 
 def _open_wandb(req: SourceRequest) -> Opened:
-    from carl_tui.sources.wandb_run import WandbSource
-
     runs = [req.run] if req.run else None
     path = Path(req.wandb or ".")
-    return Opened.of([WandbSource(path, runs=runs)], f"carl-tui · wandb {path}", req.run)
+
+    def make() -> list[Any]:
+        from carl_tui.sources.wandb_run import WandbSource
+
+        return [WandbSource(path, runs=runs)]
+    return Opened(make, f"carl-tui · wandb {path}", req.run)
 
 
 def _open_trackio_local(req: SourceRequest) -> Opened:
