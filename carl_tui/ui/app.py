@@ -175,14 +175,14 @@ class CarlApp(App[None]):
         self.set_interval(self.config.refresh_interval, self.pull)
         self.set_interval(1.0, self._refresh_status)
         self.theme_changed_signal.subscribe(self, lambda _theme: self._show(self.snapshot))
-        if self.config.local_jobs:
-            _ = self.controller  # adopts them: `s` stops them from the first frame
 
     def screen_ready(self) -> None:
         """The dashboard's first frame is on screen: start reading (the sources, the
         store and numpy load now) and show what arrives."""
         self._screen_built = True
         self.follower.start()
+        if self.config.local_jobs:  # adopted now (a key that acts sooner adopts them first)
+            _ = self.controller
         if self._source_problem:
             self.notify(self._source_problem, severity="error", timeout=15)
         self.dashboard.prepare_plots()  # while the sources read their first rows
