@@ -49,15 +49,6 @@ class ProjectInfo:
     mtime: float  # newest write, counting the WAL file
 
 
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    run_id: str
-    name: str
-    rows: int
-    last_step: int | None
-    last_time: float | None
-
-
 def _mtime(path: Path) -> float:
     """Newest write: the database, or its WAL while it holds data (a reader
     may create an empty WAL, which is no write)."""
@@ -86,6 +77,8 @@ def list_projects(root: Path | None = None) -> list[ProjectInfo]:
 
 
 def connect(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a project's database (it is written by the training
+    process); SourceError while the file does not exist yet."""
     if not path.exists():
         raise SourceError(f"waiting for {path}")
     uri = f"file:{quote(str(path))}?mode=ro"
@@ -105,7 +98,6 @@ def retry(fn, *args):
                 raise SourceError(f"trackio database: {exc}") from exc
             time.sleep(BUSY_SLEEP_S * (attempt + 1))
     raise AssertionError("unreachable")
-
 
 
 def newest_run(project: str, root: Path | None = None) -> str | None:

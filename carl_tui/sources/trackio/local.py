@@ -48,6 +48,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
@@ -56,7 +57,6 @@ from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio import preview as pv
 from carl_tui.sources.trackio.db import (
-    RunInfo,
     connect,
     db_path,
     retry,
@@ -78,6 +78,15 @@ from carl_tui.sources.trackio.system import X_KEY, load_json
 SOURCE = "trackio"
 HELPER_MIN_ROWS = 200_000  # a longer history is read by helper processes too
 HELPER_BLOCK_ROWS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    run_id: str
+    name: str
+    rows: int
+    last_step: int | None
+    last_time: float | None
 
 
 def _last_step(step, metrics) -> int | None:
