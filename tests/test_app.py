@@ -373,6 +373,38 @@ async def test_a_finished_runs_numbers_are_drawn_whole():
                 assert len(cell) >= 6 and f" {cell} " in text, (metric, column, cell)
 
 
+async def test_log_panel_follows_new_lines_unless_scrolled_back(tmp_path):
+    """Follow mode shows new lines as they come while the panel shows its end; a panel
+    the user scrolled back to older lines stays there."""
+    import json
+
+    from carl_tui.sources.open import open_file
+
+    path = tmp_path / "run.jsonl"
+
+    def append(start: int, n: int) -> None:
+        with path.open("a") as fh:
+            for i in range(start, start + n):
+                fh.write(json.dumps({"event": "log", "text": f"log line {i:03d}"}) + "\n")
+
+    path.write_text("".join(json.dumps({"step": s, "loss": 1.0 / s}) + "\n"
+                            for s in range(1, 11)))
+    append(0, 150)
+    app = make_app(open_file(path))
+    async with app.run_test(size=SIZE) as pilot:
+        panel = app.screen.log_panel
+        await wait_for(pilot, lambda: panel.line_count == 150 and panel.region.height > 0
+                       and panel.is_vertical_scroll_end and panel.scroll_offset.y > 0)
+        append(150, 20)  # at the end: follows
+        await wait_for(pilot, lambda: panel.line_count == 170 and panel.is_vertical_scroll_end)
+        panel.scroll_to(y=40, animate=False)
+        await pilot.pause(0.1)
+        append(170, 20)  # scrolled back: stays
+        await wait_for(pilot, lambda: panel.line_count == 190)
+        await pilot.pause(0.3)
+        assert panel.scroll_offset.y == 40 and panel.follow
+
+
 async def test_the_footer_is_built_once_while_the_dashboard_starts(spec_events, monkeypatch):
     """Textual's footer rebuilds its keys on every change of focus (three times while the
     dashboard starts); ours only when the keys it shows change: once, with every key."""

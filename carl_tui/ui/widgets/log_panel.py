@@ -21,6 +21,7 @@ class LogPanel(Log):
         super().__init__(max_lines=5000, auto_scroll=True, **kw)
         self._run_key: str | None = None
         self._shown_total = 0
+        self._at_end = True  # the view shows the newest line (or will, once it can scroll)
 
     @property
     def follow(self) -> bool:
@@ -29,15 +30,22 @@ class LogPanel(Log):
     def set_follow(self, on: bool) -> None:
         self.auto_scroll = on
         if on:
+            self._at_end = True
             self.scroll_end(animate=False)
         self.border_subtitle = "follow" if on else "paused (F to follow)"
 
-    def watch_virtual_size(self, _size) -> None:
+    def watch_virtual_size(self) -> None:
         # New lines, or their width worked out (Textual's Log does that in a worker): in
-        # follow mode the end stays in view, once the refresh has given the panel its
-        # scrollbar (a panel whose lines fitted, showing another run, has none yet).
-        if self.auto_scroll:
+        # follow mode a panel at its end shows the new end, once the refresh has given
+        # it a scrollbar (a panel whose lines fitted, showing another run, has none yet).
+        if self.auto_scroll and self._at_end:
             self.scroll_end(animate=False, x_axis=False)
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        # Scrolled back by the user: new lines no longer move the view (until the user
+        # scrolls to the end again, or presses F).
+        self._at_end = new >= self.max_scroll_y
 
     def on_resize(self) -> None:
         # Lines written while the panel was hidden (no size yet) scrolled nowhere: once
@@ -50,6 +58,7 @@ class LogPanel(Log):
         if snap is None:
             return
         if snap.run.key != self._run_key:
+            self._at_end = True  # another run: its newest lines
             self.clear()
             self._run_key = snap.run.key
             self._shown_total = 0
