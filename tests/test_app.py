@@ -397,8 +397,10 @@ async def test_log_panel_follows_new_lines_unless_scrolled_back(tmp_path):
                        and panel.is_vertical_scroll_end and panel.scroll_offset.y > 0)
         append(150, 20)  # at the end: follows
         await wait_for(pilot, lambda: panel.line_count == 170 and panel.is_vertical_scroll_end)
-        panel.scroll_to(y=40, animate=False)
+        await pilot.pause(0.3)
+        panel.scroll_to(y=40, animate=False, immediate=True)
         await pilot.pause(0.1)
+        assert panel.scroll_offset.y == 40
         append(170, 20)  # scrolled back: stays
         await wait_for(pilot, lambda: panel.line_count == 190)
         await pilot.pause(0.3)

@@ -39,7 +39,11 @@ class LogPanel(Log):
         # follow mode a panel at its end shows the new end, once the refresh has given
         # it a scrollbar (a panel whose lines fitted, showing another run, has none yet).
         if self.auto_scroll and self._at_end:
-            self.scroll_end(animate=False, x_axis=False)
+            self.call_after_refresh(self._follow_end)
+
+    def _follow_end(self) -> None:
+        if self.auto_scroll and self._at_end:  # still: the user may have scrolled since
+            self.scroll_end(animate=False, x_axis=False, immediate=True)
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
