@@ -31,13 +31,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
-from urllib.parse import quote
 
 import numpy as np
 import orjson
 
 from carl_tui.sources.rows import build_columns, short_repr
 from carl_tui.sources.tally import InputTally
+from carl_tui.sources.trackio.db import connect
 from carl_tui.sources.trackio.system import X_KEY
 
 STEP_KEYS = (X_KEY,)
@@ -131,11 +131,10 @@ _CONNECTIONS: dict[str, sqlite3.Connection] = {}
 
 
 def _connection(path: str) -> sqlite3.Connection:
+    """This process's read-only connection to `path` (one per database, reused)."""
     conn = _CONNECTIONS.get(path)
     if conn is None:
-        conn = sqlite3.connect(f"file:{quote(path)}?mode=ro", uri=True, timeout=1.0)
-        conn.execute("PRAGMA query_only = ON")
-        _CONNECTIONS[path] = conn
+        conn = _CONNECTIONS[path] = connect(Path(path))
     return conn
 
 
