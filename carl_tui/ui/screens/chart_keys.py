@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from carl_tui import metric_names as mn
-from carl_tui.ui import plot_view as chart
+from carl_tui.ui import plot_view
 
 
 class ChartKeys:
@@ -14,23 +14,23 @@ class ChartKeys:
     redraws. Uses the screen's `table` (the selected metric), `grid` (a metric put on a
     log scale gets a plot), `redraw`, `notify` and `_sync_grid`."""
 
-    chart: chart.ChartSettings
+    chart: plot_view.ChartSettings
 
     def _set_chart(self, **changes) -> None:
         self.chart = replace(self.chart, **changes)
         self.redraw(self.chart.describe())
 
     def action_cycle_x_axis(self) -> None:
-        axes = chart.X_AXES
+        axes = plot_view.X_AXES
         self._set_chart(x_axis=axes[(axes.index(self.chart.x_axis) + 1) % len(axes)])
 
     def action_cycle_smoothing(self) -> None:
-        steps = chart.SMOOTHING_STEPS
+        steps = plot_view.SMOOTHING_STEPS
         i = steps.index(self.chart.smoothing) if self.chart.smoothing in steps else 0
         self._set_chart(smoothing=steps[(i + 1) % len(steps)])
 
     def action_cycle_range(self) -> None:
-        ranges = chart.RANGES
+        ranges = plot_view.RANGES
         i = ranges.index(self.chart.last_n) if self.chart.last_n in ranges else 0
         self._set_chart(last_n=ranges[(i + 1) % len(ranges)])
 
