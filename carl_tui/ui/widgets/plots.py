@@ -23,6 +23,7 @@ from rich.text import Text
 from textual.color import Color, ColorParseError
 from textual.widget import Widget
 
+from carl_tui.ui.format import cut_middle
 from carl_tui.ui.plot_view import DEFAULT_SETTINGS, WAITING, ChartSettings, PlotView
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -123,7 +124,7 @@ class MetricPlot(Widget):
     def redraw(self) -> None:
         if not self.is_mounted or self._inputs is None:
             if self.is_mounted:
-                self.border_title = self.view.title
+                self.border_title = self._fit_title(self.view.title)
             return
         from carl_tui.ui.chart import build_view  # numpy: here with the run's data
 
@@ -146,7 +147,7 @@ class MetricPlot(Widget):
         return color.rgb
 
     def _draw(self, view: PlotView) -> None:
-        self.border_title = view.title
+        self.border_title = self._fit_title(view.title)
         self.border_subtitle = self._legend(view)
         if view.empty:  # said in words (render), no figure
             self.refresh()
@@ -172,6 +173,13 @@ class MetricPlot(Widget):
         plt.xticks(list(view.xticks[0]), list(view.xticks[1]))
         plt.yticks(list(view.yticks[0]), list(view.yticks[1]))
         self.refresh()
+
+    def _fit_title(self, title: str) -> str:
+        """The title cut in the middle to fit the border (between its corners and their
+        blanks), so that metrics named alike (TRL's `profiling/Time taken: ...`) keep the
+        ends that tell them apart; Textual would cut the end."""
+        width = self.outer_size.width
+        return title if width <= 6 else cut_middle(title, width - 6)
 
     def _legend(self, view: PlotView) -> Text:
         t = Text(no_wrap=True, overflow="ellipsis")
