@@ -11,9 +11,11 @@ infinite, and a loss that diverges.
   run. A value more than `k` noise units above the level is over the bar;
   `patience` values over it in a row, the latest at least as high as the first
   of them, are a divergence (one spike, or a spike on its way back down, is
-  not). Only once `MIN_HISTORY` values are known. So a GRPO loss wobbling near
-  zero, a loss that drifts up slowly (a KL term growing), or a loss rounded to
-  its last digit, never alerts; a loss that blows up does. Values over the bar
+  not). Only once `MIN_HISTORY` values are known; while the loss has moved fewer
+  times than that its noise is at least its smallest move, and a loss that has
+  not moved at all must double (see `_bar`). So a GRPO loss wobbling near zero,
+  a loss that drifts up slowly (a KL term growing), or a loss rounded to its
+  last digit, never alerts; a loss that blows up does. Values over the bar
   stay out of the level; after `window` of them in a row the loss has a new
   level, and a later blow-up from it alerts again. Re-armed once a value is back
   under the bar.
@@ -50,7 +52,9 @@ def _bars(history: np.ndarray, chunk: np.ndarray, window: int, k: float,
     x0 = x - (x[0] if x.shape[0] else 0.0)  # nearer zero: the sums of squares keep digits
     s1 = np.concatenate([[0.0], np.cumsum(x0)])
     s2 = np.concatenate([[0.0], np.cumsum(x0 * x0)])
-    sd = np.concatenate([[0.0, 0.0], np.cumsum(np.abs(np.diff(x0)))])
+    d = np.abs(np.diff(x0))
+    sd = np.concatenate([[0.0, 0.0], np.cumsum(d)])
+    sm = np.concatenate([[0, 0], np.cumsum(d > 0)])  # how many times the loss moved
     end = r + np.arange(n)  # each value's window is x[start:end]
     count = np.minimum(end, window)
     start = end - count
@@ -58,13 +62,32 @@ def _bars(history: np.ndarray, chunk: np.ndarray, window: int, k: float,
         mean = (s1[end] - s1[start]) / count
         var = np.maximum((s2[end] - s2[start]) / count - mean * mean, 0.0)
         step = (sd[end] - sd[np.minimum(start + 1, end)]) / (count - 1)
+    moved = sm[end] - sm[np.minimum(start + 1, end)]
     seen = np.concatenate([[hi], chunk[:-1]]) if n else chunk
     top = np.maximum.accumulate(seen)
     bottom = np.minimum.accumulate(np.concatenate([[lo], chunk[:-1]]) if n else chunk)
     span = np.where(np.isfinite(top - bottom), top - bottom, 0.0)
-    noise = np.maximum(np.maximum(np.sqrt(var), np.nan_to_num(step)), SPAN_FRACTION * span)
-    bar = (mean + (x[0] if x.shape[0] else 0.0)) + k * noise
-    return np.where(count >= MIN_HISTORY, bar, np.nan)
+    level = mean + (x[0] if x.shape[0] else 0.0)
+    quantum = np.zeros(n)
+    moving = np.flatnonzero((moved > 0) & (moved < MIN_HISTORY))
+    if moving.shape[0]:  # (rare: a loss that has just started to move)
+        dz = np.where(d > 0, d, np.inf)
+        quantum[moving] = [dz[start[i] : end[i] - 1].min() for i in moving.tolist()]
+    return _bar(level, np.sqrt(var), np.nan_to_num(step), moved, count, span, quantum, k)
+
+
+def _bar(level, spread, step, moved, count, span, quantum, k: float) -> np.ndarray:
+    """The bar over windows of `count` values: their mean `level`, standard deviation
+    `spread`, mean step-to-step change `step`, how many steps `moved`, their smallest
+    move `quantum`, and the run's range `span`. While the loss has moved fewer than
+    MIN_HISTORY times (a GRPO loss logged as 0.0 for 47 steps, then 0.0001, 0.0002 as
+    its KL term grows), its noise is at least its smallest move (the digits it is logged
+    with). A loss that has not moved at all (a DPO loss stuck at ln 2) is over its bar at
+    twice its level; NaN (no bar) before MIN_HISTORY values, or when that is zero."""
+    noise = np.maximum(np.maximum(spread, step), SPAN_FRACTION * span)
+    noise = np.where(moved < MIN_HISTORY, np.maximum(noise, quantum), noise)
+    jump = np.where(moved > 0, k * noise, np.maximum(np.abs(level), k * SPAN_FRACTION * span))
+    return np.where((count >= MIN_HISTORY) & (jump > 0), level + jump, np.nan)
 
 
 class _Divergence:
@@ -119,14 +142,18 @@ class _Divergence:
             self.hi = max(self.hi, float(values.max()))
 
     def _bar(self) -> tuple[float, float] | None:
-        """(level, bar) for the next value, or None before MIN_HISTORY values."""
-        if len(self.recent) < MIN_HISTORY:
-            return None
+        """(level, bar) for the next value, or None while the noise is not known."""
         r = np.fromiter(self.recent, np.float64, len(self.recent))
+        if r.shape[0] < 2:
+            return None
+        d = np.abs(np.diff(r))
         level = float(r.mean())
-        noise = max(float(r.std()), float(np.abs(np.diff(r)).mean()),
-                    SPAN_FRACTION * (self.hi - self.lo))
-        return level, level + self.k * noise
+        moves = d[d > 0]
+        bar = float(_bar(np.array([level]), np.array([r.std()]), np.array([d.mean()]),
+                         np.array([moves.shape[0]]), np.array([r.shape[0]]),
+                         np.array([self.hi - self.lo]),
+                         np.array([moves.min() if moves.shape[0] else 0.0]), self.k)[0])
+        return None if math.isnan(bar) else (level, bar)
 
     def _one(self, v: float) -> float | None:
         """Read one value; the recent level when a divergence starts at it."""
