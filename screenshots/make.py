@@ -51,6 +51,38 @@ def recording() -> Path:
     return real if real.exists() else ROOT / "carl_tui" / "data" / "demo_recording.jsonl"
 
 
+def recording_stamp(path: Path | None = None) -> str:
+    """What a published picture is made from: the recording (its SHA-256), its last step,
+    and where its gate and cascade fired. Written into every SVG and into the GIF; a
+    test compares it with the current recording, so a picture that falls behind says so."""
+    import hashlib
+
+    from carl_tui.sources.replay import ReplaySource
+    from carl_tui.store import RunStore
+
+    path = path or recording()
+    store = RunStore()
+    store.apply(ReplaySource(path, speed=0).poll())
+    (run,) = store.runs()
+    snap = store.snapshot(run.key)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    return (f"made from {path.name} (sha256 {digest}): last step {snap.last_step}, "
+            f"crystallised at {snap.gate.trigger_step}, CARL on at "
+            f"{snap.cascade.trigger_step}")
+
+
+def stamped(svg: str, stamp: str) -> str:
+    """The SVG with `stamp` in a comment just inside its root element."""
+    at = svg.index(">", svg.index("<svg")) + 1
+    return f"{svg[:at]}\n<!-- carl-tui screenshot {html.escape(stamp)} -->{svg[at:]}"
+
+
+def svg_stamp(svg: str) -> str | None:
+    """The stamp written by `stamped`, if any."""
+    found = re.search(r"<!-- carl-tui screenshot (.*?) -->", svg)
+    return html.unescape(found[1]) if found else None
+
+
 def recording_span(path: Path) -> float:
     """Seconds between the first and the last timed line of a recording."""
     from carl_tui.sources.replay import ReplaySource
@@ -334,7 +366,8 @@ async def settled_screenshot(app, pilot, tries: int = 40) -> str:
 async def shoot(shot: Shot, theme: str = "carl-dark", out_dir: Path = HERE,
                 fake: Fakes | None = None) -> Path:
     out = Path(out_dir) / file_name(shot.name, theme)
-    out.write_text(await render_svg(shot, theme, fake), encoding="utf-8")
+    svg = stamped(await render_svg(shot, theme, fake), recording_stamp())
+    out.write_text(svg, encoding="utf-8")
     return out
 
 

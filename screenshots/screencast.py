@@ -352,9 +352,10 @@ def palette_from(paths: Sequence[Path], colors: int = COLORS):
 
 
 def write_gif(pngs: Sequence[Path], durations: Sequence[float], out: Path,
-              colors: int = COLORS) -> Path:
+              colors: int = COLORS, comment: str = "") -> Path:
     """One palette for all frames; after the first, the pixels that did not change are
-    transparent (the frame before shows through), which keeps the file small."""
+    transparent (the frame before shows through), which keeps the file small. `comment`:
+    the GIF's comment (what it is made from: `make.recording_stamp`)."""
     import numpy as np
     from PIL import Image
 
@@ -374,7 +375,7 @@ def write_gif(pngs: Sequence[Path], durations: Sequence[float], out: Path,
         frames.append(im)
     frames[0].save(out, save_all=True, append_images=frames[1:], loop=0, optimize=False,
                    duration=[max(20, round(d * 100) * 10) for d in durations], disposal=1,
-                   transparency=clear)
+                   transparency=clear, comment=comment.encode())
     return out
 
 
@@ -406,7 +407,8 @@ async def render(out: Path, *, frames: int | None = None, theme: str = "carl-dar
             pngs.append(png)
             durations.append(frame.duration)
             i += 1
-        write_gif(pngs, durations, out)
+        write_gif(pngs, durations, out, comment=f"carl-tui screencast "
+                  f"{shots.recording_stamp(path)}")
     if not quiet:
         print(f"{out}: {out.stat().st_size / 1e6:.2f} MB, {len(pngs)} frames rendered in "
               f"{time.perf_counter() - t0:.0f} s", flush=True)

@@ -129,3 +129,54 @@ def test_screencast_story_is_found_in_the_recording(cast, recorded):
     assert 20 <= total <= 40, total
     quick = cast.schedule(story, frames=3)
     assert len([f for f in quick if f.t is not None and not f.keys]) == 3 + 2
+
+
+
+def gif_comments(path: Path) -> list[str]:
+    """The comment extensions of a GIF, read block by block (no image library needed)."""
+    data = path.read_bytes()
+    assert data[:6] in (b"GIF87a", b"GIF89a")
+
+    def table(packed: int) -> int:  # the size of a colour table, if the flag says one follows
+        return 3 << ((packed & 7) + 1) if packed & 0x80 else 0
+
+    def sub_blocks(at: int) -> tuple[bytes, int]:
+        out = b""
+        while data[at]:
+            out += data[at + 1 : at + 1 + data[at]]
+            at += 1 + data[at]
+        return out, at + 1
+
+    pos, comments = 13 + table(data[10]), []
+    while data[pos] != 0x3B:  # the trailer
+        if data[pos] == 0x21:  # an extension: its label, then its sub-blocks
+            label = data[pos + 1]
+            body, pos = sub_blocks(pos + 2)
+            if label == 0xFE:
+                comments.append(body.decode())
+        else:  # an image: its descriptor, a local colour table, the LZW code size, data
+            assert data[pos] == 0x2C
+            _, pos = sub_blocks(pos + 10 + table(data[pos + 9]) + 1)
+    return comments
+
+
+def test_published_pictures_are_made_from_the_current_recording(make):
+    """The README's animation and the screenshots say what they were made from (the
+    recording's hash, last step, gate and cascade steps): when the recording changes,
+    this fails until they are made again (make screenshots screencast)."""
+    stamp = make.recording_stamp()
+    snap_words = re.search(r"last step (\d+), crystallised at (\d+), CARL on at (\d+)", stamp)
+    assert snap_words, stamp
+    svgs = sorted(SCRIPTS.glob("*.svg"))
+    assert len(svgs) >= 14
+    stale = [p.name for p in svgs if make.svg_stamp(p.read_text(encoding="utf-8")) != stamp]
+    assert stale == [], f"made from another recording: {stale}; now {stamp}"
+    assert gif_comments(SCRIPTS / "demo.gif") == [f"carl-tui screencast {stamp}"]
+
+
+def test_a_stamp_is_read_back_and_leaves_the_svg_an_svg(make, tmp_path):
+    svg = '<svg class="rich-terminal" viewBox="0 0 10 10"><text>x</text></svg>'
+    out = make.stamped(svg, "made from a.jsonl (sha256 ab): last step 3 <&>")
+    assert out.startswith("<svg") and out.endswith("</svg>")
+    assert make.svg_stamp(out) == "made from a.jsonl (sha256 ab): last step 3 <&>"
+    assert make.svg_stamp(svg) is None

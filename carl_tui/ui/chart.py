@@ -23,7 +23,7 @@ Ticks fall on round numbers (1, 2, 5 x 10^k): steps are integers and read
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -214,7 +214,9 @@ def build_view(
     color_var: str = "plot-extra",
     width: int = 80,
     height: int = 20,
+    xlim: tuple[float, float] | None = None,
 ) -> PlotView:
+    """`xlim`: an x range to cover at least (stacked plots share it: `shared_xlim`)."""
     title = _title(metric, snap)
     if snap is None:
         return PlotView(title=title, empty=WAITING)
@@ -241,7 +243,8 @@ def build_view(
         return PlotView(title=title, empty=empty, log_y=log_y)
     xs = np.concatenate(frame.xs)
     ys = np.concatenate(frame.ys)
-    xlim = (float(xs.min()), float(xs.max()))
+    lo, hi = float(xs.min()), float(xs.max())
+    xlim = (lo, hi) if xlim is None else (min(lo, xlim[0]), max(hi, xlim[1]))
     ylim = _fit(float(np.nanmin(ys)), float(np.nanmax(ys)))
     marks, legend = _decorations(metric, snap, x_map, settings, xlim, ylim, log_y)
     drawn = [t for t in frame.traces if not t.faint]
@@ -262,6 +265,29 @@ def build_view(
         x_label={"step": "step", "time": "time since start", "tokens": "tokens seen"}[x_axis],
         log_y=log_y,
     )
+
+
+def shared_xlim(snap: RunSnapshot, plots: Iterable[tuple[str, Sequence[Overlay]]],
+                settings: ChartSettings) -> tuple[float, float] | None:
+    """The x range that covers every plot of (metric, overlays) in `plots`: stacked
+    plots share it, so the gate and the cascade fall at the same column in each (phi
+    logged from the first step and entropy from the 150th would not line up)."""
+    lo_step = None
+    if settings.last_n and snap.last_step is not None:
+        lo_step = snap.last_step - settings.last_n
+    x_map = x_map_for(snap, settings.x_axis)
+    ends: list[float] = []
+    for metric, overlays in plots:
+        found = [(o.series, o.x_map) for o in overlays]
+        if (main := snap.series.get(metric)) is not None:
+            found.append((main, x_map))
+        for s, m in found:
+            steps = s.steps if lo_step is None else s.steps[s.steps >= lo_step]
+            if steps.size:
+                xs = to_x(np.array([steps.min(), steps.max()]), m, settings.x_axis)
+                if xs is not None:
+                    ends += xs.tolist()
+    return (min(ends), max(ends)) if ends else None
 
 
 def _title(metric: str, snap: RunSnapshot | None) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 
 DASH = "–"
 PROVISIONAL = "≈"  # before a value read from a coarse preview, while the history is read
@@ -66,3 +67,39 @@ def count_text(n: float) -> str:
             x = n / scale
             return f"{x:.0f}{unit}" if x == int(x) or abs(x) >= 100 else f"{x:.3g}{unit}"
     return f"{n:.0f}" if n == int(n) else f"{n:.3g}"
+
+
+ELLIPSIS = "…"
+
+
+def cut_middle(text: str, width: int, head: int | None = None) -> str:
+    """`text` in at most `width` characters. A longer one loses its middle, not its end:
+    names that share a start differ at the end ("profiling/Time taken: GRPOTrainer.
+    compute_loss" at 22 reads "profili…r.compute_loss"). `head`: how many leading
+    characters to keep (by default a third of the room)."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    room = width - 1
+    keep = room // 3 if head is None else max(0, min(head, room))
+    return text[:keep] + ELLIPSIS + text[len(text) - (room - keep):]
+
+
+def cut_names(names: Iterable[str], width: int) -> dict[str, str]:
+    """Each name cut to `width` (`cut_middle`), distinct names kept distinct: where two
+    cuts would read the same, the cut moves until they differ."""
+    names = list(dict.fromkeys(names))
+    room = max(width - 1, 0)
+    default = room // 3
+    out = {n: cut_middle(n, width) for n in names}
+    for head in [*range(default - 1, -1, -1), *range(default + 1, room + 1)]:
+        seen: dict[str, list[str]] = {}
+        for n, label in out.items():
+            seen.setdefault(label, []).append(n)
+        clashing = [n for group in seen.values() if len(group) > 1 for n in group]
+        if not clashing:
+            break
+        for n in clashing:
+            out[n] = cut_middle(n, width, head)
+    return out

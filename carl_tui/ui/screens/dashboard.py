@@ -28,7 +28,7 @@ from carl_tui.ui.widgets.log_panel import LogPanel
 from carl_tui.ui.widgets.metrics_table import MetricsTable
 from carl_tui.ui.widgets.phase_panel import PhasePanel
 from carl_tui.ui.widgets.plot_grid import MAX_GRID, PlotGrid
-from carl_tui.ui.widgets.plots import MetricPlot
+from carl_tui.ui.widgets.plots import MetricPlot, align_y_labels
 from carl_tui.ui.widgets.status_bar import StatusBar
 from carl_tui.ui.widgets.system_panel import SystemPanel
 
@@ -180,6 +180,8 @@ class DashboardScreen(ChartKeys, Screen[None]):
                 if (s := other.series.get(metric)) is not None]
 
     def _show_plots(self, snap: RunSnapshot) -> None:
+        from carl_tui.ui.chart import shared_xlim  # numpy: here with the run's data
+
         others = self.compare or self.overlay
         compared = (tuple(self.compare), self.overlay,
                     self.carl.store.version if others else None)
@@ -187,9 +189,11 @@ class DashboardScreen(ChartKeys, Screen[None]):
         plots = [p for p in self.all_plots() if p.display]
         wanted = others and any(p.wants(key, self.chart) for p in plots)
         runs = self._compared(snap) if wanted else []
+        shown = [(plot, self._overlays(runs, plot.metric)) for plot in plots]
+        xlim = shared_xlim(snap, [(p.metric, o) for p, o in shown], self.chart)
         with self.app.batch_update():
-            for plot in plots:
-                plot.show_run(snap, self._overlays(runs, plot.metric), self.chart, key=key)
+            for plot, overlays in shown:
+                plot.show_run(snap, overlays, self.chart, key=(key, xlim), xlim=xlim)
 
     def redraw(self, note: str | None = None) -> None:
         if self.snapshot is not None:
@@ -209,6 +213,9 @@ class DashboardScreen(ChartKeys, Screen[None]):
         wide one). Returns how many are hidden."""
         height = 0 if self.has_class("-compact") else self.plots.size.height
         return self.grid.fit(height, 2 if self.has_class("-wide") else 1)
+
+    def on_metric_plot_axis_changed(self, _event: MetricPlot.AxisChanged) -> None:
+        align_y_labels([p for p in self.all_plots() if p.display])
 
     def _say_hidden(self) -> None:
         if self._fit_grid():

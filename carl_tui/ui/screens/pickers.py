@@ -9,8 +9,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Label, OptionList, SelectionList
+from textual.widgets import Checkbox, Label, OptionList, SelectionList
 from textual.widgets.option_list import Option
+
+from carl_tui.ui.format import cut_names
 
 _CSS = """
 {name} {{ align: center middle; }}
@@ -88,6 +90,24 @@ class ChecklistPicker(ModalScreen[set[str] | None]):
 
     def on_mount(self) -> None:
         self.query_one(SelectionList).highlighted = 0
+        self.call_after_refresh(self._fit_labels)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit_labels)
+
+    def _fit_labels(self) -> None:
+        """Labels too long for the list are cut in the middle, not at the end: metrics
+        named alike (`profiling/Time taken: GRPOTrainer.<function>`) stay apart."""
+        checklist = self.query_one(SelectionList)
+        gutter = len(Checkbox.BUTTON_LEFT + Checkbox.BUTTON_INNER
+                     + Checkbox.BUTTON_RIGHT + " ")
+        width = checklist.scrollable_content_region.width - gutter
+        if width <= 0:
+            return
+        labels = cut_names((label for _key, label, _on in self._items), width)
+        for i, (_key, label, _on) in enumerate(self._items):
+            if str(checklist.get_option_at_index(i).prompt) != labels[label]:
+                checklist.replace_option_prompt_at_index(i, Text(labels[label]))
 
     def action_apply(self) -> None:
         self.dismiss(set(self.query_one(SelectionList).selected))

@@ -20,7 +20,7 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
 from carl_tui.metric_names import display_order
-from carl_tui.ui.format import PROVISIONAL, value_text
+from carl_tui.ui.format import PROVISIONAL, cut_names, value_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store.snapshot import RunSnapshot, SeriesView
@@ -51,6 +51,10 @@ def trend_text(s: SeriesView, trend: float) -> Text:
     return Text(f"{arrow} {trend:+.3g}", style="bold" if abs(rel) > 0.05 else "")
 
 
+def _label(name: str, s: SeriesView) -> str:
+    return f"{name} (derived)" if s.derived else name
+
+
 class MetricsTable(DataTable):
     """Rows keyed by metric name; cells update in place so the cursor stays put."""
 
@@ -62,8 +66,9 @@ class MetricsTable(DataTable):
         self.cursor_type = "row"
         self.zebra_stripes = True
         for col in COLUMNS:
-            # Long names (rewards/<f>/mean, train_samples_per_second) are cut, not
-            # allowed to push the numbers out of view.
+            # Long names (rewards/<f>/mean, train_samples_per_second) are cut in the
+            # middle (names that differ keep their distinct ends), not allowed to push
+            # the numbers out of view.
             self.add_column(col, key=col, width=METRIC_WIDTH if col == "metric" else None)
 
     def show(
@@ -74,7 +79,9 @@ class MetricsTable(DataTable):
             for name in sorted(snap.series, key=display_order)
             if name not in hidden
         }
-        rows = {name: self._cells(name, s, smoothing) for name, s in wanted.items()}
+        labels = cut_names((_label(name, s) for name, s in wanted.items()), METRIC_WIDTH)
+        rows = {name: self._cells(labels[_label(name, s)], s, smoothing)
+                for name, s in wanted.items()}
         self._fit_columns(rows.values())
         if list(rows) != [k.value for k in self.rows]:
             # A metric appeared (or was shown again): rebuild in display order,
@@ -100,12 +107,9 @@ class MetricsTable(DataTable):
             column.width, column.auto_width = width, False
 
     @staticmethod
-    def _cells(name: str, s: SeriesView, smoothing: float) -> tuple:
+    def _cells(label: str, s: SeriesView, smoothing: float) -> tuple:
         from carl_tui.ui.chart import trend_value  # numpy: loaded once data has arrived
 
-        label = f"{name} (derived)" if s.derived else name
-        if len(label) > METRIC_WIDTH:
-            label = label[: METRIC_WIDTH - 1] + "…"
         return (
             label,
             value_text(s.last),

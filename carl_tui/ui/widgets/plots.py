@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 from rich.align import Align
 from rich.text import Text
 from textual.color import Color, ColorParseError
+from textual.message import Message
 from textual.widget import Widget
 
+from carl_tui.ui.format import cut_middle
 from carl_tui.ui.plot_view import DEFAULT_SETTINGS, WAITING, ChartSettings, PlotView
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,6 +32,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.ui.chart import Overlay
 
 FAINT = 0.35  # how much of a line's colour a faint (raw, under the smoothed) trace keeps
+
+
+def align_y_labels(plots: Sequence[MetricPlot]) -> None:
+    """Stacked plots sharing an x range also share the room their y tick labels take (the
+    widest of them), so that their plot areas, and each step, line up column for column."""
+    widths = [len(label) for p in plots if not p.view.empty for label in p.view.yticks[1]]
+    width = max(widths, default=0)
+    for plot in plots:
+        if plot.y_label_width != width:
+            plot.y_label_width = width
+            if not plot.view.empty:
+                plot._draw(plot.view)
 
 
 class MetricPlot(Widget):
@@ -50,6 +64,12 @@ class MetricPlot(Widget):
         self._key: object = None
         self._drawn: object = None
         self.render_cost = 0.0  # seconds the last render took (plotext is pure Python)
+        # y tick labels padded to this width: stacked plots give their axes the same room
+        self.y_label_width = 0
+        self._label_room = 0  # the width its own widest y tick label takes
+
+    class AxisChanged(Message):
+        """The plot's y tick labels changed width (see `align_y_labels`)."""
 
     def show_run(
         self,
@@ -58,13 +78,15 @@ class MetricPlot(Widget):
         settings: ChartSettings = DEFAULT_SETTINGS,
         *,
         key: object = None,
+        xlim: tuple[float, float] | None = None,
     ) -> None:
-        """What to show; `key` identifies the data (an equal key skips the work)."""
+        """What to show; `key` identifies the data (an equal key skips the work); `xlim`:
+        the x range shared with the plots stacked with this one."""
         if not self.wants(key, settings):
             return
         key = (key, settings, self.metric)
         self._key = key
-        self._inputs = (snap, tuple(overlays), settings)
+        self._inputs = (snap, tuple(overlays), settings, xlim)
         self.redraw()
 
     def wants(self, key: object, settings: ChartSettings) -> bool:
@@ -123,16 +145,20 @@ class MetricPlot(Widget):
     def redraw(self) -> None:
         if not self.is_mounted or self._inputs is None:
             if self.is_mounted:
-                self.border_title = self.view.title
+                self.border_title = self._fit_title(self.view.title)
             return
         from carl_tui.ui.chart import build_view  # numpy: here with the run's data
 
-        snap, overlays, settings = self._inputs
+        snap, overlays, settings, xlim = self._inputs
         w, h = self.size.width or 80, self.size.height or 20
         self.view = build_view(self.metric, snap, overlays, settings, color_var=self.color_var,
-                               width=w, height=h)
+                               width=w, height=h, xlim=xlim)
         self._drawn = (self._key, self.size)
         self._draw(self.view)
+        room = max((len(t) for t in self.view.yticks[1]), default=0)
+        if room != self._label_room:  # (new ticks: a new size or data)
+            self._label_room = room
+            self.post_message(self.AxisChanged())
 
     def _rgb(self, var: str, faint: bool = False):
         value = self.app.theme_variables.get(var)
@@ -146,7 +172,7 @@ class MetricPlot(Widget):
         return color.rgb
 
     def _draw(self, view: PlotView) -> None:
-        self.border_title = view.title
+        self.border_title = self._fit_title(view.title)
         self.border_subtitle = self._legend(view)
         if view.empty:  # said in words (render), no figure
             self.refresh()
@@ -170,8 +196,16 @@ class MetricPlot(Widget):
         plt.xlim(x0, x1 if x1 > x0 else x0 + 1)
         plt.ylim(y0, y1)
         plt.xticks(list(view.xticks[0]), list(view.xticks[1]))
-        plt.yticks(list(view.yticks[0]), list(view.yticks[1]))
+        width = self.y_label_width
+        plt.yticks(list(view.yticks[0]), [label.rjust(width) for label in view.yticks[1]])
         self.refresh()
+
+    def _fit_title(self, title: str) -> str:
+        """The title cut in the middle to fit the border (between its corners and their
+        blanks), so that metrics named alike (TRL's `profiling/Time taken: ...`) keep the
+        ends that tell them apart; Textual would cut the end."""
+        width = self.outer_size.width
+        return title if width <= 6 else cut_middle(title, width - 6)
 
     def _legend(self, view: PlotView) -> Text:
         t = Text(no_wrap=True, overflow="ellipsis")
