@@ -219,3 +219,28 @@ def test_summary_of_a_trackio_store(tmp_path, capsys):
     assert d["run"] == "run-a" and d["steps_logged"] == 40
     assert (d["first_step"], d["last_step"]) == (10, 400)
     assert d["metrics"]["loss"]["last"] == points[-1]["train/loss"]
+
+
+@pytest.mark.parametrize("command", ["summary", "export"])
+def test_a_reader_that_stops_early_ends_it_quietly(tmp_path, command):
+    """`carl-tui summary run.jsonl | head`: the reader is gone before anything is written
+    (its end of the pipe is closed here first); no BrokenPipeError traceback, the exit
+    status of a tool ended by SIGPIPE."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "run.jsonl"
+    write_stream(path, [(s, {"loss": 1.0 / (1 + s)}) for s in range(3000)], {"name": "r"})
+    read, write = os.pipe()
+    os.close(read)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "carl_tui", command, str(path)],
+                              stdout=write, stderr=subprocess.PIPE, env=env, timeout=120,
+                              check=False)
+    finally:
+        os.close(write)
+    err = proc.stderr.decode()
+    assert proc.returncode == 141, err
+    assert err == ""

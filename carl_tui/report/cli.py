@@ -7,6 +7,7 @@ or could not be read; 2 a bad flag.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from carl_tui.cli import EXIT_NO_DATA, UsageError, open_request, source_request
@@ -29,7 +30,26 @@ def _fail(message: str) -> int:
     return EXIT_NO_DATA
 
 
+EXIT_PIPE = 128 + 13  # what a shell reports for a tool ended by SIGPIPE
+
+
 def run_report(args) -> int:
+    """Print, or fail in one line; a reader that stops early (`| head`) ends it quietly,
+    as it ends any Unix tool."""
+    try:
+        rc = _report(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that flush
+        # cannot fail too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_PIPE
+    return rc
+
+
+def _report(args) -> int:
     opened = open_request(source_request(args, must_exist=True))
     store = RunStore(vocab_size=args.vocab_size, gate_metric=args.gate_metric)
     batches = BatchCollector() if args.command == "export" else None
