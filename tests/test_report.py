@@ -244,3 +244,23 @@ def test_a_reader_that_stops_early_ends_it_quietly(tmp_path, command):
     err = proc.stderr.decode()
     assert proc.returncode == 141, err
     assert err == ""
+
+
+def test_a_tensorboard_run_is_named_by_its_own_folder_too(tmp_path, capsys):
+    """`--run` takes the run folder's own name as well as its path under the logdir."""
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    for run, scale in (("Nov26_08-00-00_host", 1.0), ("Nov26_09-00-00_host", 2.0)):
+        w = SummaryWriter(str(tmp_path / "logs" / "exp1" / run))
+        for step in range(0, 50, 10):
+            w.add_scalar("train/loss", scale / (1 + step), step)
+        w.close()
+    logs = str(tmp_path / "logs")
+    for wanted in ("Nov26_08-00-00_host", "exp1/Nov26_08-00-00_host"):
+        d = summary(["--tensorboard", logs, "--run", wanted], capsys)
+        assert d["run"] == "exp1/Nov26_08-00-00_host"
+        assert d["metrics"]["loss"]["max"] == 1.0
+    rc, _, err = cli(["summary", "--tensorboard", logs, "--run", "08-00-00_host",
+                      "--timeout", "1"], capsys)  # a part of the name is not the name
+    assert rc == 1 and "waiting for run 08-00-00_host" in err

@@ -79,7 +79,7 @@ def pick_run(store: RunStore, wanted: str | None):
     """The run asked for (key, id or name), else the most recently active one."""
     runs = store.runs()
     if wanted:
-        return next((r for r in runs if wanted in (r.key, r.run_id, r.name)), None)
+        return next((r for r in runs if r.answers_to(wanted)), None)
     if not runs:
         return None
 

@@ -182,7 +182,7 @@ class Follower:
         if self.current_run is None:
             runs = store.runs()
             want = self.preferred
-            match = [r for r in runs if want and want in (r.key, r.run_id, r.name)]
+            match = [r for r in runs if want and r.answers_to(want)]
             if match or runs:
                 self.current_run = (match or runs)[0].key
 
