@@ -62,7 +62,7 @@ def test_summary_and_export_of_real_trainer_logs(trainer_logs, name, capsys):
     train = [e for e in truth if not any(k.startswith("eval_") for k in e["keys"])]
     d = summary([str(log)], capsys)
     # every dict at its true step; no two training dicts share one
-    assert d["steps_logged"] == len(truth)
+    assert d["steps_logged"] == len({e["step"] for e in truth})  # steps, not rows
     assert d["first_step"] == min(e["step"] for e in truth)
     assert d["last_step"] == max(e["step"] for e in truth)
     assert len({e["step"] for e in train}) == len(train)
@@ -81,8 +81,15 @@ def test_summary_and_export_of_real_trainer_logs(trainer_logs, name, capsys):
     if name.startswith("grpo"):
         assert {p["stage"] for p in d["phases"]} == {"reward"}  # judged on the task reward
         assert d["cascade"] == {"switched_at": None, "source": None}  # no CARL in this run
-    rows = export_rows([str(log), "--metrics", "loss,learning_rate"], capsys)
+    # the end-of-training dict: in the summary and the export, apart from the curves
+    (end,) = [e for e in true_steps(log) if "train_runtime" in e["keys"]]
+    kept = d["train_summary"]
+    assert kept["step"] == end["step"] and "train_loss" not in d["metrics"]
+    for key in ("train_loss", "train_runtime", "train_steps_per_second"):
+        assert kept["values"][key] == pytest.approx(printed(end["values"][key]), rel=1e-3)
+    rows = export_rows([str(log), "--metrics", "loss,learning_rate,train_loss"], capsys)
     assert [r["step"] for r in rows] == sorted({e["step"] for e in truth})
+    assert [r["step"] for r in rows if "train_loss" in r] == [end["step"]]
     by_step = {r["step"]: r for r in rows}
     for e in train:
         if "loss" in e["values"]:

@@ -191,7 +191,7 @@ def test_file_source_reads_a_finished_log(trainer_logs):
     summary = [m["train_summary"] for m in metas if "train_summary" in m]
     assert len(summary) == 1 and summary[0]["train_loss"] > 0
     evals = [float(v) for e in events if isinstance(e, ScalarBatch)
-             for v in e.columns.get("eval_loss", []) if not math.isnan(v)]
+             for v in e.columns.get("eval/loss", []) if not math.isnan(v)]
     assert len(evals) == 3
     assert source.run.source == "trainer-log" and source.tally.total == 0
     assert not source.finished

@@ -18,6 +18,7 @@ from carl_tui.report.export import (
     merge_steps,
     select,
     with_derived_phi,
+    with_run_summary,
     write_csv,
     write_jsonl,
 )
@@ -72,7 +73,7 @@ def _report(args) -> int:
         d = summary_dict(snap, described, store.summary())
         print(json.dumps(d) if args.json else summary_text(d))
         return 0
-    return _export(args, batches, run.key, snap.vocab_size)
+    return _export(args, batches, run.key, snap)
 
 
 def pick_run(store: RunStore, wanted: str | None):
@@ -90,9 +91,11 @@ def pick_run(store: RunStore, wanted: str | None):
     return max(runs, key=newest)
 
 
-def _export(args, batches: BatchCollector, key: str, vocab_size: int | None) -> int:
+def _export(args, batches: BatchCollector, key: str, snap) -> int:
     steps, columns = merge_steps(batches.batches.get(key, []))
-    columns = with_derived_phi(columns, vocab_size)
+    steps, columns = with_run_summary(steps, columns, snap.meta.get("train_summary_step"),
+                                      snap.meta.get("train_summary"))
+    columns = with_derived_phi(columns, snap.vocab_size)
     try:
         names = select(columns, args.metrics)
     except KeyError as exc:

@@ -668,7 +668,8 @@ def trainer_events(
         if isinstance(item, BarUpdate):
             bar = item
         elif item.summary:
-            out.append(RunMeta(run, {"train_summary": clean(item.values, False)}))
+            out.append(RunMeta(run, {"train_summary": clean(item.values, False),
+                                     "train_summary_step": item.step}))
         else:
             values = clean(item.values, True)
             if values:
