@@ -81,14 +81,7 @@ def pick_run(store: RunStore, wanted: str | None):
     runs = store.runs()
     if wanted:
         return next((r for r in runs if r.answers_to(wanted)), None)
-    if not runs:
-        return None
-
-    def newest(r):
-        snap = store.snapshot(r.key, max_points=2)
-        return (snap.updated_at or 0.0) if snap is not None else 0.0
-
-    return max(runs, key=newest)
+    return store.most_recent()
 
 
 def _export(args, batches: BatchCollector, key: str, snap) -> int:
