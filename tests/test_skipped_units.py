@@ -3,13 +3,16 @@ malformed line a whole line. "skipped 32" for 32 NaN values read as 32 lost line
 
 from __future__ import annotations
 
+import io
 import json
 import math
 
 import pytest
+from rich.console import Console
 
 from carl_tui.sources.jsonl import JsonlSource
 from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.screens.skipped import SkippedScreen
 from carl_tui.ui.widgets.status_bar import StatusBar
 from tests.conftest import plain_text
 from tests.test_app import wait_for
@@ -66,3 +69,10 @@ async def test_the_status_bar_says_what_was_skipped(tmp_path):
         bar = app.query_one(StatusBar)
         await wait_for(pilot, lambda: "skipped 3 malformed lines" in plain_text(bar, 300))
         assert "1 NaN or infinite value" in plain_text(bar, 300)
+        await pilot.press("k")  # the list of reasons says the same
+        await wait_for(pilot, lambda: isinstance(app.screen, SkippedScreen))
+        console = Console(width=200, file=io.StringIO(), color_system=None)
+        console.print(app.screen.render_body())
+        listed = console.file.getvalue()
+        assert "skipped input: 3 malformed lines, 1 NaN or infinite value" in listed
+        assert "3 malformed lines" in listed and "1 NaN or infinite value" in listed
