@@ -77,6 +77,7 @@ def test_the_runs_average_loss_is_not_the_last_steps_loss(tiny_run, source, caps
     assert kept["step"] == MAX_STEPS
     assert kept["values"]["train_loss"] == pytest.approx(average, rel=1e-6)
     assert kept["values"]["train_runtime"] == pytest.approx(end["train_runtime"], rel=1e-6)
+    assert kept["values"]["epoch"] == pytest.approx(end["epoch"], rel=1e-6)
     rows = {r["step"]: r for r in export_rows(sources(tmp)[source], capsys)}
     assert rows[MAX_STEPS]["loss"] == pytest.approx(losses[-1][1], rel=1e-6)
     assert rows[MAX_STEPS]["train_loss"] == pytest.approx(average, rel=1e-6)

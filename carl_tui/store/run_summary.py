@@ -7,7 +7,8 @@ reads them as a row of metrics (TensorBoard, Trackio, W&B, a JSONL stream)
 hands them to the store like any other row; stored as points, `train_loss` would
 sit at the last step beside (or, named `loss`, over) the loss logged there. So
 the store takes them out of the rows: the run's meta keeps them under
-`train_summary` ({name: value}, the newest wins) and `train_summary_step`.
+`train_summary` ({name: value}, the newest wins; with the final `epoch` when the
+row has it, as a Trainer log's end line does) and `train_summary_step`.
 
 `train_loss` is taken only from a row that holds one of the other end-of-training
 keys (a run that logs a per-step `train_loss` of its own keeps its curve).
@@ -54,6 +55,9 @@ def take_run_summary(
         good = taken[~np.isnan(taken)]
         if good.size:
             values[key] = float(good[-1])
+    epoch = columns.get("epoch")  # the final epoch, as a Trainer log's end line says it
+    if epoch is not None and not np.isnan(epoch[rows[-1]]):
+        values["epoch"] = float(epoch[rows[-1]])  # (a copy: the epoch curve keeps it)
     return int(steps[rows[-1]]), values
 
 
