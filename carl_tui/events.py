@@ -39,6 +39,14 @@ class RunRef:
     def label(self) -> str:
         return self.name or self.run_id
 
+    def answers_to(self, wanted: str) -> bool:
+        """Whether `--run wanted` names this run: its key, id or name, or the last parts of
+        a name that is a path (a TensorBoard run `exp/Nov26_host` answers to `Nov26_host`)."""
+        if wanted in (self.key, self.run_id, self.name):
+            return True
+        tail = "/" + wanted.strip("/")
+        return tail != "/" and (self.name.endswith(tail) or self.run_id.endswith(tail))
+
 
 @dataclass(frozen=True, slots=True)
 class ScalarBatch:

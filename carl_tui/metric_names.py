@@ -21,9 +21,9 @@ ENTROPY = "entropy"
 ACCURACY = "mean_token_accuracy"
 REWARD = "reward"
 
-# Alternative spellings seen in the wild -> canonical name.
+# Alternative spellings seen in the wild -> canonical name. (`train_loss` is not one:
+# the Trainer logs it once, at the end, as the run's average loss; see RUN_SUMMARY_KEYS.)
 _ALIASES = {
-    "train_loss": "loss",
     "token_accuracy": "mean_token_accuracy",
     "carl/phi": "phi",
     "carl/phi_mean": "phi",
@@ -32,10 +32,25 @@ _ALIASES = {
 
 
 
+# What the Trainer logs once, when training ends (its dict printed last, and the same keys
+# in TensorBoard, Trackio, W&B and the CARL stream): the run's summary, never a point of a
+# curve. `train_loss` there is the average over the run, not the last step's loss.
+END_OF_TRAINING_KEYS = ("train_runtime", "train_samples_per_second", "train_steps_per_second",
+                        "total_flos")
+RUN_SUMMARY_KEYS = (*END_OF_TRAINING_KEYS, "train_loss")
+
+# Evaluation metrics: the Trainer prints `eval_loss`; its TensorBoard, Trackio and W&B
+# callbacks log `eval/loss`. One name whatever the source: `eval/loss`.
+_EVAL_PREFIXES = ("eval_", "test_")
+
+
 def canonical(key: str) -> str:
-    """`train/entropy` -> `entropy`; `eval/loss` stays `eval/loss`."""
+    """`train/entropy` -> `entropy`; `eval_loss` -> `eval/loss`; `eval/loss` stays."""
     k = key.strip()
     k = k.removeprefix("train/")
+    if k.startswith(_EVAL_PREFIXES) and len(k) > 5:
+        prefix, _, rest = k.partition("_")
+        return f"{prefix}/{rest}"
     return _ALIASES.get(k, k)
 
 

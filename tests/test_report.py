@@ -55,17 +55,18 @@ def reference_gate(rows: list[tuple[int, float]]) -> int | None:
 
 
 @pytest.mark.parametrize("name", ["sft_ls1", "sft_ls5", "sft_resume", "sft_save_eval",
-                                  "grpo_ls1", "grpo_ls1_buffered"])
+                                  "grpo_ls1", "grpo_ls1_buffered", "sft_kill_resume"])
 def test_summary_and_export_of_real_trainer_logs(trainer_logs, name, capsys):
     log = trainer_logs[name]
     truth = [e for e in true_steps(log) if "train_runtime" not in e["keys"]]
     train = [e for e in truth if not any(k.startswith("eval_") for k in e["keys"])]
     d = summary([str(log)], capsys)
     # every dict at its true step; no two training dicts share one
-    assert d["steps_logged"] == len(truth)
+    assert d["steps_logged"] == len({e["step"] for e in truth})  # steps, not rows
     assert d["first_step"] == min(e["step"] for e in truth)
     assert d["last_step"] == max(e["step"] for e in truth)
-    assert len({e["step"] for e in train}) == len(train)
+    if name != "sft_kill_resume":  # (killed and resumed: steps after its checkpoint repeat)
+        assert len({e["step"] for e in train}) == len(train)
     assert d["steps_estimated"] is False and d["skipped"] == 0
     for metric in ("loss", "grad_norm", "learning_rate"):
         values = [(e["step"], e["values"][metric]) for e in train if metric in e["values"]]
@@ -81,8 +82,15 @@ def test_summary_and_export_of_real_trainer_logs(trainer_logs, name, capsys):
     if name.startswith("grpo"):
         assert {p["stage"] for p in d["phases"]} == {"reward"}  # judged on the task reward
         assert d["cascade"] == {"switched_at": None, "source": None}  # no CARL in this run
-    rows = export_rows([str(log), "--metrics", "loss,learning_rate"], capsys)
+    # the end-of-training dict: in the summary and the export, apart from the curves
+    (end,) = [e for e in true_steps(log) if "train_runtime" in e["keys"]]
+    kept = d["train_summary"]
+    assert kept["step"] == end["step"] and "train_loss" not in d["metrics"]
+    for key in ("train_loss", "train_runtime", "train_steps_per_second"):
+        assert kept["values"][key] == pytest.approx(printed(end["values"][key]), rel=1e-3)
+    rows = export_rows([str(log), "--metrics", "loss,learning_rate,train_loss"], capsys)
     assert [r["step"] for r in rows] == sorted({e["step"] for e in truth})
+    assert [r["step"] for r in rows if "train_loss" in r] == [end["step"]]
     by_step = {r["step"]: r for r in rows}
     for e in train:
         if "loss" in e["values"]:
@@ -93,6 +101,8 @@ def test_summary_and_export_of_real_trainer_logs(trainer_logs, name, capsys):
 def test_a_log_without_progress_bars_says_its_steps_are_estimated(trainer_logs, capsys):
     d = summary([str(trainer_logs["sft_no_bars"])], capsys)
     assert d["steps_estimated"] is True
+    # placed by the end line and the epochs: 10 dicts, every 4 steps, not steps 1..10
+    assert (d["first_step"], d["last_step"], d["steps_logged"]) == (4, 40, 10)
     rc, out, _ = cli(["summary", str(trainer_logs["sft_no_bars"])], capsys)
     assert rc == 0 and "some steps estimated" in out
 
@@ -219,3 +229,48 @@ def test_summary_of_a_trackio_store(tmp_path, capsys):
     assert d["run"] == "run-a" and d["steps_logged"] == 40
     assert (d["first_step"], d["last_step"]) == (10, 400)
     assert d["metrics"]["loss"]["last"] == points[-1]["train/loss"]
+
+
+@pytest.mark.parametrize("command", ["summary", "export"])
+def test_a_reader_that_stops_early_ends_it_quietly(tmp_path, command):
+    """`carl-tui summary run.jsonl | head`: the reader is gone before anything is written
+    (its end of the pipe is closed here first); no BrokenPipeError traceback, the exit
+    status of a tool ended by SIGPIPE."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "run.jsonl"
+    write_stream(path, [(s, {"loss": 1.0 / (1 + s)}) for s in range(3000)], {"name": "r"})
+    read, write = os.pipe()
+    os.close(read)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "carl_tui", command, str(path)],
+                              stdout=write, stderr=subprocess.PIPE, env=env, timeout=120,
+                              check=False)
+    finally:
+        os.close(write)
+    err = proc.stderr.decode()
+    assert proc.returncode == 141, err
+    assert err == ""
+
+
+def test_a_tensorboard_run_is_named_by_its_own_folder_too(tmp_path, capsys):
+    """`--run` takes the run folder's own name as well as its path under the logdir."""
+    pytest.importorskip("tensorboard")
+    from torch.utils.tensorboard import SummaryWriter
+
+    for run, scale in (("Nov26_08-00-00_host", 1.0), ("Nov26_09-00-00_host", 2.0)):
+        w = SummaryWriter(str(tmp_path / "logs" / "exp1" / run))
+        for step in range(0, 50, 10):
+            w.add_scalar("train/loss", scale / (1 + step), step)
+        w.close()
+    logs = str(tmp_path / "logs")
+    for wanted in ("Nov26_08-00-00_host", "exp1/Nov26_08-00-00_host"):
+        d = summary(["--tensorboard", logs, "--run", wanted], capsys)
+        assert d["run"] == "exp1/Nov26_08-00-00_host"
+        assert d["metrics"]["loss"]["max"] == 1.0
+    rc, _, err = cli(["summary", "--tensorboard", logs, "--run", "08-00-00_host",
+                      "--timeout", "1"], capsys)  # a part of the name is not the name
+    assert rc == 1 and "waiting for run 08-00-00_host" in err

@@ -666,7 +666,8 @@ def test_trainer_events():
 
     events = trainer_events(RUN, items, clean, wall_time=123.0)
     metas = [e.meta for e in events if isinstance(e, RunMeta)]
-    assert metas == [{"train_summary": {"train_loss": 2.1, "train_runtime": 3.5}},
+    assert metas == [{"train_summary": {"train_loss": 2.1, "train_runtime": 3.5},
+                      "train_summary_step": 60},
                      {"steps_estimated": True}]
     (batch,) = [e for e in events if isinstance(e, ScalarBatch)]
     assert list(batch.steps) == [4, 8] and batch.wall_time == 123.0

@@ -37,12 +37,13 @@ WITH_BARS = [name for name, spec in RUNS.items() if not spec.get("no_bars")]
 def expected(log) -> list[tuple[int, bool]]:
     """(step the parser must give, is it the summary) for each printed dict, in order: the
     Trainer's global_step, plus, in a second training of the same log, the last step of
-    the first."""
+    the first (a training resumed from a checkpoint continues its global_step)."""
     out, offset, last = [], 0, 0
+    resumed = RUNS[log.name.removesuffix(".log")].get("appended")
     for entry in true_steps(log):
         summary = "train_runtime" in entry["keys"]
         step = entry["step"] + offset
-        if not summary and step < last:  # the second training starts over
+        if not summary and step < last and not resumed:  # the second training starts over
             offset, step = last, entry["step"] + last
         if not summary:
             last = step
@@ -63,6 +64,11 @@ def parse(text: str, *, flush_each: bool = False, split=lambda t: t.split("\n"))
 
 def check_order(items):
     rows = [m for m in items if not m.summary]
+    back = [i for i, (a, b) in enumerate(itertools.pairwise(rows), 1) if b.step < a.step]
+    if back:  # a run killed and resumed from its checkpoint: each part in order
+        check_order(rows[: back[0]])
+        check_order(rows[back[0]:])
+        return
     assert all(b.step >= a.step for a, b in itertools.pairwise(rows))
     by_kind: dict[bool, list[int]] = {}
     for m in rows:
@@ -101,16 +107,22 @@ def test_the_logs_have_the_stale_bars_of_real_runs(trainer_logs):
         assert len(before) == len(truth) and stale >= len(truth) // 3, (name, stale)
 
 
-def test_progress_bars_off_steps_are_flagged_estimates(trainer_logs):
-    """disable_tqdm=True: the Trainer prints only the dicts. The logging cadence given as a
-    hint places them, and every step says it is an estimate."""
-    text = trainer_logs["sft_no_bars"].read_bytes().decode("utf-8")
-    truth = expected(trainer_logs["sft_no_bars"])
+@pytest.mark.parametrize("name", ["sft_no_bars", "sft_no_bars_eval"])
+def test_progress_bars_off_steps_are_placed_by_the_end_line(trainer_logs, name):
+    """disable_tqdm=True: the Trainer prints only the dicts. Each was given one step more
+    than the one before (off by a factor of logging_steps); the end line (train_runtime x
+    train_steps_per_second steps, the final epoch) and each dict's epoch place them within
+    one logging interval, and every step still says it is an estimate."""
+    text = trainer_logs[name].read_bytes().decode("utf-8")
+    truth = expected(trainer_logs[name])
     items, _ = parse(text)
-    assert len(items) == len(truth)
+    assert [m.summary for m in items] == [summary for _, summary in truth]
+    interval = RUNS[name]["logging_steps"]
+    off = [abs(m.step - step) for m, (step, _) in zip(items, truth)]
+    assert max(off) < interval, off
     assert not any(m.step_known for m in items if not m.summary)
     check_order(items)
-    parser = TrainerLogParser(logging_steps=RUNS["sft_no_bars"]["logging_steps"])
+    parser = TrainerLogParser(logging_steps=RUNS[name]["logging_steps"])
     hinted = [it for line in text.split("\n") for it in parser.feed(line)] + parser.flush()
     assert [m.step for m in hinted if not m.summary] == [s for s, summ in truth if not summ]
 
@@ -191,7 +203,7 @@ def test_file_source_reads_a_finished_log(trainer_logs):
     summary = [m["train_summary"] for m in metas if "train_summary" in m]
     assert len(summary) == 1 and summary[0]["train_loss"] > 0
     evals = [float(v) for e in events if isinstance(e, ScalarBatch)
-             for v in e.columns.get("eval_loss", []) if not math.isnan(v)]
+             for v in e.columns.get("eval/loss", []) if not math.isnan(v)]
     assert len(evals) == 3
     assert source.run.source == "trainer-log" and source.tally.total == 0
     assert not source.finished
@@ -272,3 +284,19 @@ def test_job_source_line_events(trainer_logs):
             assert len(_steps(events)) == len(want)
         flagged = any(e.meta.get("steps_estimated") for e in events if isinstance(e, RunMeta))
         assert flagged == estimated, name
+
+
+@pytest.mark.parametrize("name", ["sft_stop_resume", "sft_kill_resume"])
+def test_a_run_resumed_into_the_same_log_keeps_its_global_step(trainer_logs, name):
+    """A run stopped (or killed) after its checkpoint at 60 and resumed from it, both
+    appending to one log: the resumed steps are 63..120, not the previous training's last
+    step plus those (123..180, or 138 for the kill's 63). After a kill the steps logged
+    after the checkpoint come again, as the Trainer logged them."""
+    text = trainer_logs[name].read_bytes().decode("utf-8")
+    items, parser = parse(text)
+    rows = [m.step for m in items if not m.summary]
+    stopped_at = 60 if name == "sft_stop_resume" else 75  # (the kill came at step 76)
+    part_two = rows[rows.index(stopped_at) + 1:]
+    assert part_two == list(range(63, 121, 3))
+    assert [(m.step, m.summary) for m in items] == expected(trainer_logs[name])
+    assert all(m.step_known for m in items) and parser.mispredicted == 0

@@ -7,6 +7,7 @@ or could not be read; 2 a bad flag.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from carl_tui.cli import EXIT_NO_DATA, UsageError, open_request, source_request
@@ -17,6 +18,7 @@ from carl_tui.report.export import (
     merge_steps,
     select,
     with_derived_phi,
+    with_run_summary,
     write_csv,
     write_jsonl,
 )
@@ -29,7 +31,26 @@ def _fail(message: str) -> int:
     return EXIT_NO_DATA
 
 
+EXIT_PIPE = 128 + 13  # what a shell reports for a tool ended by SIGPIPE
+
+
 def run_report(args) -> int:
+    """Print, or fail in one line; a reader that stops early (`| head`) ends it quietly,
+    as it ends any Unix tool."""
+    try:
+        rc = _report(args)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that flush
+        # cannot fail too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return EXIT_PIPE
+    return rc
+
+
+def _report(args) -> int:
     opened = open_request(source_request(args, must_exist=True))
     store = RunStore(vocab_size=args.vocab_size, gate_metric=args.gate_metric)
     batches = BatchCollector() if args.command == "export" else None
@@ -52,27 +73,22 @@ def run_report(args) -> int:
         d = summary_dict(snap, described, store.summary())
         print(json.dumps(d) if args.json else summary_text(d))
         return 0
-    return _export(args, batches, run.key, snap.vocab_size)
+    return _export(args, batches, run.key, snap)
 
 
 def pick_run(store: RunStore, wanted: str | None):
     """The run asked for (key, id or name), else the most recently active one."""
     runs = store.runs()
     if wanted:
-        return next((r for r in runs if wanted in (r.key, r.run_id, r.name)), None)
-    if not runs:
-        return None
-
-    def newest(r):
-        snap = store.snapshot(r.key, max_points=2)
-        return (snap.updated_at or 0.0) if snap is not None else 0.0
-
-    return max(runs, key=newest)
+        return next((r for r in runs if r.answers_to(wanted)), None)
+    return store.most_recent()
 
 
-def _export(args, batches: BatchCollector, key: str, vocab_size: int | None) -> int:
+def _export(args, batches: BatchCollector, key: str, snap) -> int:
     steps, columns = merge_steps(batches.batches.get(key, []))
-    columns = with_derived_phi(columns, vocab_size)
+    steps, columns = with_run_summary(steps, columns, snap.meta.get("train_summary_step"),
+                                      snap.meta.get("train_summary"))
+    columns = with_derived_phi(columns, snap.vocab_size)
     try:
         names = select(columns, args.metrics)
     except KeyError as exc:

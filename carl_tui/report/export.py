@@ -67,6 +67,28 @@ def with_derived_phi(
     return {**columns, mn.PHI: 1.0 - columns[mn.ENTROPY] / math.log(vocab_size)}
 
 
+def with_run_summary(
+    steps: np.ndarray, columns: dict[str, np.ndarray], step: int | None,
+    values: dict[str, float] | None,
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The run's end-of-training values (`train_loss`, `train_runtime`, ...) as columns at
+    their step, where the rows do not hold them already (a Trainer log prints them in a
+    dict of their own, which the store keeps apart)."""
+    missing = {k: v for k, v in (values or {}).items() if k not in columns}
+    if step is None or not missing:
+        return steps, columns
+    i = int(np.searchsorted(steps, step))
+    if i == steps.size or steps[i] != step:  # a row of its own
+        steps = np.insert(steps, i, step)
+        columns = {k: np.insert(c, i, np.nan) for k, c in columns.items()}
+    out = dict(columns)
+    for key, value in missing.items():
+        col = np.full(steps.size, np.nan)
+        col[i] = value
+        out[key] = col
+    return steps, out
+
+
 def select(columns: dict[str, np.ndarray], wanted: Sequence[str] | None) -> list[str]:
     """Column order: the dashboard's; `wanted` picks and orders (unknown names raise KeyError)."""
     if wanted:

@@ -9,7 +9,18 @@ The JSON object (one per call, keys always present):
      "gate": {"metric": str, "fired_at": int | null},
      "cascade": {"switched_at": int | null, "source": "run" | "derived" | null},
      "events": [{"kind": str, "step": int | null, "text": str}, ...],
-     "steps_estimated": bool, "skipped": int}
+     "steps_estimated": bool, "skipped": int,
+     "skipped_input": [{"count": int, "what": str}, ...],
+     "train_summary": {"step": int | null, "values": {name: float}} | null}
+
+`steps_logged` counts the steps that logged something (a step with a training and an
+evaluation row is one step). `skipped` counts what the sources could not use, in
+mixed units; `skipped_input` says what it was ("NaN or infinite values": one value
+each, the rest of their line kept; "malformed lines": a whole line each).
+
+`train_summary` is what the Trainer logs once when training ends (`train_loss`, the
+average loss over the run, `train_runtime`, `train_samples_per_second`, ...), kept
+apart from the curves: `metrics["loss"]` is the loss logged at each step.
 
 `run` is the run's name as its tracker shows it. Values are the store's: the
 same numbers the metrics table shows (phi derived from entropy when the run
@@ -52,7 +63,17 @@ def summary_dict(snap: RunSnapshot, source: str, status: StoreSummary) -> dict[s
                    for e in sorted(snap.events, key=lambda e: -1 if e.step is None else e.step)],
         "steps_estimated": bool(snap.meta.get("steps_estimated", False)),
         "skipped": status.skipped,
+        "skipped_input": [{"count": n, "what": what} for n, what in status.skipped_counts()],
+        "train_summary": _train_summary(snap),
     }
+
+
+def _train_summary(snap: RunSnapshot) -> dict[str, Any] | None:
+    values = snap.meta.get("train_summary")
+    if not values:
+        return None
+    step = snap.meta.get("train_summary_step")
+    return {"step": None if step is None else int(step), "values": dict(values)}
 
 
 def _num(v: float | None) -> str:
@@ -70,7 +91,8 @@ def summary_text(d: dict[str, Any]) -> str:
     steps = f"steps {d['first_step']}..{d['last_step']}, {d['steps_logged']} logged"
     if d["steps_estimated"]:
         steps += " (some steps estimated: the log did not say)"
-    lines.append(f"{steps}; skipped input {d['skipped']}")
+    skipped = ", ".join(f"{s['count']} {s['what']}" for s in d["skipped_input"]) or "nothing"
+    lines.append(f"{steps}; skipped {skipped}")
     stages: list[str] = []
     for p in d["phases"]:
         if not stages or not stages[-1].startswith(p["stage"]):
@@ -99,6 +121,12 @@ def summary_text(d: dict[str, Any]) -> str:
         step = m["last_step"] if m["last_step"] is not None else "-"
         lines.append(f"{label:<{width}}  {_num(m['last']):>12} {_num(m['min']):>12} "
                      f"{_num(m['max']):>12} {step:>8}")
+    end = d.get("train_summary")
+    if end:
+        at = f" (step {end['step']})" if end["step"] is not None else ""
+        values = ", ".join(f"{k} {_num(v)}" for k, v in end["values"].items())
+        lines.append("")
+        lines.append(f"end of training{at}: {values}")
     if d["events"]:
         lines.append("")
         lines.extend(f"step {e['step'] if e['step'] is not None else '-':>7}  {e['text']}"

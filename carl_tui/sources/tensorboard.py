@@ -5,7 +5,8 @@ containing "tfevents", as TensorBoard itself decides) is a run, named by its
 path relative to LOGDIR with "/" separators; files directly in LOGDIR make a run
 named after LOGDIR's folder. Each run is `RunRef("tensorboard", <LOGDIR's
 folder name>, <run name>, <run name>)`. `runs=` keeps the runs whose name is
-listed, or that lie under a listed name (`grpo` keeps `grpo` and `grpo/eval`).
+listed, or that lie under a listed name (`grpo` keeps `grpo` and `grpo/eval`), or
+whose path ends with it (the run folder's own name: `Nov26_host` keeps `exp/Nov26_host`).
 New runs, and new files in a run (a restarted writer starts a new file), are
 picked up as they appear; a run's files are read oldest first (by the time in
 their names).
@@ -403,7 +404,8 @@ class TensorBoardSource(PolledSource):
     def _wanted(self, name: str) -> bool:
         if self.runs is None:
             return True
-        return any(name == r or name.startswith(r.rstrip("/") + "/") for r in self.runs)
+        return any(name == r or name.startswith(r.rstrip("/") + "/")
+                   or name.endswith("/" + r.strip("/")) for r in self.runs)
 
     def _discover(self) -> list[_Run]:
         """The runs with something new, most recently written first."""

@@ -51,7 +51,13 @@ logs, or evaluation logs of one prefix) never share a step (an evaluation at
 the step of a training log shares that step, as in the Trainer). After a
 training ends and another starts in the same stream (a new training bar
 counting from 0), steps continue from the last step of the stream: step =
-that offset + the new training's `global_step`.
+that offset + the new training's `global_step`. A training resumed from a
+checkpoint into the same stream (`resume_from_checkpoint`, after a stop or a
+kill) is told apart by its bar's first move: it jumps from 0 to the
+checkpoint's step + 1 or more, past the first step a new training logs at (the
+previous training's first logged step or its cadence). Its steps are its
+`global_step`, as the bar shows them: after a kill they go back to the
+checkpoint and repeat the steps logged after it.
 
 This module reads the text (dicts, bars, their order); trainer_steps.py works
 out the steps (the training bar, the estimates, the held dicts and the queued
@@ -70,6 +76,7 @@ from dataclasses import dataclass
 from carl_tui.events import Event, LogLines, Progress, RunMeta, RunRef, ScalarBatch
 from carl_tui.metric_names import canonical, is_metric_key, valid_number
 from carl_tui.sources.tally import InputTally
+from carl_tui.sources.trainer_end import place
 from carl_tui.sources.trainer_steps import (
     Held,
     HeldDicts,
@@ -356,6 +363,10 @@ class TrainerLogParser:
         self._sig_before_clear = _NONE
         self._sig_before_held = _NONE
         self._after_clear = False
+        # After a new training's bar appeared: (the offset before it, the count above
+        # which its first move means a resumed training), until that first move.
+        self._resume: tuple[int, int | None] | None = None
+        self._end_offset = 0  # without bars: the steps of the trainings placed so far
 
     @property
     def step(self) -> int | None:
@@ -470,9 +481,12 @@ class TrainerLogParser:
         if self._bar.starts_training(bar):
             if self._dicts.held:
                 self._dicts.settle(out, adjacent=False, after=None)
+            self._resume = (self._bar.offset, self._steps.resume_threshold())
             self._bar.offset = max(self._bar.offset, self._steps.last or 0)
             self._new_training()
             first = True
+        if self._resume is not None and bar.step > 0:
+            self._check_resume(bar.step)
         step = self._bar.move(bar)
         sig = self._sig
         redraw = False  # this bar is the redraw of a tqdm.write whose text is still buffered
@@ -490,6 +504,16 @@ class TrainerLogParser:
         self._sig = _BAR_SEEN
         out.append(bar)
 
+    def _check_resume(self, count: int) -> None:
+        """The first count of a new training's bar: a resumed training (its global_step
+        continues from a checkpoint: the bar jumps past where the previous training's
+        first log or its logging cadence put a new training's first step), or a new one."""
+        offset, threshold = self._resume  # type: ignore[misc]
+        self._resume = None
+        if threshold is not None and count > threshold:
+            self._bar.offset = offset
+            self._steps.resumed(offset)
+
     def _check_prediction(self, step: int) -> None:
         """The redraw of the last dict released by `flush()`, estimated: was it right?"""
         held, predicted, known = self._dicts.check  # type: ignore[misc]
@@ -503,9 +527,9 @@ class TrainerLogParser:
         dicts = self._dicts
         if self._sig in (_DICT, _FLUSHED) and self._bar.n is not None:
             dicts.buffered = True  # dict after dict, no clear between: a burst of stdout
-        if dicts.held and not dicts.markers:
+        if dicts.held and not dicts.markers and self._bar.level is not None:
             # Another dict and no bar drawn since: the ones held will get no redraw
-            # (progress bars off, or lost output).
+            # (lost output). (No bar at all: progress bars off; held for the end line.)
             dicts.settle(out, adjacent=False, after=None)
         if not dicts.held and self._sig != _FLUSHED:  # (a burst may be flushed midway)
             self._sig_before_held = self._sig
@@ -525,8 +549,22 @@ class TrainerLogParser:
             )
         self._sig = _DICT
         dicts.check = None
+        if kind == "summary" and self._bar.level is None:
+            self._place_by_end_line(out)
         if len(dicts.held) > MAX_HELD:
             dicts.settle(out, adjacent=False, after=None)
+
+    def _place_by_end_line(self, out: list[Item]) -> None:
+        """No bar in the stream: the training's summary says where its dicts were
+        (trainer_end.py); still estimates, within one logging interval."""
+        held = self._dicts.held
+        steps = place(held, self._end_offset)
+        if steps is None:
+            return  # left to the estimates, as at flush()
+        self._dicts.held = []
+        for h, step in zip(held, steps):
+            self._steps.emit(h, step, False, out)
+        self._end_offset = steps[-1]
 
     def _new_training(self) -> None:
         self._dicts.markers.clear()
@@ -668,7 +706,8 @@ def trainer_events(
         if isinstance(item, BarUpdate):
             bar = item
         elif item.summary:
-            out.append(RunMeta(run, {"train_summary": clean(item.values, False)}))
+            out.append(RunMeta(run, {"train_summary": clean(item.values, False),
+                                     "train_summary_step": item.step}))
         else:
             values = clean(item.values, True)
             if values:

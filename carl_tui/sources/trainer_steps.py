@@ -149,8 +149,22 @@ class StepEstimator:
         self.known_kind: dict[str, int] = {}
         self.new_training()
 
+    def resume_threshold(self) -> int | None:
+        """The highest count a new training's bar can show at its first move, from what
+        this training logged (its cadence, else its first logged step; None: unknown).
+        A bar that jumps past it continues this run's global_step: a resume."""
+        cadence = self.cadence("train")
+        return cadence if cadence is not None else self.first_train
+
+    def resumed(self, offset: int) -> None:
+        """The new training resumes the previous one from a checkpoint: its steps may go
+        back to the checkpoint's (steps logged again after a kill)."""
+        self.last = self.known = offset
+        self.last_kind, self.known_kind = {}, {}
+
     def new_training(self) -> None:
         """Forget what the previous training taught (its cadence and epoch ratio)."""
+        self.first_train: int | None = None  # first step logged, from the bar's 0
         self.obs_last: dict[str, int] = {}  # last observed (exact) step per kind
         self.diffs: dict[str, tuple[int | None, int]] = {}  # last two step differences
         self.ratio: tuple[float, float] | None = None  # global_step / epoch, an interval
@@ -274,6 +288,8 @@ class StepEstimator:
             step, known = floor, False
         self.last = step
         self.last_kind[h.kind] = step
+        if h.kind == "train" and self.first_train is None:
+            self.first_train = step - self.bar.offset
         if known:
             self.known = step
             self.known_kind[h.kind] = step

@@ -16,8 +16,10 @@ from carl_tui import metric_names as mn
 from carl_tui.events import JobStatus, JobUsage, Marker, Progress, RunRef, ScalarBatch, SystemSample
 from carl_tui.store.preview import Preview
 from carl_tui.store.run_snapshot import build_snapshot
+from carl_tui.store.run_summary import SUMMARY, SUMMARY_STEP, merged, take_run_summary
 from carl_tui.store.series import Series
 from carl_tui.store.snapshot import RunSnapshot
+from carl_tui.store.step_count import StepCount
 from carl_tui.store.story import RunStory
 from carl_tui.store.system import SystemTrack
 
@@ -58,7 +60,7 @@ class RunState:
         self.system = SystemTrack()  # machine samples (GPUs, CPU, RAM)
         self.version = 0
         self.updated_at: float | None = None
-        self.steps_logged = 0
+        self._steps = StepCount()  # distinct steps logged
         self.last_step: int | None = None
         self.first_step: int | None = None
         self.preview: Preview | None = None  # the coarse view while the history is read
@@ -82,6 +84,11 @@ class RunState:
     @property
     def events(self) -> deque[RunEvent]:
         return self.story.events
+
+    @property
+    def steps_logged(self) -> int:
+        """Distinct steps that logged something (rows of one step count once)."""
+        return self._steps.count
 
     # -- identity ------------------------------------------------------------
 
@@ -108,6 +115,8 @@ class RunState:
     # -- events --------------------------------------------------------------
 
     def add_meta(self, meta: dict) -> None:
+        if SUMMARY in meta:  # the end of a training: added to the run's summary
+            meta = {**meta, **merged(self.meta, meta.get(SUMMARY_STEP), meta[SUMMARY])}
         self.meta.update(meta)
         self.story.cascade.add_meta(meta)
         self._check_vocab()
@@ -166,10 +175,13 @@ class RunState:
             return
         steps = batch.steps.astype(np.float64)
         cols = dict(batch.columns)
+        ended = take_run_summary(batch.steps, cols)  # never points of a curve
+        if ended is not None:
+            self.meta.update(merged(self.meta, *ended))
         for name, values in cols.items():
             self._series(name).extend(steps, values)
         self._add_wall_times(batch, steps)
-        self.steps_logged += n
+        self._steps.add(batch.steps)
         newest, oldest = int(batch.steps.max()), int(batch.steps.min())
         self.last_step = newest if self.last_step is None else max(self.last_step, newest)
         self.first_step = oldest if self.first_step is None else min(self.first_step, oldest)

@@ -140,3 +140,20 @@ class StoreSummary:
 
     sources: Mapping[str, SourceStatus] = field(default_factory=dict)
     skipped: int = 0
+
+    def skipped_counts(self) -> list[tuple[int, str]]:
+        """What every source skipped, in its units: [(32, "NaN or infinite values"), ...]."""
+        from carl_tui.store.skipped import skipped_counts
+
+        reasons = [(reason, count) for st in self.sources.values()
+                   for reason, count, _ in st.skip_reasons]
+        told = sum(n for _, n in reasons)
+        if told < self.skipped:  # counted without a reason
+            reasons.append(("", self.skipped - told))
+        return skipped_counts(reasons)
+
+    def skipped_text(self, most: int = 3) -> str:
+        """"32 NaN or infinite values, 3 malformed lines" ("nothing" when nothing was)."""
+        from carl_tui.store.skipped import counts_text
+
+        return counts_text(self.skipped_counts(), most)

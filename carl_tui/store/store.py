@@ -105,6 +105,16 @@ class RunStore:
         with self._lock:
             return [self._runs[k].run for k in reversed(self._order)]
 
+    def most_recent(self) -> RunRef | None:
+        """The run opened by default, on screen and in `summary`: the most recently
+        active one (the newest wall time of its data; among equals, the one updated
+        last). None when there is no run."""
+        with self._lock:
+            states = [self._runs[k] for k in reversed(self._order)]
+            if not states:
+                return None
+            return max(states, key=lambda st: st.updated_at or 0.0).run
+
     def snapshot(self, run_key: str, max_points: int = 2000) -> RunSnapshot | None:
         with self._lock:
             st = self._runs.get(run_key)

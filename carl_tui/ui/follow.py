@@ -60,6 +60,11 @@ class Follower:
         self._follow_project: str | None = None
         self._next_pull = 0.0
         self._started = False
+        # No run named: the screen shows the most recently active run (the rule
+        # `summary` follows too), chosen again while the sources read their history,
+        # until the user picks one.
+        self._auto = preferred is None
+        self._told: str | None = None  # the automatic choice last announced
 
     # -- sources ---------------------------------------------------------------
 
@@ -120,14 +125,17 @@ class Follower:
 
     def follow(self, run_key: str) -> None:
         """Show this run now, or as soon as its first event arrives."""
+        self._auto = False
         self._pending_follow = run_key
         self._seen_store_version = -1
 
     def follow_project(self, project: str) -> None:
+        self._auto = False
         self._follow_project = project
         self._seen_store_version = -1
 
     def switch_run(self, key: str) -> None:
+        self._auto = False
         self.current_run = key
         self._seen_version = -1
         self._seen_store_version = -1
@@ -147,6 +155,9 @@ class Follower:
             return False
         self._seen_store_version = store.version
         self._choose_run()
+        told = self._tell_choice()
+        if told is not None:
+            notify(told)
         shown = [n for n in store.take_notices()
                  if self.current_run is None or n.run.key == self.current_run
                  or n.kind in ALWAYS_SHOWN]
@@ -179,12 +190,30 @@ class Follower:
             if runs:
                 self.current_run, self._follow_project = runs[0].key, None
                 self._seen_version = -1
-        if self.current_run is None:
-            runs = store.runs()
-            want = self.preferred
-            match = [r for r in runs if want and want in (r.key, r.run_id, r.name)]
-            if match or runs:
-                self.current_run = (match or runs)[0].key
+        if self.current_run is None and self.preferred:
+            match = [r for r in store.runs() if r.answers_to(self.preferred)]
+            if match:
+                self.current_run = match[0].key
+        if (self.current_run is None or self._auto) and not self._pending_follow:
+            newest = store.most_recent()
+            if newest is not None and newest.key != self.current_run:
+                self.current_run = newest.key
+                self._seen_version = -1
+
+    def _tell_choice(self) -> Notice | None:
+        """Once the history is read, say which run the screen chose and why (when there
+        is a choice): "showing X, the most recently active of N runs"."""
+        if not self._auto or self.catching_up or self.current_run is None:
+            return None
+        self._auto = False  # chosen: new data of another run no longer moves the screen
+        runs = self.store.runs()
+        run = next((r for r in runs if r.key == self.current_run), None)
+        if run is None or len(runs) < 2 or self._told == run.key:
+            return None
+        self._told = run.key
+        text = (f"showing {run.label}: the most recently active of {len(runs)} runs "
+                "(r or --run picks another)")
+        return Notice(0, run, "run_choice", None, text, "information")
 
 
 MAX_PER_KIND = 3  # notices of one kind for one run shown from one pull; the rest are summed

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,7 +42,9 @@ ROOT = HERE.parent.parent
 # high step), epochs + n_train (several short epochs, max_steps unset),
 # grad_accum (gradient accumulation), buffered (stdout block-buffered, as
 # without `python -u`), no_bars (disable_tqdm: the Trainer prints dicts only),
-# then (a second training, in the same log, after the first).
+# then (a second training, in the same log, after the first), appended (the run is
+# stopped (`stop_at`) or killed with SIGKILL (`kill_at`) after its checkpoint at
+# `resume_from`, then resumed from it, both writing to the one log).
 RUNS: dict[str, dict] = {
     "sft_ls1": {"kind": "sft", "max_steps": 60, "logging_steps": 1},
     "sft_ls5": {"kind": "sft", "max_steps": 120, "logging_steps": 5},
@@ -56,6 +59,12 @@ RUNS: dict[str, dict] = {
     "sft_ls5_buffered": {"kind": "sft", "max_steps": 120, "logging_steps": 5, "buffered": True},
     "grpo_ls1_buffered": {"kind": "grpo", "max_steps": 40, "logging_steps": 1, "buffered": True},
     "sft_no_bars": {"kind": "sft", "max_steps": 40, "logging_steps": 4, "no_bars": True},
+    "sft_no_bars_eval": {"kind": "sft", "max_steps": 160, "logging_steps": 8, "eval_steps": 40,
+                         "no_bars": True},
+    "sft_stop_resume": {"kind": "sft", "max_steps": 120, "logging_steps": 3, "save_steps": 30,
+                        "appended": {"stop_at": 60, "resume_from": 60}},
+    "sft_kill_resume": {"kind": "sft", "max_steps": 120, "logging_steps": 3, "save_steps": 30,
+                        "appended": {"kill_at": 76, "resume_from": 60}},
     "sft_then_grpo": {"kind": "sft", "max_steps": 30, "logging_steps": 3,
                       "then": {"kind": "grpo", "max_steps": 12, "logging_steps": 1}},
 }
@@ -86,6 +95,38 @@ def _child(outdir: str, names: list[str]) -> None:  # pragma: no cover - runs in
                           if isinstance(v, (int, float)) and not isinstance(v, bool)}
                 f.write(json.dumps({"step": state.global_step, "keys": sorted(logs or {}),
                                     "values": values}) + "\n")
+
+    class Interrupt(TrainerCallback):
+        """Stops the training at `stop_at`, or kills its process at `kill_at`."""
+
+        def __init__(self, stop_at: int | None = None, kill_at: int | None = None) -> None:
+            self.stop_at, self.kill_at = stop_at, kill_at
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == self.kill_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            if state.global_step == self.stop_at:
+                control.should_training_stop = True
+
+    def interrupted(spec: dict, work: Path, steps_file: Path) -> None:
+        """The first part of an appended run: stopped, or killed (in a forked process, so
+        that only it dies, as a killed job does)."""
+        part = spec["appended"]
+        if part.get("stop_at"):
+            trainer = build(spec, work, steps_file, spec["max_steps"])
+            trainer.add_callback(Interrupt(stop_at=part["stop_at"]))
+            trainer.train()
+            return
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the process that is killed
+            try:
+                trainer = build(spec, work, steps_file, spec["max_steps"])
+                trainer.add_callback(Interrupt(kill_at=part["kill_at"]))
+                trainer.train()
+            finally:
+                os._exit(1)
+        os.waitpid(pid, 0)
 
     out = Path(outdir)
 
@@ -148,9 +189,13 @@ def _child(outdir: str, names: list[str]) -> None:  # pragma: no cover - runs in
                         # What Python sets up for `python train.py > log 2>&1` without -u:
                         # stdout block-buffered (st_blksize), stderr line-buffered.
                         sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+                    if spec.get("appended"):
+                        interrupted(spec, work, steps_file)
                     trainer = build(spec, work, steps_file, spec.get("max_steps"))
-                    if spec.get("resume_from"):
-                        ckpt = work / f"checkpoint-{spec['resume_from']}"
+                    resume = spec.get("resume_from") or spec.get("appended", {}).get(
+                        "resume_from")
+                    if resume:
+                        ckpt = work / f"checkpoint-{resume}"
                         trainer.train(resume_from_checkpoint=str(ckpt))
                     else:
                         trainer.train()

@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from carl_tui.store import StoreSummary
+from carl_tui.store.skipped import unit
 from carl_tui.ui.screens.info import InfoScreen
 
 
@@ -22,7 +23,7 @@ class SkippedScreen(InfoScreen):
         sources = self.summary.sources
         if not any(st.skip_reasons or st.not_plotted for st in sources.values()):
             return Text("Nothing was skipped: every line and value was read.")
-        table = Table(title=f"skipped input: {self.summary.skipped}", expand=True,
+        table = Table(title=f"skipped input: {self.summary.skipped_text(most=6)}", expand=True,
                       show_edge=False)
         table.add_column("source", style="bold", no_wrap=True)
         table.add_column("reason")
@@ -30,7 +31,7 @@ class SkippedScreen(InfoScreen):
         table.add_column("first example", style="dim", overflow="fold")
         for name, st in sources.items():
             for reason, count, example in st.skip_reasons:
-                table.add_row(name, reason, str(count), example)
+                table.add_row(name, reason, f"{count} {unit(reason)[count != 1]}", example)
             for kind, count in st.not_plotted:
                 table.add_row(name, f"{kind} (valid, not plotted)", str(count), "")
         return table

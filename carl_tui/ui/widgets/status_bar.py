@@ -49,7 +49,8 @@ class StatusBar(Static):
                 t.append(f"/{snap.progress.total}")
             t.append(f" · updated {age_text(snap.updated_at, now)}")
             t.append("  │  ", style="dim")
-        t.append(f"skipped {summary.skipped}", style="yellow" if summary.skipped else "dim")
+        what = summary.skipped_text(most=2) if summary.skipped else "0"
+        t.append(f"skipped {what}", style="yellow" if summary.skipped else "dim")
         if summary.skipped:
             t.append(" (k: why)", style="dim")
         for name, st in sources:

@@ -1,0 +1,70 @@
+"""One rule picks the run opened by default, on screen and in `summary`: the most
+recently active one; the screen says which and why. (A Trackio project of two runs
+opened its first run on the dashboard and its newest in `summary`; a TensorBoard
+folder picked one silently.)"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from carl_tui.ui.app import DashboardConfig, build_app
+from tests.test_app import wait_for
+from tests.test_report import summary
+
+CHOICE = "the most recently active of 2 runs (r or --run picks another)"
+
+
+def trackio_project(tmp_path):
+    """Two runs written by trackio itself: `zeta-old`, then `alpha-new` (alphabetically
+    first, written last)."""
+    from tests.fakes.trackio_server import start_writer, wait_writer
+
+    for run, scale in (("zeta-old", 1.0), ("alpha-new", 2.0)):
+        points = [{"train/loss": scale * math.exp(-i / 10), "train/global_step": i + 1}
+                  for i in range(20)]
+        wait_writer(start_writer(tmp_path, "proj", run, points))
+
+
+def tensorboard_folder(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    for run in ("zeta-old", "alpha-new"):
+        w = SummaryWriter(str(tmp_path / "tb" / run))
+        for step in range(10):
+            w.add_scalar("train/loss", 1.0 / (1 + step), step)
+        w.close()
+
+
+async def shown_run(source):
+    app = build_app(DashboardConfig(sources=[source], refresh_interval=0.05))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for(pilot, lambda: any("most recently" in t for t in app.notices_shown),
+                       timeout=20)
+        await pilot.pause(0.2)
+        return app.snapshot.run.label, [t for t in app.notices_shown if "showing" in t]
+
+
+async def test_a_trackio_project_opens_its_newest_run_everywhere(tmp_path, capsys):
+    pytest.importorskip("trackio")
+    from carl_tui.sources.trackio.local import TrackioLocalSource
+
+    trackio_project(tmp_path)
+    d = summary(["--project", "proj", "--trackio-dir", str(tmp_path)], capsys)
+    assert d["run"] == "alpha-new"
+    label, told = await shown_run(TrackioLocalSource("proj", root=tmp_path))
+    assert label == "alpha-new"
+    assert told == [f"showing alpha-new: {CHOICE}"]
+
+
+async def test_a_tensorboard_folder_says_which_run_it_shows(tmp_path, capsys):
+    pytest.importorskip("tensorboard")
+    from carl_tui.sources.tensorboard import TensorBoardSource
+
+    tensorboard_folder(tmp_path)
+    d = summary(["--tensorboard", str(tmp_path / "tb")], capsys)
+    assert d["run"] == "alpha-new"
+    label, told = await shown_run(TensorBoardSource(tmp_path / "tb"))
+    assert label == "alpha-new"
+    assert told == [f"showing alpha-new: {CHOICE}"]
