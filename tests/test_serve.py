@@ -1,0 +1,146 @@
+"""`carl-tui serve` over real HTTP and websockets: the door (a token), the limit on
+sessions, dashboards that end with their tab and with the server, clear errors."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from carl_tui.cli import main
+from tests.serving import HF_SECRET, RECORDING, start_serving, wait_until
+
+pytest.importorskip("textual_serve")
+aiohttp = pytest.importorskip("aiohttp")
+httpx = pytest.importorskip("httpx")
+pytest.importorskip("psutil")
+
+
+@pytest.fixture
+def served():
+    srv = start_serving("--watch", str(RECORDING), "--max-sessions", "2")
+    yield srv
+    srv.stop()
+
+
+def test_the_door_wants_the_token_and_moves_it_into_a_cookie(served):
+    assert served.url.startswith("http://127.0.0.1:") and len(served.token) >= 32
+    with httpx.Client() as client:
+        for path in ("/", "/?token=wrong", "/static/js/textual.js", "/ws", "/download/x"):
+            r = client.get(served.base + path)
+            assert r.status_code == 403, path
+            assert "?token=" in r.text and f"ssh -N -L {served.port}:127.0.0.1" in r.text
+        r = client.get(served.url)  # the printed URL: the token becomes a cookie
+        assert r.status_code == 302 and r.headers["location"] == "/"
+        cookie = r.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+        r = client.get(served.base + "/")
+        assert r.status_code == 200
+        assert f'data-session-websocket-url="ws://127.0.0.1:{served.port}/ws"' in r.text
+        assert served.token not in r.text and HF_SECRET not in r.text
+        assert client.get(served.base + "/static/js/textual.js").status_code == 200
+    said = "".join(served.stderr)
+    assert "read-only" in said and "at most 2" in said and HF_SECRET not in said
+
+
+async def _open_tab(client, served):
+    """A tab's websocket, once its dashboard has drawn the panels."""
+    ws = await client.ws_connect(served.base.replace("http", "ws") + "/ws?width=160&height=45")
+    drawn = ""
+    while "metrics" not in drawn or "phase" not in drawn:
+        msg = await asyncio.wait_for(ws.receive(), 60)
+        assert msg.type == aiohttp.WSMsgType.BINARY, msg
+        drawn += msg.data.decode("utf-8", "replace")
+    return ws
+
+
+async def test_sessions_are_bounded_end_with_their_tab_and_with_the_server(served):
+    jar = aiohttp.CookieJar(unsafe=True)
+    async with aiohttp.ClientSession(cookie_jar=jar) as client:
+        async with client.get(served.url) as r:
+            assert r.status == 200  # after the redirect, with the cookie
+        one = await _open_tab(client, served)
+        two = await _open_tab(client, served)
+        tabs = served.sessions()
+        assert len(tabs) == 2
+        for p in tabs:
+            assert p.cmdline()[1:3] == ["-m", "carl_tui"] and p.cmdline()[-1] == "--read-only"
+        with pytest.raises(aiohttp.WSServerHandshakeError) as full:
+            await client.ws_connect(served.base.replace("http", "ws") + "/ws")
+        assert full.value.status == 503
+        async with client.get(served.base + "/") as r:
+            assert r.status == 503 and "All 2 sessions" in await r.text()
+
+        first = {p.pid for p in tabs}
+        await one.close()  # the tab closes: its dashboard ends, a place is free
+        await asyncio.to_thread(wait_until, lambda: len(served.sessions()) == 1,
+                                what="the closed tab's dashboard ended")
+        assert {p.pid for p in served.sessions()} < first
+        async with client.get(served.base + "/") as r:
+            assert r.status == 200
+        left = served.sessions()[0]
+        assert await asyncio.to_thread(served.stop) == 0  # ctrl+c: every dashboard ends
+        assert not left.is_running() or left.status() == "zombie"
+        await two.close()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--port", "99999"], "--port: '99999': give a port number"),
+    (["--max-sessions", "0"], "--max-sessions: '0': give a whole number >= 1"),
+    (["summary", "x.jsonl"], "serve shows the dashboard, not `summary`"),
+    (["--theme", "nope"], "--theme: unknown theme 'nope'"),
+    (["--watch", "a.jsonl", "--tensorboard", "runs"], "choose one source"),
+    (["replay", "no-such-file.jsonl"], "no such file"),
+])
+def test_bad_options_are_one_line_before_anything_is_served(argv, says, capsys, tmp_path,
+                                                            monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    try:
+        code = main(["serve", *argv])
+    except SystemExit as exc:  # argparse's own checks
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_port_in_use_is_one_line(capsys):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", "--port", str(port), "--watch", str(RECORDING)]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err
+
+
+def test_listening_beyond_loopback_is_said_loudly(capsys):
+    from carl_tui.serve.cli import announce, is_loopback
+
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.7")
+    argv = [sys.executable, "-m", "carl_tui", "--watch", "r.jsonl", "--read-only"]
+    for host, loud in (("127.0.0.1", False), ("0.0.0.0", True)):
+        opts = argparse.Namespace(host=host, allow_actions=False, max_sessions=8)
+        announce(argv, opts, "tok", 8123)
+        out, err = capsys.readouterr()
+        assert out.count("http://") == 1 and out.strip().endswith(":8123/?token=tok")
+        assert ("WARNING: listening on 0.0.0.0" in err) is loud
+        assert "ssh -N -L 8123:127.0.0.1:8123" in err or not loud
+
+
+@pytest.mark.parametrize("argv", [["serve", "--help"], ["--help"]])
+def test_help_loads_no_server(argv):
+    code = ("import sys, contextlib, io\nfrom carl_tui.cli import main\nbuf = io.StringIO()\n"
+            f"with contextlib.redirect_stdout(buf):\n    try:\n        main({argv!r})\n"
+            "    except SystemExit:\n        pass\n"
+            "heavy = ['aiohttp', 'textual_serve', 'textual', 'numpy']\n"
+            "print([m for m in heavy if m in sys.modules]); print(buf.getvalue())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.startswith("[]")
+    assert ("--allow-actions" in out) if argv[0] == "serve" else ("carl-tui serve" in out)
