@@ -66,9 +66,10 @@ def _alive(proc) -> bool:
         return False
 
 
-def start_serving(*args: str, cwd: Path = ROOT, timeout: float = 60.0) -> Served:
+def start_serving(*args: str, cwd: Path = ROOT, timeout: float = 60.0,
+                  env: dict[str, str] | None = None) -> Served:
     """`carl-tui serve --port 0 ARGS`, once it has printed its URL."""
-    env = dict(os.environ, HF_TOKEN=HF_SECRET, PYTHONPATH=str(ROOT))
+    env = {**os.environ, "HF_TOKEN": HF_SECRET, "PYTHONPATH": str(ROOT), **(env or {})}
     proc = subprocess.Popen([sys.executable, "-m", "carl_tui", "serve", "--port", "0", *args],
                             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -93,3 +94,26 @@ def wait_until(predicate, timeout: float = 20.0, what: str = "condition") -> Non
             return
         time.sleep(0.05)
     raise AssertionError(f"{what}: not met within {timeout} s")
+
+
+async def open_tab(client, served: Served, *shown: str, timeout: float = 60.0):
+    """A tab's websocket (aiohttp, holding the cookie), once its dashboard has drawn the
+    panels and every text of `shown`; returns it and what it drew."""
+    import asyncio
+
+    import aiohttp
+
+    ws = await client.ws_connect(served.base.replace("http", "ws") + "/ws?width=160&height=45")
+    drawn = ""
+    want = ("phase", "metrics", *shown)
+    while not all(w in drawn for w in want):
+        msg = await asyncio.wait_for(ws.receive(), timeout)
+        assert msg.type == aiohttp.WSMsgType.BINARY, (msg, [w for w in want if w not in drawn])
+        drawn += msg.data.decode("utf-8", "replace")
+    return ws, drawn
+
+
+async def enter(client, served: Served) -> None:
+    """The printed URL, as a visitor opens it: the cookie is set, the page served."""
+    async with client.get(served.url) as r:
+        assert r.status == 200

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from carl_tui.cli import main
-from tests.serving import HF_SECRET, RECORDING, start_serving, wait_until
+from tests.serving import HF_SECRET, RECORDING, enter, open_tab, start_serving, wait_until
 
 pytest.importorskip("textual_serve")
 aiohttp = pytest.importorskip("aiohttp")
@@ -47,24 +47,12 @@ def test_the_door_wants_the_token_and_moves_it_into_a_cookie(served):
     assert "read-only" in said and "at most 2" in said and HF_SECRET not in said
 
 
-async def _open_tab(client, served):
-    """A tab's websocket, once its dashboard has drawn the panels."""
-    ws = await client.ws_connect(served.base.replace("http", "ws") + "/ws?width=160&height=45")
-    drawn = ""
-    while "metrics" not in drawn or "phase" not in drawn:
-        msg = await asyncio.wait_for(ws.receive(), 60)
-        assert msg.type == aiohttp.WSMsgType.BINARY, msg
-        drawn += msg.data.decode("utf-8", "replace")
-    return ws
-
-
 async def test_sessions_are_bounded_end_with_their_tab_and_with_the_server(served):
     jar = aiohttp.CookieJar(unsafe=True)
     async with aiohttp.ClientSession(cookie_jar=jar) as client:
-        async with client.get(served.url) as r:
-            assert r.status == 200  # after the redirect, with the cookie
-        one = await _open_tab(client, served)
-        two = await _open_tab(client, served)
+        await enter(client, served)
+        one, _ = await open_tab(client, served)
+        two, _ = await open_tab(client, served)
         tabs = served.sessions()
         assert len(tabs) == 2
         for p in tabs:
