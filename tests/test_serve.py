@@ -42,6 +42,7 @@ def test_the_door_wants_the_token_and_moves_it_into_a_cookie(served):
         assert r.status_code == 200
         assert f'data-session-websocket-url="ws://127.0.0.1:{served.port}/ws"' in r.text
         assert served.token not in r.text and HF_SECRET not in r.text
+        assert "<title>carl-tui</title>" in r.text and "googleapis" not in r.text
         assert client.get(served.base + "/static/js/textual.js").status_code == 200
     said = "".join(served.stderr)
     assert "read-only" in said and "at most 2" in said and HF_SECRET not in said

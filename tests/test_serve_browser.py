@@ -51,6 +51,8 @@ class Tab:
     def __init__(self, browser, url: str):
         self.page = browser.new_page(viewport=VIEWPORT)
         self.frames: list[str] = []
+        self.requests: list[str] = []  # every URL the page asked for
+        self.page.on("request", lambda request: self.requests.append(request.url))
         self.page.on("websocket", lambda ws: ws.on("framereceived", self._received))
         self.response = self.page.goto(url)
 
@@ -124,6 +126,9 @@ def test_the_page_is_refused_without_the_token_and_draws_the_dashboard_with_it(b
     assert len(colours) > 50  # drawn, not blank
     assert max(n for n, _ in colours) < 0.8 * shot.width * shot.height
     assert HF_SECRET not in tab.page.content() and srv.token not in tab.page.content()
+    assert tab.page.title() == "carl-tui"
+    assert tab.requests and all(u.startswith((srv.base, srv.base.replace("http", "ws")))
+                                for u in tab.requests), tab.requests  # nothing third-party
     assert len(srv.sessions()) == 1
     tab.close()
 

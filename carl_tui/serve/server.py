@@ -20,6 +20,7 @@ import secrets
 import shlex
 import signal
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import aiohttp_jinja2
 from aiohttp import web
@@ -98,6 +99,7 @@ class CarlServer(Server):
         self.token = token or secrets.token_urlsafe(32)
         self.sessions: set[Session] = set()
         self.port_bound: int | None = None
+        self.templates_path = Path(__file__).resolve().parent  # page.html, beside this file
 
     @property
     def cookie(self) -> str:
@@ -143,7 +145,8 @@ class CarlServer(Server):
         return page("carl-tui: every session is in use", FULL.format(n=self.max_sessions), 503)
 
     async def handle_index(self, request: web.Request) -> web.Response:  # type: ignore[override]
-        """textual-serve's page, with the websocket at the address the browser used."""
+        """The page (textual-serve's, less its third-party font: page.html), with the
+        websocket at the address the browser used."""
         if len(self.sessions) >= self.max_sessions:
             return self._full()
         ws_scheme = "wss" if request.scheme == "https" else "ws"
@@ -153,7 +156,7 @@ class CarlServer(Server):
             "config": {"static": {"url": "/static/"}},
             "application": {"name": self.title},
         }
-        return aiohttp_jinja2.render_template("app_index.html", request, context)
+        return aiohttp_jinja2.render_template("page.html", request, context)
 
     async def handle_websocket(self, request: web.Request):  # type: ignore[override]
         """One tab: its dashboard runs while the tab is open, and ends with it."""
