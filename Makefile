@@ -76,6 +76,11 @@ bench: install
 screenshots: install
 	$(BIN)/python screenshots/make.py
 
+# The README's picture of `carl-tui serve` in a browser (needs Chromium: see browser).
+.PHONY: screenshot-browser
+screenshot-browser: install browser
+	$(BIN)/python screenshots/browser.py
+
 # The README's animation, from the recording of a real demo run (needs the [screencast] extra).
 screencast: install
 	$(BIN)/pip install --quiet -e ".[screencast]"
