@@ -133,3 +133,20 @@ def test_help_loads_no_server(argv):
                          check=True).stdout
     assert out.startswith("[]")
     assert ("--allow-actions" in out) if argv[0] == "serve" else ("carl-tui serve" in out)
+
+
+async def test_a_garbled_message_ends_its_tab_in_one_line_and_the_server_goes_on(served):
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as client:
+        await enter(client, served)
+        ws, drawn = await open_tab(client, served)
+        assert HF_SECRET not in drawn
+        await ws.send_str("this is not JSON")
+        msg = await asyncio.wait_for(ws.receive(), 30)
+        while msg.type == aiohttp.WSMsgType.BINARY:  # what was on its way, then the end
+            msg = await asyncio.wait_for(ws.receive(), 30)
+        assert msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+        await asyncio.to_thread(wait_until, lambda: not served.sessions(), what="its end")
+        said = "".join(served.stderr)
+        assert "a session ended: JSONDecodeError" in said and "Traceback" not in said
+        again, _ = await open_tab(client, served)  # the server serves on
+        await again.close()

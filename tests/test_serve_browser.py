@@ -126,6 +126,7 @@ def test_the_page_is_refused_without_the_token_and_draws_the_dashboard_with_it(b
     assert len(colours) > 50  # drawn, not blank
     assert max(n for n, _ in colours) < 0.8 * shot.width * shot.height
     assert HF_SECRET not in tab.page.content() and srv.token not in tab.page.content()
+    assert HF_SECRET not in tab.text()
     assert tab.page.title() == "carl-tui"
     assert tab.requests and all(u.startswith((srv.base, srv.base.replace("http", "ws")))
                                 for u in tab.requests), tab.requests  # nothing third-party
