@@ -150,3 +150,45 @@ async def test_a_garbled_message_ends_its_tab_in_one_line_and_the_server_goes_on
         assert "a session ended: JSONDecodeError" in said and "Traceback" not in said
         again, _ = await open_tab(client, served)  # the server serves on
         await again.close()
+
+
+STUBBORN = """
+import signal, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+sys.stdout.write("__GANGLION__\\n")
+sys.stdout.flush()
+while True:  # never reads the quit it is sent
+    time.sleep(1)
+"""
+
+
+async def test_a_dashboard_that_does_not_quit_when_its_tab_closes_is_killed(monkeypatch):
+    import psutil
+
+    from carl_tui.serve import server as server_module
+
+    monkeypatch.setattr(server_module, "STOP_GRACE", 0.5)
+    srv = server_module.CarlServer([sys.executable, "-c", STUBBORN], port=0, max_sessions=1)
+    ready = asyncio.get_running_loop().create_future()
+    serving = asyncio.create_task(srv.run(ready.set_result))
+    port = await asyncio.wait_for(ready, 30)
+    try:
+        async with aiohttp.ClientSession() as client:
+            ws = await client.ws_connect(f"ws://127.0.0.1:{port}/ws?token={srv.token}")
+            for _ in range(600):
+                pids = [s.pid for s in srv.sessions if s.pid]
+                if pids:
+                    break
+                await asyncio.sleep(0.05)
+            stubborn = psutil.Process(pids[0])
+            assert stubborn.is_running()
+            await ws.close()
+            for _ in range(600):
+                if not srv.sessions:
+                    break
+                await asyncio.sleep(0.05)
+            assert not srv.sessions
+            assert not stubborn.is_running() or stubborn.status() == psutil.STATUS_ZOMBIE
+    finally:
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)

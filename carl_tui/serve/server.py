@@ -190,17 +190,20 @@ class CarlServer(Server):
         listening. Raises OSError when the address cannot be bound."""
         runner = web.AppRunner(await self._make_app(), handle_signals=False, access_log=None)
         await runner.setup()
+        loop, signals = asyncio.get_running_loop(), []
         try:
             await web.TCPSite(runner, self.host, self.port).start()
             self.port_bound = runner.addresses[0][1]
             stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 try:
                     loop.add_signal_handler(sig, stop.set)
-                except NotImplementedError:  # pragma: no cover  (Windows: Ctrl+C raises)
+                    signals.append(sig)
+                except (NotImplementedError, RuntimeError):  # Windows; not the main thread
                     pass
             on_ready(self.port_bound)
             await stop.wait()
         finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
             await runner.cleanup()
