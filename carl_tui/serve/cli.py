@@ -86,10 +86,11 @@ def dashboard_argv(options: Sequence[str]) -> tuple[argparse.Namespace, list[str
     check_view_args(args)
     if args.command == "demo":
         return args, []  # the stream is known once the training starts (start_demo)
-    req = source_request(args, speed=args.speed) if args.command == "replay" else \
-        source_request(args)
-    if args.command == "replay":
+    if args.command == "replay":  # as `carl-tui replay` opens it
+        req = source_request(args, speed=args.speed)
         req.watch, req.replay = None, args.file
+    else:
+        req = source_request(args)
     open_request(req)
     return args, list(options)
 
