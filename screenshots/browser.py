@@ -56,12 +56,11 @@ def shoot(url: str, chromium: str, out: Path) -> None:
         page.on("websocket", lambda ws: ws.on("framereceived", frame))
         page.goto(url)
         for _ in range(600):  # the panels, within a minute
-            if all(t in "".join(received) for t in ("metrics", "phase", "CRYSTALLISED")):
+            if all(t in "".join(received) for t in ("metrics", "CRYSTALLISED", "Quit")):
                 break
             page.wait_for_timeout(100)
         else:
             raise SystemExit("the dashboard was not drawn in the page")
-        page.mouse.click(VIEWPORT["width"] // 4, VIEWPORT["height"] // 3)  # focus: the footer
         page.wait_for_timeout(NOTICES_GONE_MS)
         page.screenshot(path=str(out))
         browser.close()

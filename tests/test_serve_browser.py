@@ -73,11 +73,10 @@ class Tab:
         raise AssertionError(f"the page never received {what!r}")
 
     def drawn(self) -> None:
-        """The dashboard's panels are on the page, and the page has the keyboard (the
-        footer is drawn once the app has the focus)."""
+        """The dashboard's panels are on the page, and the page gave it the keyboard
+        without a click (the footer is drawn once the app has the focus)."""
         for title in ("phi (order parameter)", "phase", "metrics", "entropy (nats)"):
             self.wait_for(title)
-        self.page.mouse.click(VIEWPORT["width"] // 4, VIEWPORT["height"] // 3)
         self.wait_for("Quit")
 
     def screenshot(self):
