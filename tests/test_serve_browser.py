@@ -148,7 +148,7 @@ def test_keys_typed_in_the_page_act_t_switches_the_theme(browser, serve):
 
 
 @pytest.mark.parametrize("allow_actions", [False, True])
-def test_read_only_the_stop_key_does_nothing_and_the_footer_does_not_offer_it(
+def test_read_only_the_stop_key_does_nothing_and_neither_footer_nor_help_offers_it(
         browser, serve, allow_actions):
     srv = serve("--watch", str(RECORDING), *(["--allow-actions"] if allow_actions else []))
     tab = Tab(browser, srv.url)
@@ -163,4 +163,8 @@ def test_read_only_the_stop_key_does_nothing_and_the_footer_does_not_offer_it(
         tab.wait_for("The current run has no job to stop.", since)
     else:
         assert "no job to stop" not in tab.text(since)
+    since = len(tab.frames)
+    tab.page.keyboard.press("?")  # the help: every key with its binding id
+    tab.wait_for("app.theme", since)
+    assert ("actions.stop" in tab.text(since)) is allow_actions
     tab.close()
