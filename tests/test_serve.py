@@ -77,6 +77,21 @@ async def test_sessions_are_bounded_end_with_their_tab_and_with_the_server(serve
         await two.close()
 
 
+@pytest.mark.parametrize("argv", [["--read-only", "--watch", "r.jsonl"],
+                                  ["--watch", "r.jsonl", "--read-only"],
+                                  ["replay", "r.jsonl", "--read-only"],
+                                  ["demo", "--read-only"]])
+def test_read_only_reaches_the_dashboard_wherever_the_flag_stands(argv):
+    """serve appends --read-only to the tab's options: it must count after a subcommand."""
+    from carl_tui.cli import _config, build_parser
+    from carl_tui.sources.open import Opened
+
+    args = build_parser().parse_args(argv)
+    assert _config(args, Opened(list, "t")).read_only is True
+    without = [a for a in argv if a != "--read-only"]
+    assert _config(build_parser().parse_args(without), Opened(list, "t")).read_only is False
+
+
 @pytest.mark.parametrize("argv, says", [
     (["--port", "99999"], "--port: '99999': give a port number"),
     (["--max-sessions", "0"], "--max-sessions: '0': give a whole number >= 1"),
