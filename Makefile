@@ -33,6 +33,16 @@ test: install lint suite wheel-check base-suites
 suite: install
 	$(BIN)/python -m pytest -q
 
+# The browser tests of `carl-tui serve` drive the system Chromium: installed here when root
+# with apt-get; elsewhere those tests skip saying why (under CI they fail instead).
+.PHONY: browser
+suite: browser
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "make: no Chromium here (not root, or no apt-get): the browser tests will skip"
+
 lint: install
 	$(BIN)/ruff check carl_tui tests benchmarks screenshots
 
@@ -65,6 +75,11 @@ bench: install
 
 screenshots: install
 	$(BIN)/python screenshots/make.py
+
+# The README's picture of `carl-tui serve` in a browser (needs Chromium: see browser).
+.PHONY: screenshot-browser
+screenshot-browser: install browser
+	$(BIN)/python screenshots/browser.py
 
 # The README's animation, from the recording of a real demo run (needs the [screencast] extra).
 screencast: install

@@ -32,6 +32,7 @@ commands:
   carl-tui replay FILE          play a recorded stream back
   carl-tui train ...            train a real model with the CARL callback (needs [train])
   carl-tui launch ...           launch a GRPO job on Hugging Face Jobs (needs [hub])
+  carl-tui serve [OPTIONS]      serve the dashboard to web browsers (needs [serve])
 
 examples:
   carl-tui --watch runs/stream.jsonl --vocab-size 151936
@@ -156,6 +157,8 @@ def _add_view_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--push-repo", metavar="REPO", help="default Hub repo for pushing checkpoints")
     g.add_argument("--keymap", type=_keymap, default={},
                    help="remap keys: 'app.quit=ctrl+q,app.pick_run=R' (ids are listed by ?)")
+    g.add_argument("--read-only", action="store_true",
+                   help="watch only: no launch, stop, push, diagnose, jobs or save keys")
 
 
 def _add_headless_options(p: argparse.ArgumentParser) -> None:
@@ -207,6 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
                    add_help=False)
     sub.add_parser("launch", help="launch a GRPO job on Hugging Face Jobs (needs [hub])",
                    add_help=False)
+    sub.add_parser("serve", help="serve the dashboard to web browsers (needs [serve])",
+                   add_help=False)
     return p
 
 
@@ -214,7 +219,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Commands with their own parsers get everything after their name.
     for i, arg in enumerate(argv):
-        if arg in ("train", "launch") and all(a.startswith("-") for a in argv[:i]):
+        if arg in ("train", "launch", "serve") and all(a.startswith("-") for a in argv[:i]):
             return _delegate(arg, argv[i + 1 :])
         if not arg.startswith("-"):
             break
@@ -286,10 +291,12 @@ def _delegate(command: str, rest: list[str]) -> int:
     try:
         if command == "train":
             from carl_tui.training.train import main as train_main
+        elif command == "serve":
+            from carl_tui.serve.cli import main as train_main  # type: ignore[no-redef]
         else:
             from carl_tui.actions.launch_cli import main as train_main  # type: ignore[no-redef]
     except ImportError as exc:
-        extra = "train" if command == "train" else "hub"
+        extra = {"train": "train", "serve": "serve"}.get(command, "hub")
         print(f"carl-tui {command} needs the [{extra}] extra: pip install 'carl-tui[{extra}]' "
               f"({exc})", file=sys.stderr)
         return EXIT_USAGE
@@ -314,6 +321,7 @@ def _config(args, opened, **kw):
         title=opened.title,
         list_projects=opened.list_projects,
         open_project=opened.open_project,
+        read_only=getattr(args, "read_only", False),
         **kw,
     )
 

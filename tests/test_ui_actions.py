@@ -550,3 +550,40 @@ async def test_action_keys_are_in_help_and_palette(hub):
             assert ids[bid][0] == key and ids[bid][2]
         titles = {c.title for c in app.get_system_commands(app.screen)}
         assert {"Launch", "Stop", "Push", "Diagnose", "Jobs"} <= titles
+
+
+# -- read-only (--read-only, carl-tui serve): no key that acts --------------------------
+
+ACTS = ("actions.launch", "actions.stop", "actions.push", "actions.diagnose", "actions.jobs",
+        "app.save")
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+async def test_read_only_hides_and_refuses_the_keys_that_act(hub, read_only):
+    srv, _, jobs = hub
+    jobs.add_job("job-ro", flavor="a10g-small", stage="RUNNING")
+    app = make_app(srv, sources=[job_source(srv)("job-ro", "alice")], read_only=read_only)
+    cancel = r"^/api/jobs/alice/job-ro/cancel$"
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: "RUNNING" in job_bar(app), what="job shown")
+        footer = [w.description for w in app.screen.query_one("KeyFooter").children
+                  if getattr(w, "description", "")]
+        ids = {row[3] for row in app.key_help()}
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert ("Stop" in footer and "Launch" in footer) is not read_only
+        assert (set(ACTS) <= ids) is not read_only and bool(set(ACTS) & ids) is not read_only
+        assert bool({"Launch", "Stop", "Push", "Diagnose", "Jobs", "Save"} & titles) \
+            is not read_only
+        assert {"Theme", "Runs", "Metrics"} <= titles  # the keys that only look stay
+        await pilot.press("s")
+        assert isinstance(app.screen, ConfirmScreen) is not read_only
+        await pilot.press("y")
+        if read_only:
+            assert not await app.run_action("stop_job")  # nor from the palette's path
+            await pilot.press("l", "d", "p", "j")
+            await pilot.pause(0.3)
+            assert app.screen is app.dashboard
+            assert srv.requests_to("POST", cancel) == []
+            assert jobs.jobs["job-ro"].stage == "RUNNING"
+        else:
+            await wait_for(pilot, lambda: "CANCELED" in job_bar(app), what="CANCELED shown")

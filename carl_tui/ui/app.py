@@ -30,7 +30,7 @@ from carl_tui import metric_names as mn
 from carl_tui.errors import describe
 from carl_tui.redact import redact
 from carl_tui.ui.alerts import AlertConfig, desktop_sequences, load_alert_config
-from carl_tui.ui.keys import ACTION_KEYS, APP_KEYS
+from carl_tui.ui.keys import ACTION_KEYS, APP_KEYS, READ_ONLY_HIDDEN
 from carl_tui.ui.messages import StoreChanged
 from carl_tui.ui.plot_view import ChartSettings
 from carl_tui.ui.screens.dashboard import DashboardScreen
@@ -79,6 +79,7 @@ class DashboardConfig:
     plot_metrics: Sequence[str] = ()  # metrics plotted in the grid from the start
     alerts: AlertConfig | None = None  # None: read the config file
     save_dir: str = "."  # where ctrl+s writes the screen and the plotted data
+    read_only: bool = False  # no key that acts on the world, nor ctrl+s (READ_ONLY_HIDDEN)
 
 
 class CarlApp(App[None]):
@@ -198,6 +199,10 @@ class CarlApp(App[None]):
     async def action_quit(self) -> None:
         self._quitting = True  # keys pressed after q must not reach widgets being removed
         self.exit()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Read-only: no key that acts (absent from the footer, refused).
+        return not (self.config.read_only and action in READ_ONLY_HIDDEN)
 
     async def run_action(self, action, default_namespace=None) -> bool:
         if self._quitting:
@@ -362,8 +367,10 @@ class CarlApp(App[None]):
         self.notify(f"theme: {self.theme}", timeout=2)
 
     def _all_bindings(self) -> list[Binding]:
-        """The app's keys, the dashboard's and the actions', as the help lists them."""
-        return [b for b in (*self.BINDINGS, *DashboardScreen.BINDINGS) if isinstance(b, Binding)]
+        """The app's keys, the dashboard's and the actions' (read-only: less READ_ONLY_HIDDEN)."""
+        hidden = READ_ONLY_HIDDEN if self.config.read_only else frozenset()
+        return [b for b in (*self.BINDINGS, *DashboardScreen.BINDINGS)
+                if isinstance(b, Binding) and b.action not in hidden]
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Every dashboard action is in the command palette."""

@@ -75,6 +75,11 @@ ACTION_KEYS: tuple[Key, ...] = (
 
 ALL_KEYS: tuple[Key, ...] = APP_KEYS + VIEW_KEYS + ACTION_KEYS
 
+# What a read-only dashboard (`--read-only`, and `carl-tui serve` without `--allow-actions`)
+# leaves out of the footer, the help and the palette, and refuses: the keys that act on the
+# world (launch, stop, push, diagnose, the account's jobs) and writing files (ctrl+s).
+READ_ONLY_HIDDEN: frozenset[str] = frozenset(k.action for k in ACTION_KEYS) | {"save_view"}
+
 
 def binding_ids() -> list[str]:
     return [k.id for k in ALL_KEYS]

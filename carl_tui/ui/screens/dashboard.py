@@ -71,6 +71,9 @@ class DashboardScreen(ChartKeys, Screen[None]):
     def carl(self) -> CarlApp:
         return self.app  # type: ignore[return-value]
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.carl.check_action(action, parameters)  # read-only: no ctrl+s
+
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         with Horizontal(id="main"):
