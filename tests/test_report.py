@@ -167,6 +167,34 @@ def test_bad_input_is_one_clear_line_and_a_nonzero_exit(tmp_path, capsys, conten
     assert rc == 1 and out == "" and words in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("flag", ["--tensorboard", "--wandb"])
+def test_an_empty_local_folder_is_answered_without_waiting_out_the_timeout(
+        tmp_path, capsys, flag):
+    """Nothing can arrive in a folder by waiting: the answer comes once the source has
+    been tried for a moment, not after --timeout (an hour here: the test would hit its
+    own limit; it used to wait the whole timeout in silence)."""
+    rc, out, err = cli(["summary", flag, str(tmp_path), "--timeout", "3600"], capsys)
+    assert rc == 1 and out == ""
+    assert err.count("\n") == 1 and "holds no run yet" in err and str(tmp_path) in err
+
+
+def test_a_remote_source_says_what_it_waits_for(capsys):
+    """A refused server may come up: summary waits --timeout for it, and says so on
+    stderr first, then gives its one-line answer."""
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    rc, out, err = cli(["summary", "--trackio", url, "--project", "p", "--timeout", "1"],
+                       capsys)
+    lines = err.splitlines()
+    assert rc == 1 and out == "" and len(lines) == 2, err
+    assert lines[0].startswith("carl-tui: waiting up to 1 s (--timeout) for trackio:")
+    assert "connection refused" in lines[0] and url in lines[0]
+    assert lines[1].startswith("carl-tui: could not read it:")
+
+
 def test_asking_for_a_run_that_is_not_there(tmp_path, capsys):
     path = tmp_path / "run.jsonl"
     write_stream(path, [(0, {"loss": 1.0})], {"name": "only-run"})

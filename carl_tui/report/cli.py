@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from carl_tui.cli import EXIT_NO_DATA, UsageError, open_request, source_request
+from carl_tui.cli import EXIT_NO_DATA, UsageError, source_request
 from carl_tui.errors import CarlError
 from carl_tui.report.collect import collect
 from carl_tui.report.export import (
@@ -29,15 +29,28 @@ def _fail(message: str) -> int:
     return EXIT_NO_DATA
 
 
+def _say(message: str) -> None:
+    print(f"carl-tui: {message}", file=sys.stderr, flush=True)
+
+
 def run_report(args) -> int:
-    opened = open_request(source_request(args, must_exist=True))
+    from carl_tui.sources.open import RequestError, open_sources
+
+    try:
+        opened = open_sources(source_request(args, must_exist=True))
+    except RequestError as exc:
+        if exc.kind != "not_found":
+            raise UsageError(str(exc)) from None
+        return _fail(str(exc))  # nothing there: like an empty run
     store = RunStore(vocab_size=args.vocab_size, gate_metric=args.gate_metric)
     batches = BatchCollector() if args.command == "export" else None
     described = ", ".join(s.name for s in opened.sources)
+    remote = args.trackio is not None or args.job is not None
     try:
-        collect(opened.sources, store, timeout=args.timeout, on_events=batches)
+        collect(opened.sources, store, timeout=args.timeout, on_events=batches,
+                patient=remote, say=_say)
     except CarlError as exc:
-        return _fail(f"could not read it: {exc}")
+        return _fail(str(exc) if exc.kind == "empty" else f"could not read it: {exc}")
     run = pick_run(store, opened.run)
     if run is None:
         runs = ", ".join(r.label for r in store.runs())
