@@ -311,7 +311,10 @@ def check_view_args(args) -> None:
 
     names = theme_names()
     if args.theme not in names:
-        raise UsageError(f"--theme: unknown theme {args.theme!r} (themes: {', '.join(names)})")
+        why = (f"{args.theme!r} takes its colours from the terminal's palette: its plots "
+               "cannot be kept readable" if args.theme.startswith("ansi-")
+               else f"unknown theme {args.theme!r}")
+        raise UsageError(f"--theme: {why} (themes: {', '.join(names)})")
 
 
 def source_request(args, **kw):
