@@ -72,9 +72,10 @@ MIN_PLOT_CONTRAST = 3.0  # WCAG's floor for graphics (1.4.11)
 PLOT_COLORS = {
     "plot-phi": "primary", "plot-entropy": "accent", "plot-sigma": "error",
     "plot-gate": "success", "plot-peak": "warning", "plot-extra": "secondary",
-    "plot-overlay-0": "secondary", "plot-overlay-1": "success",
-    "plot-overlay-2": "warning", "plot-overlay-3": "error",
 }
+# A compared run's colour, where the theme sets none: the primary colour's hue turned by
+# these degrees (themes often repeat one colour as accent and warning, or secondary).
+OVERLAY_TURNS = (150, 60, 240, 300)
 
 
 def luminance(color: Color) -> float:
@@ -123,10 +124,20 @@ def plot_variables(variables: dict[str, str]) -> dict[str, str]:
     surface = background + _parse(variables.get("surface"), background)  # over its backdrop
     foreground = _parse(variables.get("foreground"), Color(255, 255, 255))
     out = dict(variables)
+    primary = _parse(variables.get("primary"), foreground)
     for var, base in PLOT_COLORS.items():
         color = _parse(variables.get(var) or variables.get(base), foreground)
         out[var] = readable(background + color, surface).hex
+    for i, turn in enumerate(OVERLAY_TURNS):
+        var = f"plot-overlay-{i}"
+        color = _parse(variables.get(var), _turned(primary, turn))
+        out[var] = readable(background + color, surface).hex
     return out
+
+
+def _turned(color: Color, degrees: float) -> Color:
+    h, s, lightness = color.hsl
+    return Color.from_hsl((h + degrees / 360) % 1.0, max(s, 0.5), lightness)
 
 
 class ReadablePlots:
