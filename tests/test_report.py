@@ -195,6 +195,23 @@ def test_a_remote_source_says_what_it_waits_for(capsys):
     assert lines[1].startswith("carl-tui: could not read it:")
 
 
+def test_export_to_a_file_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    """-o into a missing folder or onto a folder is a bad flag, said before reading (it
+    was a traceback after reading); a write that fails is one line and exit 1."""
+    import os
+
+    path = tmp_path / "run.jsonl"
+    write_stream(path, [(0, {"loss": 1.0})], {"name": "r"})
+    for target, says in [(tmp_path / "no" / "out.csv", f"no such directory: {tmp_path / 'no'}"),
+                         (tmp_path, f"{tmp_path} is a directory; give a file name"),
+                         (path / "out.csv", f"no such directory: {path}")]:
+        rc, out, err = cli(["export", str(path), "-o", str(target)], capsys)
+        assert (rc, out, err) == (2, "", f"carl-tui: -o: {says}\n")
+    if os.path.exists("/dev/full"):  # every write fails: no space left
+        rc, out, err = cli(["export", str(path), "-o", "/dev/full"], capsys)
+        assert rc == 1 and err.count("\n") == 1 and "-o: cannot write /dev/full" in err
+
+
 def test_asking_for_a_run_that_is_not_there(tmp_path, capsys):
     path = tmp_path / "run.jsonl"
     write_stream(path, [(0, {"loss": 1.0})], {"name": "only-run"})

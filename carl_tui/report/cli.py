@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from carl_tui.cli import EXIT_NO_DATA, UsageError, source_request
 from carl_tui.errors import CarlError
@@ -33,9 +34,21 @@ def _say(message: str) -> None:
     print(f"carl-tui: {message}", file=sys.stderr, flush=True)
 
 
+def _check_output(path: str | None) -> None:
+    """`-o FILE`: a file that can be made, said before the source is read."""
+    if path is None:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"-o: {path} is a directory; give a file name")
+    if not p.parent.is_dir():
+        raise UsageError(f"-o: no such directory: {p.parent}")
+
+
 def run_report(args) -> int:
     from carl_tui.sources.open import RequestError, open_sources
 
+    _check_output(getattr(args, "output", None))
     try:
         opened = open_sources(source_request(args, must_exist=True))
     except RequestError as exc:
@@ -93,8 +106,11 @@ def _export(args, batches: BatchCollector, key: str, vocab_size: int | None) -> 
                          f"(logged: {', '.join(sorted(columns))})") from None
     write = write_csv if args.out_format == "csv" else write_jsonl
     if args.output:
-        with open(args.output, "w", encoding="utf-8", newline="") as out:
-            n = write(out, steps, columns, names)
+        try:
+            with open(args.output, "w", encoding="utf-8", newline="") as out:
+                n = write(out, steps, columns, names)
+        except OSError as exc:
+            return _fail(f"-o: cannot write {args.output}: {exc.strerror or exc}")
         print(f"carl-tui: wrote {n} steps to {args.output}", file=sys.stderr)
     else:
         write(sys.stdout, steps, columns, names)
