@@ -88,3 +88,26 @@ def test_a_theme_drawn_in_the_terminals_palette_is_refused(theme, capsys):
     assert main(["--theme", theme]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "terminal's palette" in err and "carl-dark" in err
+
+
+async def test_a_theme_file_that_paints_its_plots_in_its_background_still_draws_them(
+        tmp_path, monkeypatch):
+    """A user's theme whose plot colours are its mid-grey surface (1:1): the lines are
+    drawn lighter or darker, at 3:1 at least."""
+    (tmp_path / "grey.toml").write_text(
+        'name = "grey"\ndark = true\nprimary = "#777777"\nbackground = "#777777"\n'
+        'surface = "#777777"\nforeground = "#777777"\n[variables]\n'
+        + "".join(f'"{v}" = "#787878"\n' for v in (
+            "plot-phi", "plot-entropy", "plot-sigma", "plot-gate", "plot-peak", "plot-extra",
+            "plot-overlay-0")))
+    monkeypatch.setenv("CARL_TUI_THEMES", str(tmp_path))
+    src = ScriptedSource()
+    src.push(events("run-a"))
+    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05, theme="grey"))
+    async with app.run_test(size=(160, 45)) as pilot:
+        assert app.theme == "grey"
+        plots = list(app.query(MetricPlot))
+        await wait_for(pilot, lambda: all(drawn_colours(p) for p in plots))
+        drawn = set().union(*(drawn_colours(p) for p in plots))
+        assert {bg for _, bg in drawn} == {(0x77, 0x77, 0x77)}
+        assert min(contrast(fg, bg) for fg, bg in drawn) >= 3.0, drawn
