@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from rich.style import Style
+from rich.text import Text
 
 from carl_tui.events import RunMeta, RunRef, ScalarBatch
 from carl_tui.ui.app import DashboardConfig, build_app
@@ -32,7 +33,9 @@ def contrast(a, b) -> float:
 def drawn_colours(plot: MetricPlot) -> set[tuple[tuple, tuple]]:
     """(line colour, background) of every dot of data the plot draws, from its render."""
     text = plot.render()
-    out = set()
+    out: set[tuple[tuple, tuple]] = set()
+    if not isinstance(text, Text):  # not drawn yet: a line saying what it waits for
+        return out
     for span in text.spans:
         style = span.style if isinstance(span.style, Style) else Style.parse(span.style)
         if style.color is None or not MARKS & set(text.plain[span.start:span.end]):
