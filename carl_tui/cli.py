@@ -386,9 +386,22 @@ def _config(args, opened, **kw):
     )
 
 
+def check_terminal() -> None:
+    """The dashboard reads keys from stdin and draws on stderr: where either is not a
+    terminal (a CI log, `< /dev/null`, `2> log`) it would run unseen and unstoppable."""
+    import os
+
+    if os.environ.get("TEXTUAL_DRIVER"):  # a driver with its own I/O (a web browser)
+        return
+    if not (sys.stdin.isatty() and sys.__stderr__ is not None and sys.__stderr__.isatty()):
+        raise UsageError("the dashboard needs a terminal on stdin and stderr; in scripts "
+                         "and CI, `carl-tui summary` and `carl-tui export` print the run")
+
+
 def _run_app(config) -> int:
     from carl_tui.ui.app import build_app
 
+    check_terminal()
     app = build_app(config)
     app.run()
     return int(app.return_code or 0)
@@ -426,6 +439,7 @@ def run_demo(args) -> int:
         stream = Path(tempfile.mkdtemp(prefix="carl-demo-")) / "stream.jsonl"
     argv = [sys.executable, "-m", "carl_tui.training.demo", "--stream", str(stream),
             "--seed", str(args.seed)]
+    check_terminal()  # before the training starts
     job = LocalJob.start(argv, stream, tie_to_parent=True)  # training ends with the dashboard
     print(f"carl-tui demo: training a tiny model on the CPU; stream {stream}, "
           f"log {job.log_path}", file=sys.stderr)

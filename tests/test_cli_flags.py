@@ -139,3 +139,18 @@ def test_ctrl_c_before_the_screen_exits_quietly(tmp_path):
                          text=True,
                          cwd=tmp_path, env={**os.environ}, timeout=60)
     assert out.returncode == 130 and "Traceback" not in out.stderr
+
+
+def test_the_dashboard_without_a_terminal_says_so_instead_of_running_unseen(tmp_path):
+    """A CI log or `< /dev/null`: no keys can reach it and nothing shows it; it used to run
+    until killed. The run is printed by summary/export instead."""
+    stream = tmp_path / "s.jsonl"
+    stream.write_text('{"step": 1, "loss": 0.5}\n')
+    env = {k: v for k, v in os.environ.items() if k != "TEXTUAL_DRIVER"}
+    res = subprocess.run([sys.executable, "-m", "carl_tui", "--watch", str(stream)],
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
+                         check=False, timeout=60)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr == ("carl-tui: the dashboard needs a terminal on stdin and stderr; in "
+                          "scripts and CI, `carl-tui summary` and `carl-tui export` print "
+                          "the run\n")
