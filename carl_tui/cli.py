@@ -55,6 +55,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with its errors as one line naming the flag."""
 
     def error(self, message: str):  # type: ignore[override]
+        if len(message) > 300:  # it may quote a value of any length
+            message = message[:300] + "..."
         self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
@@ -62,6 +64,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _keymap(text: str) -> dict[str, str]:
+    _bounded(text, MAX_TEXT, "a keymap")
     out = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         if "=" not in part:
@@ -103,14 +106,40 @@ def _timeout(text: str) -> float:
     return _finite(text, positive=True, says="a number of seconds > 0")
 
 
+# Longest names and texts taken from the command line (a metric, run or project name, a
+# job id; a path; a URL or a keymap): what a person types, with room to spare.
+MAX_NAME, MAX_PATH, MAX_TEXT = 256, 4096, 2048
+
+
+def _bounded(text: str, limit: int = MAX_NAME, what: str = "a name") -> str:
+    if len(text) > limit:
+        raise argparse.ArgumentTypeError(f"too long for {what} ({len(text):,} characters; "
+                                         f"at most {limit:,})")
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise argparse.ArgumentTypeError(f"control characters in {what}: {text[:60]!r}")
+    return text
+
+
+def _path(text: str) -> str:
+    return _bounded(text, MAX_PATH, "a path")
+
+
+def _text(text: str) -> str:
+    return _bounded(text, MAX_TEXT, "this option")
+
+
 def _nonempty(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must not be empty")
-    return text.strip()
+    return _bounded(text.strip())
+
+
+def _metric(text: str) -> str:
+    return _nonempty(_bounded(text, what="a metric name"))
 
 
 def _metric_list(text: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
+    names = [_bounded(n.strip(), what="a metric name") for n in text.split(",") if n.strip()]
     if not names:
         raise argparse.ArgumentTypeError("give metric names separated by commas")
     return names
@@ -121,40 +150,42 @@ def _metric_list(text: str) -> list[str]:
 
 def _add_source_options(p: argparse.ArgumentParser) -> None:
     src = p.add_argument_group("sources (pick one; default: the local Trackio store)")
-    src.add_argument("--watch", metavar="FILE",
+    src.add_argument("--watch", metavar="FILE", type=_path,
                      help="follow a file another process writes: a JSONL stream or a Trainer's "
                           "stdout log (told apart by content)")
     src.add_argument("--file-format", choices=("auto", "jsonl", "trainer-log"), default="auto",
                      help="what the watched file holds (default: decided by its content)")
-    src.add_argument("--trackio", metavar="URL",
+    src.add_argument("--trackio", metavar="URL", type=_text,
                      help="a Trackio server: user/space, https://user-space.hf.space, or "
                           "http://host:port (the URL `trackio show` prints works too)")
-    src.add_argument("--job", metavar="JOB_ID", help="follow a Hugging Face Job")
-    src.add_argument("--namespace", help="namespace of the job (user or org)")
-    src.add_argument("--tensorboard", metavar="LOGDIR",
+    src.add_argument("--job", metavar="JOB_ID", type=_bounded, help="follow a Hugging Face Job")
+    src.add_argument("--namespace", type=_bounded, help="namespace of the job (user or org)")
+    src.add_argument("--tensorboard", metavar="LOGDIR", type=_path,
                      help="TensorBoard event files under LOGDIR (each folder of them is a run)")
-    src.add_argument("--wandb", metavar="PATH",
+    src.add_argument("--wandb", metavar="PATH", type=_path,
                      help="a W&B run folder (wandb/run-*, wandb/offline-run-*) or a wandb/ folder")
     src.add_argument("--project", type=_nonempty, help="Trackio project")
     src.add_argument("--run", type=_nonempty, help="the run to open (id or name)")
-    src.add_argument("--trackio-dir", metavar="DIR", help="local Trackio store folder")
+    src.add_argument("--trackio-dir", metavar="DIR", type=_path, help="local Trackio store folder")
 
 
 def _add_reading_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("reading")
     g.add_argument("--vocab-size", type=_vocab_size, default=None,
                    help="vocabulary size, to derive phi = 1 - entropy / ln V for runs without phi")
-    g.add_argument("--gate-metric", type=_nonempty, default="mean_token_accuracy",
+    g.add_argument("--gate-metric", type=_metric, default="mean_token_accuracy",
                    help="metric the phase-transition gate watches (default: mean_token_accuracy)")
 
 
 def _add_view_options(p: argparse.ArgumentParser) -> None:
     _add_reading_options(p)
     g = p.add_argument_group("display")
-    g.add_argument("--theme", default="carl-dark", help="colour theme (carl-dark, carl-light)")
-    g.add_argument("--output-dir", metavar="DIR",
+    g.add_argument("--theme", default="carl-dark", type=_bounded,
+                   help="colour theme (carl-dark, carl-light)")
+    g.add_argument("--output-dir", metavar="DIR", type=_path,
                    help="the run's output directory, for pushing checkpoints (p)")
-    g.add_argument("--push-repo", metavar="REPO", help="default Hub repo for pushing checkpoints")
+    g.add_argument("--push-repo", metavar="REPO", type=_bounded,
+                   help="default Hub repo for pushing checkpoints")
     g.add_argument("--keymap", type=_keymap, default={},
                    help="remap keys: 'app.quit=ctrl+q,app.pick_run=R' (ids are listed by ?)")
     g.add_argument("--read-only", action="store_true",
@@ -162,7 +193,7 @@ def _add_view_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_headless_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", nargs="?", metavar="FILE",
+    p.add_argument("file", nargs="?", metavar="FILE", type=_path,
                    help="a JSONL stream or a Trainer log (or name a source with the options)")
     _add_source_options(p)
     _add_reading_options(p)
@@ -179,14 +210,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     r = sub.add_parser("replay", help="play a recorded stream back in real time")
-    r.add_argument("file", help="a JSONL stream recorded by the CARL callback")
+    r.add_argument("file", type=_path, help="a JSONL stream recorded by the CARL callback")
     r.add_argument("--speed", type=_speed, default=1.0,
                    help="playback speed (2 = twice as fast, 0 = as fast as possible)")
     _add_view_options(r)
 
     d = sub.add_parser("demo", help="train a tiny model on the CPU and watch it live")
     d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--stream", metavar="PATH", help="where the run's stream is written "
+    d.add_argument("--stream", metavar="PATH", type=_path, help="where the run's stream is written "
                    "(default: a temporary file)")
     _add_view_options(d)
 
@@ -203,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="output format (default jsonl)")
     e.add_argument("--metrics", type=_metric_list, default=None,
                    help="only these metrics, in this order: loss,reward,phi")
-    e.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    e.add_argument("-o", "--output", metavar="FILE", type=_path,
+                   help="write here instead of stdout")
 
     # train and launch parse their own arguments (their modules import heavy libraries).
     sub.add_parser("train", help="train a model with the CARL callback and reward (needs [train])",
@@ -223,7 +255,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _delegate(arg, argv[i + 1 :])
         if not arg.startswith("-"):
             break
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    unknown = _unknown_option(parser, argv)
+    if unknown:  # before argparse, which takes the flag's value for a COMMAND
+        print(f"carl-tui: {unknown} (see carl-tui --help)", file=sys.stderr)
+        return EXIT_USAGE
+    args = parser.parse_args(argv)
     try:
         if args.command in ("summary", "export"):
             from carl_tui.report.cli import run_report
@@ -240,6 +277,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every long option of the parser and of its commands."""
+    out: set[str] = set()
+    for action in parser._actions:
+        out.update(o for o in action.option_strings if o.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out |= _option_strings(sub)
+    return out
+
+
+def _unknown_option(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
+    """`--watchh`: "unknown option --watchh; did you mean --watch?" (argparse would call
+    the next word an unknown COMMAND). Unique prefixes are argparse's to accept."""
+    known = _option_strings(parser)
+    for arg in argv:
+        if arg == "--":
+            break
+        name = arg.split("=", 1)[0]
+        if not name.startswith("--") or len(name) < 3 or any(k.startswith(name) for k in known):
+            continue
+        import difflib
+
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.7)
+        return f"unknown option {name[:60]}" + (f"; did you mean {close[0]}?" if close else "")
+    return None
+
+
 def check_view_args(args) -> None:
     """Flags of the dashboard that argparse's types cannot check alone."""
     from carl_tui.ui.keys import check_keymap
@@ -251,7 +316,10 @@ def check_view_args(args) -> None:
 
     names = theme_names()
     if args.theme not in names:
-        raise UsageError(f"--theme: unknown theme {args.theme!r} (themes: {', '.join(names)})")
+        why = (f"{args.theme!r} takes its colours from the terminal's palette: its plots "
+               "cannot be kept readable" if args.theme.startswith("ansi-")
+               else f"unknown theme {args.theme!r}")
+        raise UsageError(f"--theme: {why} (themes: {', '.join(names)})")
 
 
 def source_request(args, **kw):
@@ -326,9 +394,22 @@ def _config(args, opened, **kw):
     )
 
 
+def check_terminal() -> None:
+    """The dashboard reads keys from stdin and draws on stderr: where either is not a
+    terminal (a CI log, `< /dev/null`, `2> log`) it would run unseen and unstoppable."""
+    import os
+
+    if os.environ.get("TEXTUAL_DRIVER"):  # a driver with its own I/O (a web browser)
+        return
+    if not (sys.stdin.isatty() and sys.__stderr__ is not None and sys.__stderr__.isatty()):
+        raise UsageError("the dashboard needs a terminal on stdin and stderr; in scripts "
+                         "and CI, `carl-tui summary` and `carl-tui export` print the run")
+
+
 def _run_app(config) -> int:
     from carl_tui.ui.app import build_app
 
+    check_terminal()
     app = build_app(config)
     app.run()
     return int(app.return_code or 0)
@@ -366,6 +447,7 @@ def run_demo(args) -> int:
         stream = Path(tempfile.mkdtemp(prefix="carl-demo-")) / "stream.jsonl"
     argv = [sys.executable, "-m", "carl_tui.training.demo", "--stream", str(stream),
             "--seed", str(args.seed)]
+    check_terminal()  # before the training starts
     job = LocalJob.start(argv, stream, tie_to_parent=True)  # training ends with the dashboard
     print(f"carl-tui demo: training a tiny model on the CPU; stream {stream}, "
           f"log {job.log_path}", file=sys.stderr)

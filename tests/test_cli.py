@@ -43,3 +43,10 @@ def test_empty_trackio_store_is_a_clear_error(tmp_path, capsys):
     assert main(["--trackio-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "no Trackio projects" in err and "carl-tui demo" in err
+    # summary and export: no run to report is exit 1, as the README says
+    for command in ("summary", "export"):
+        assert main([command, "--trackio-dir", str(tmp_path)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "no Trackio projects" in err
+    assert main(["summary", "--trackio-dir", str(tmp_path), "--project", "p"]) == 1
+    assert "no Trackio project 'p'" in capsys.readouterr().err

@@ -38,6 +38,23 @@ BAD = [
     (["--watch", "a.jsonl", "--job", "abc"], "--watch and --job", "choose one source"),
     (["--gate-metric", " "], "--gate-metric", "must not be empty"),
     (["summary", "--timeout", "0", "x.jsonl"], "--timeout", "seconds > 0"),
+    # One key for two actions: the later binding would never run (q no longer quits).
+    (["--keymap", "app.quit=x,app.pick_run=x"], "--keymap",
+     "'x' is bound to both app.quit and app.pick_run"),
+    (["--keymap", "app.pick_run=q"], "--keymap", "'q' is bound to both app.quit and"),
+    (["--keymap", "app.help=?,app.pick_run=question_mark"], "--keymap", "bound to both"),
+    (["--keymap", "app.pick_run=ctrl+p"], "--keymap", "ctrl+p is the command palette"),
+    (["--keymap", "app.events=ctrl+q"], "--keymap", "ctrl+q is Textual's quit"),
+    (["--namespace", "my-org"], "--namespace", "give it with --job JOB_ID"),
+    (["summary", "--namespace", "my-org", "x.jsonl"], "--namespace", "with --job"),
+    (["--watchh", "a.jsonl"], "--watchh", "unknown option --watchh; did you mean --watch?"),
+    (["summary", "a.jsonl", "--jsno"], "--jsno", "unknown option --jsno; did you mean --json?"),
+    (["--gate-metric", "m" * 100_000], "--gate-metric",
+     "too long for a metric name (100,000 characters; at most 256)"),
+    (["export", "x.jsonl", "--metrics", "loss," + "m" * 300], "--metrics", "too long"),
+    (["--run", "r" * 300], "--run", "too long"),
+    (["--watch", "d/" * 3000], "--watch", "too long for a path"),
+    (["--project", "a\nb"], "--project", "control characters"),
 ]
 
 
@@ -48,6 +65,7 @@ def test_bad_flag_is_one_line_and_exit_2(argv, flag, words, capsys):
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err
     assert flag in lines[0] and words in lines[0]
+    assert len(lines[0]) < 500  # a value of any length is not echoed whole
     assert "Traceback" not in err
 
 
@@ -80,7 +98,14 @@ def test_a_missing_file_waits_on_the_dashboard_but_not_in_summary(tmp_path, caps
 
     check_request(SourceRequest(watch=str(tmp_path / "later.jsonl")))  # the run may start later
     rc, err = run_cli(["summary", str(tmp_path / "later.jsonl")], capsys)
-    assert rc == 2 and "no such file" in err
+    assert rc == 1 and "no such file" in err  # an unknown source, like an empty run: 1
+
+
+def test_a_keymap_that_moves_quit_leaves_q_free_for_another_action():
+    from carl_tui.ui.keys import check_keymap
+
+    assert check_keymap({"app.quit": "ctrl+q", "app.pick_run": "q"}) is None
+    assert check_keymap({}) is None  # the default keys never clash
 
 
 def test_the_url_trackio_show_prints_is_accepted():
@@ -114,3 +139,18 @@ def test_ctrl_c_before_the_screen_exits_quietly(tmp_path):
                          text=True,
                          cwd=tmp_path, env={**os.environ}, timeout=60)
     assert out.returncode == 130 and "Traceback" not in out.stderr
+
+
+def test_the_dashboard_without_a_terminal_says_so_instead_of_running_unseen(tmp_path):
+    """A CI log or `< /dev/null`: no keys can reach it and nothing shows it; it used to run
+    until killed. The run is printed by summary/export instead."""
+    stream = tmp_path / "s.jsonl"
+    stream.write_text('{"step": 1, "loss": 0.5}\n')
+    env = {k: v for k, v in os.environ.items() if k != "TEXTUAL_DRIVER"}
+    res = subprocess.run([sys.executable, "-m", "carl_tui", "--watch", str(stream)],
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env,
+                         check=False, timeout=60)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr == ("carl-tui: the dashboard needs a terminal on stdin and stderr; in "
+                          "scripts and CI, `carl-tui summary` and `carl-tui export` print "
+                          "the run\n")

@@ -177,6 +177,51 @@ def test_bad_input_is_one_clear_line_and_a_nonzero_exit(tmp_path, capsys, conten
     assert rc == 1 and out == "" and words in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("flag", ["--tensorboard", "--wandb"])
+def test_an_empty_local_folder_is_answered_without_waiting_out_the_timeout(
+        tmp_path, capsys, flag):
+    """Nothing can arrive in a folder by waiting: the answer comes once the source has
+    been tried for a moment, not after --timeout (an hour here: the test would hit its
+    own limit; it used to wait the whole timeout in silence)."""
+    rc, out, err = cli(["summary", flag, str(tmp_path), "--timeout", "3600"], capsys)
+    assert rc == 1 and out == ""
+    assert err.count("\n") == 1 and "holds no run yet" in err and str(tmp_path) in err
+
+
+def test_a_remote_source_says_what_it_waits_for(capsys):
+    """A refused server may come up: summary waits --timeout for it, and says so on
+    stderr first, then gives its one-line answer."""
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+    rc, out, err = cli(["summary", "--trackio", url, "--project", "p", "--timeout", "1"],
+                       capsys)
+    lines = err.splitlines()
+    assert rc == 1 and out == "" and len(lines) == 2, err
+    assert lines[0].startswith("carl-tui: waiting up to 1 s (--timeout) for trackio:")
+    assert "connection refused" in lines[0] and url in lines[0]
+    assert lines[1].startswith("carl-tui: could not read it:")
+
+
+def test_export_to_a_file_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    """-o into a missing folder or onto a folder is a bad flag, said before reading (it
+    was a traceback after reading); a write that fails is one line and exit 1."""
+    import os
+
+    path = tmp_path / "run.jsonl"
+    write_stream(path, [(0, {"loss": 1.0})], {"name": "r"})
+    for target, says in [(tmp_path / "no" / "out.csv", f"no such directory: {tmp_path / 'no'}"),
+                         (tmp_path, f"{tmp_path} is a directory; give a file name"),
+                         (path / "out.csv", f"no such directory: {path}")]:
+        rc, out, err = cli(["export", str(path), "-o", str(target)], capsys)
+        assert (rc, out, err) == (2, "", f"carl-tui: -o: {says}\n")
+    if os.path.exists("/dev/full"):  # every write fails: no space left
+        rc, out, err = cli(["export", str(path), "-o", "/dev/full"], capsys)
+        assert rc == 1 and err.count("\n") == 1 and "-o: cannot write /dev/full" in err
+
+
 def test_asking_for_a_run_that_is_not_there(tmp_path, capsys):
     path = tmp_path / "run.jsonl"
     write_stream(path, [(0, {"loss": 1.0})], {"name": "only-run"})

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 import threading
 import time
 
+import pytest
+
+from benchmarks.pty_screen import Session
 from carl_tui.sources.trackio.remote import TrackioRemoteSource
 from carl_tui.ui.app import DashboardConfig, build_app
 from tests.conftest import ScriptedSource
@@ -103,6 +107,30 @@ def test_q_then_m_in_a_real_terminal_exits_cleanly(tmp_path):
                          text=True,
                          timeout=60)
     assert "STATUS 0" in res.stdout and "CLEAN" in res.stdout, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("term", ["dumb", "unknown"])
+def test_a_dumb_terminal_draws_idles_and_quits_on_q(tmp_path, term):
+    """TERM=dumb (CI logs, editor shells, serial consoles; Rich reports 80x25 there until
+    the real size arrives): the dashboard draws at the real size, idles, and q ends it.
+    It used to flip between two layouts at 100 % of a core and ignore every key."""
+    stream = tmp_path / "s.jsonl"
+    stream.write_text('{"step": 1, "loss": 0.5}\n{"step": 2, "loss": 0.25}\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TEXTUAL")}
+    env["TERM"] = term
+    argv = [sys.executable, "-m", "carl_tui", "--watch", str(stream)]
+    with Session(argv, env, size=(160, 45)) as term_session:
+        drawn = term_session.wait_until(lambda s: "step 2" in s.text(), 30.0)
+        assert drawn is not None, term_session.screen.text()
+        # The layout of the real 160x45 (entropy has its plot), not of 80x25 (stacked).
+        assert term_session.wait_until(lambda s: "entropy (nats)" in s.text(), 5.0)
+        cpu0, t0 = term_session.cpu_s(), time.monotonic()
+        term_session.drain(2.0)
+        busy = (term_session.cpu_s() - cpu0) / (time.monotonic() - t0)
+        assert busy < 0.5, f"{busy:.0%} of a core while idle"
+        os.write(term_session.fd, b"q")
+        assert term_session.wait_exit(5.0) is not None, "q did not end it"
+        assert term_session.returncode == 0
 
 
 async def _wait(predicate, timeout: float) -> bool:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
-from carl_tui.cli import EXIT_NO_DATA, UsageError, open_request, source_request
+from carl_tui.cli import EXIT_NO_DATA, UsageError, source_request
 from carl_tui.errors import CarlError
 from carl_tui.report.collect import collect
 from carl_tui.report.export import (
@@ -29,6 +30,21 @@ from carl_tui.store import RunStore
 def _fail(message: str) -> int:
     print(f"carl-tui: {message}", file=sys.stderr)
     return EXIT_NO_DATA
+
+
+def _say(message: str) -> None:
+    print(f"carl-tui: {message}", file=sys.stderr, flush=True)
+
+
+def _check_output(path: str | None) -> None:
+    """`-o FILE`: a file that can be made, said before the source is read."""
+    if path is None:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"-o: {path} is a directory; give a file name")
+    if not p.parent.is_dir():
+        raise UsageError(f"-o: no such directory: {p.parent}")
 
 
 EXIT_PIPE = 128 + 13  # what a shell reports for a tool ended by SIGPIPE
@@ -51,14 +67,24 @@ def run_report(args) -> int:
 
 
 def _report(args) -> int:
-    opened = open_request(source_request(args, must_exist=True))
+    from carl_tui.sources.open import RequestError, open_sources
+
+    _check_output(getattr(args, "output", None))
+    try:
+        opened = open_sources(source_request(args, must_exist=True))
+    except RequestError as exc:
+        if exc.kind != "not_found":
+            raise UsageError(str(exc)) from None
+        return _fail(str(exc))  # nothing there: like an empty run
     store = RunStore(vocab_size=args.vocab_size, gate_metric=args.gate_metric)
     batches = BatchCollector() if args.command == "export" else None
     described = ", ".join(s.name for s in opened.sources)
+    remote = args.trackio is not None or args.job is not None
     try:
-        collect(opened.sources, store, timeout=args.timeout, on_events=batches)
+        collect(opened.sources, store, timeout=args.timeout, on_events=batches,
+                patient=remote, say=_say)
     except CarlError as exc:
-        return _fail(f"could not read it: {exc}")
+        return _fail(str(exc) if exc.kind == "empty" else f"could not read it: {exc}")
     run = pick_run(store, opened.run)
     if run is None:
         runs = ", ".join(r.label for r in store.runs())
@@ -96,8 +122,11 @@ def _export(args, batches: BatchCollector, key: str, snap) -> int:
                          f"(logged: {', '.join(sorted(columns))})") from None
     write = write_csv if args.out_format == "csv" else write_jsonl
     if args.output:
-        with open(args.output, "w", encoding="utf-8", newline="") as out:
-            n = write(out, steps, columns, names)
+        try:
+            with open(args.output, "w", encoding="utf-8", newline="") as out:
+                n = write(out, steps, columns, names)
+        except OSError as exc:
+            return _fail(f"-o: cannot write {args.output}: {exc.strerror or exc}")
         print(f"carl-tui: wrote {n} steps to {args.output}", file=sys.stderr)
     else:
         write(sys.stdout, steps, columns, names)

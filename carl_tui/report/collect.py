@@ -4,8 +4,11 @@ Each source is polled until it is caught up: finished, or a poll brought
 nothing new after it had brought something (and the source was not behind),
 or nothing arrived for `settle` seconds (a job whose log streams in from
 threads). A live source that keeps producing is read until `timeout`.
-Retryable failures are retried with backoff until `timeout`; the last one is
-then reported. A failure that retrying cannot fix is reported at once.
+Retryable failures of a remote source (`patient`) are retried with backoff until
+`timeout`, after saying once (through `say`) what is awaited; the last one is then
+reported. A local source (a file, a folder, a store) that fails or brings nothing for
+`settle` seconds holds what it holds: nothing more can come by waiting. A failure that
+retrying cannot fix is reported at once.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ class _Progress:
     backoff: Backoff = field(default_factory=lambda: Backoff(base=0.2, cap=2.0))
     last_error: str = ""
     next_poll: float = 0.0
+    said: bool = False
 
 
 def collect(
@@ -40,18 +44,22 @@ def collect(
     settle: float = 2.0,
     on_events: Callable[[Sequence[Event]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    patient: bool = True,
+    say: Callable[[str], None] | None = None,
 ) -> None:
-    """Poll `sources` into `store` until each is caught up. Raises CarlError."""
+    """Poll `sources` into `store` until each is caught up. Raises CarlError (kind
+    "empty" for a local source that holds nothing)."""
     start = clock()
     deadline = start + timeout
     pending = [_Progress(s, started=start, last_data=start) for s in sources]
+    waiting = _Waiting(deadline, settle, patient, say, clock)
     try:
         while pending:
             now = clock()
             for p in list(pending):
                 if now < p.next_poll:
                     continue
-                if _poll(p, store, on_events, clock, deadline, settle):
+                if _poll(p, store, on_events, waiting):
                     pending.remove(p)
             if pending:
                 if clock() > deadline:
@@ -74,18 +82,44 @@ def collect(
                 s.close()
 
 
-def _poll(p: _Progress, store: RunStore, on_events, clock, deadline: float, settle: float) -> bool:
-    """One poll; True when this source is done."""
-    src = p.source
-    try:
-        events = src.poll()
-    except Exception as exc:  # noqa: BLE001 - every failure becomes a message
-        message = describe(exc)
+@dataclass
+class _Waiting:
+    """How long a source is waited for, and who is told about it."""
+
+    deadline: float
+    settle: float
+    patient: bool
+    say: Callable[[str], None] | None
+    clock: Callable[[], float]
+
+    def failed(self, p: _Progress, exc: Exception) -> bool:
+        """A failed poll: True when the source is done (a local one that has data)."""
+        src, message = p.source, describe(exc)
         if not getattr(exc, "retry", True):
             raise CarlError(f"{src.name}: {message}", retry=False) from None
         p.last_error = message
-        p.next_poll = min(clock() + p.backoff.next_delay(), deadline)
+        now = self.clock()
+        if not self.patient and now - p.last_data >= self.settle:
+            if p.got_data:
+                return True  # what it held has been read
+            raise CarlError(f"{src.name} holds no run yet ({message})", retry=False,
+                            kind="empty")
+        if self.patient and not p.said and self.say is not None:
+            p.said = True
+            self.say(f"waiting up to {max(self.deadline - now, 0):.0f} s (--timeout) for "
+                     f"{src.name}: {message}")
+        p.next_poll = min(now + p.backoff.next_delay(), self.deadline)
         return False
+
+
+def _poll(p: _Progress, store: RunStore, on_events, wait: _Waiting) -> bool:
+    """One poll; True when this source is done."""
+    src = p.source
+    clock, settle = wait.clock, wait.settle
+    try:
+        events = src.poll()
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a message
+        return wait.failed(p, exc)
     p.backoff.reset()
     p.last_error = ""
     data = [e for e in events if not isinstance(e, SourceStatus)]

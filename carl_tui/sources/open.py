@@ -37,10 +37,12 @@ SNIFF_BYTES = 16384
 
 
 class RequestError(CarlError):
-    """What the user asked for cannot be opened; the message names the flag."""
+    """What the user asked for cannot be opened; the message names the flag. `kind`:
+    "usage" (a bad flag) or "not_found" (a well-formed source with nothing there: no such
+    file, no Trackio project; `summary`/`export` exit 1 on it, as on an empty run)."""
 
-    def __init__(self, message: str):
-        super().__init__(message, retry=False, kind="usage")
+    def __init__(self, message: str, kind: str = "usage"):
+        super().__init__(message, retry=False, kind=kind)
 
 
 @dataclass
@@ -100,6 +102,8 @@ def check_request(req: SourceRequest) -> None:
             raise RequestError(f"--trackio {exc}") from None
     if req.job is not None and not req.job.strip():
         raise RequestError("--job needs a job id (see `j` in the dashboard or `hf jobs ps`)")
+    if req.namespace is not None and req.job is None:
+        raise RequestError("--namespace is the namespace of a job: give it with --job JOB_ID")
     if req.speed is not None and (not math.isfinite(req.speed) or req.speed < 0):
         raise RequestError("--speed must be a number >= 0 (0 = as fast as possible)")
     if req.watch is not None:
@@ -121,17 +125,17 @@ def _check_file(flag: str, path: str, must_exist: bool) -> None:
         st = os.stat(path)
     except FileNotFoundError:
         if must_exist:
-            raise RequestError(f"{flag}: no such file: {path}") from None
+            raise RequestError(f"{flag}: no such file: {path}", "not_found") from None
         return  # the dashboard waits for it to appear
     except OSError as exc:
-        raise RequestError(f"{flag}: cannot read {path}: {exc.strerror}") from None
+        raise RequestError(f"{flag}: cannot read {path}: {exc.strerror}", "not_found") from None
     if stat.S_ISDIR(st.st_mode):
         hint = _directory_hint(Path(path))
         raise RequestError(f"{flag}: {path} is a directory; give a file{hint}")
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
         raise RequestError(f"{flag}: {path} is not a regular file or a pipe")
     if not os.access(path, os.R_OK):
-        raise RequestError(f"{flag}: {path} is not readable")
+        raise RequestError(f"{flag}: {path} is not readable", "not_found")
 
 
 def _check_dir(flag: str, path: str, must_exist: bool) -> None:
@@ -140,7 +144,7 @@ def _check_dir(flag: str, path: str, must_exist: bool) -> None:
     p = Path(path)
     if not p.exists():
         if must_exist:
-            raise RequestError(f"{flag}: no such directory: {path}")
+            raise RequestError(f"{flag}: no such directory: {path}", "not_found")
         return
     if not p.is_dir():
         raise RequestError(f"{flag}: {path} is not a directory")
@@ -390,14 +394,14 @@ def _open_trackio_local(req: SourceRequest) -> Opened:
             raise RequestError(
                 f"no Trackio projects in {root}. Point --trackio-dir or $TRACKIO_DIR at a "
                 "Trackio store, or use --watch PATH, --trackio URL, --job ID, --tensorboard DIR, "
-                "--wandb DIR, or try `carl-tui demo`."
+                "--wandb DIR, or try `carl-tui demo`.", "not_found"
             )
         project, recent_run = recent
         run = run or recent_run
     elif not db.db_path(project, root).exists():
         names = ", ".join(p.name for p in db.list_projects(root)) or "none"
         raise RequestError(f"--project: no Trackio project {project!r} in {root} "
-                           f"(projects: {names})")
+                           f"(projects: {names})", "not_found")
 
     def source(name: str):
         from carl_tui.sources.trackio.local import TrackioLocalSource

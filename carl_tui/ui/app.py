@@ -34,7 +34,7 @@ from carl_tui.ui.keys import ACTION_KEYS, APP_KEYS, READ_ONLY_HIDDEN
 from carl_tui.ui.messages import StoreChanged
 from carl_tui.ui.plot_view import ChartSettings
 from carl_tui.ui.screens.dashboard import DashboardScreen
-from carl_tui.ui.themes import install_themes
+from carl_tui.ui.themes import ReadablePlots, install_themes
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.events import RunRef
@@ -82,7 +82,7 @@ class DashboardConfig:
     read_only: bool = False  # no key that acts on the world, nor ctrl+s (READ_ONLY_HIDDEN)
 
 
-class CarlApp(App[None]):
+class CarlApp(ReadablePlots, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "carl-tui"
     BINDINGS: ClassVar[list[BindingType]] = [

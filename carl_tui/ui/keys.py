@@ -118,4 +118,32 @@ def check_keymap(keymap: dict[str, str]) -> str | None:
         why = check_key(key)
         if why:
             return f"{bid}={key}: {why}"
+    return _check_clashes(keymap)
+
+
+# Textual's own keys, always bound first: quit's second key, the palette, the interrupt.
+RESERVED = {"ctrl+q": "Textual's quit", "ctrl+p": "the command palette",
+            "ctrl+c": "Textual's interrupt"}
+
+
+def _key_name(key: str) -> str:
+    from textual.keys import _character_to_key
+
+    key = key.strip()
+    return _character_to_key(key) if len(key) == 1 else key
+
+
+def _check_clashes(keymap: dict[str, str]) -> str | None:
+    """One key for two actions (the one bound later would never run: a keymap that
+    gives `q` to another action leaves quit without its key), or a key Textual keeps."""
+    owner: dict[str, str] = {}
+    for k in ALL_KEYS:
+        for key in keymap.get(k.id, k.key).split(","):
+            name = _key_name(key)
+            if name in RESERVED and not (name == "ctrl+q" and k.id == "app.quit"):
+                return f"{k.id}={key.strip()}: {key.strip()} is {RESERVED[name]}"
+            if name in owner:
+                return (f"{key.strip()!r} is bound to both {owner[name]} and {k.id}: "
+                        "give each action its own key")
+            owner[name] = k.id
     return None

@@ -1,4 +1,7 @@
-"""Load the app's colour themes from the `themes/` folder (TOML files)."""
+"""Load the app's colour themes from the `themes/` folder (TOML files), and keep every
+theme's plots readable: each plot colour (the theme's own `plot-*` variable, else the
+theme colour it derives from) is at least 3:1 (WCAG contrast) against the plot's
+background, its lightness moved until it is (`ReadablePlots`)."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,10 +50,106 @@ def load_theme(path: Path) -> Theme:
 
 
 def theme_names(folder: Path | None = None) -> list[str]:
-    """Names of the themes the app can use: its own, then Textual's built-in ones."""
+    """Names of the themes the app can use: its own, then Textual's built-in ones whose
+    colours are colours (not the terminal's ANSI palette: how readable a plot drawn in
+    those is depends on the terminal, which cannot be checked)."""
     from textual.theme import BUILTIN_THEMES
 
-    return [t.name for t in load_themes(folder)] + sorted(BUILTIN_THEMES)
+    return [t.name for t in load_themes(folder)] + sorted(
+        name for name, theme in BUILTIN_THEMES.items() if not _ansi(theme))
+
+
+def _ansi(theme: Theme) -> bool:
+    return any(isinstance(c, str) and c.startswith("ansi_")
+               for c in (theme.primary, theme.background, theme.surface))
+
+
+# -- readable plots ------------------------------------------------------------------
+
+MIN_PLOT_CONTRAST = 3.0  # WCAG's floor for graphics (1.4.11)
+
+# Each plot colour, and the theme colour it derives from when the theme does not set it.
+PLOT_COLORS = {
+    "plot-phi": "primary", "plot-entropy": "accent", "plot-sigma": "error",
+    "plot-gate": "success", "plot-peak": "warning", "plot-extra": "secondary",
+}
+# A compared run's colour, where the theme sets none: the primary colour's hue turned by
+# these degrees (themes often repeat one colour as accent and warning, or secondary).
+OVERLAY_TURNS = (150, 60, 240, 300)
+
+
+def luminance(color: Color) -> float:
+    """WCAG relative luminance of an opaque colour."""
+    def linear(c: int) -> float:
+        v = c / 255
+        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(c) for c in color.rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: Color, b: Color) -> float:
+    """WCAG contrast ratio, 1 to 21."""
+    la, lb = sorted((luminance(a), luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def readable(color: Color, background: Color, floor: float = MIN_PLOT_CONTRAST) -> Color:
+    """`color`, its lightness moved away from the background's until the contrast is at
+    least `floor` (always possible for floor <= 4.5: black or white reaches it)."""
+    if contrast(color, background) >= floor:
+        return color
+    h, s, lightness = color.hsl
+    darker = contrast(Color(0, 0, 0), background) >= contrast(Color(255, 255, 255), background)
+    step = -0.01 if darker else 0.01
+    while 0.0 < lightness < 1.0:
+        lightness = min(1.0, max(0.0, lightness + step))
+        out = Color.from_hsl(h, s, lightness)
+        if contrast(out, background) >= floor:
+            return out
+    return Color(0, 0, 0) if darker else Color(255, 255, 255)
+
+
+def _parse(value: str | None, fallback: Color) -> Color:
+    try:
+        return Color.parse(value) if value else fallback
+    except ColorParseError:
+        return fallback
+
+
+def plot_variables(variables: dict[str, str]) -> dict[str, str]:
+    """The theme's CSS variables with every plot colour readable on the plot's background
+    (the `surface` the plots paint their canvas with)."""
+    background = _parse(variables.get("background"), Color(0, 0, 0))
+    surface = background + _parse(variables.get("surface"), background)  # over its backdrop
+    foreground = _parse(variables.get("foreground"), Color(255, 255, 255))
+    out = dict(variables)
+    primary = _parse(variables.get("primary"), foreground)
+    for var, base in PLOT_COLORS.items():
+        color = _parse(variables.get(var) or variables.get(base), foreground)
+        out[var] = readable(background + color, surface).hex
+    for i, turn in enumerate(OVERLAY_TURNS):
+        var = f"plot-overlay-{i}"
+        color = _parse(variables.get(var), _turned(primary, turn))
+        out[var] = readable(background + color, surface).hex
+    return out
+
+
+def _turned(color: Color, degrees: float) -> Color:
+    h, s, lightness = color.hsl
+    return Color.from_hsl((h + degrees / 360) % 1.0, max(s, 0.5), lightness)
+
+
+class ReadablePlots:
+    """For the App: the CSS variables of whichever theme is on, with readable plot colours
+    (what the plots and their legends read through `theme_variables`)."""
+
+    theme_variables: dict[str, str]
+
+    def get_css_variables(self) -> dict[str, str]:
+        variables = plot_variables(super().get_css_variables())  # type: ignore[misc]
+        self.theme_variables = variables
+        return variables
 
 
 def load_themes(folder: Path | None = None) -> list[Theme]:
@@ -67,6 +167,9 @@ def load_themes(folder: Path | None = None) -> list[Theme]:
 def install_themes(app: App, wanted: str, default: str) -> tuple[list[str], str]:
     """Register the themes with `app` and choose `wanted` (else `default`): the names
     registered, and what went wrong (to say once the app runs)."""
+    for name, theme in list(app.available_themes.items()):
+        if _ansi(theme):  # not offered by the palette's theme picker either
+            app.unregister_theme(name)
     names = []
     for theme in load_themes():
         app.register_theme(theme)

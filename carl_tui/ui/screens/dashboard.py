@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.geometry import Size
 from textual.screen import Screen
 from textual.widgets import Header
 
@@ -65,6 +66,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
         self.compare: list[str] = []  # run keys overlaid on every plot
         self.overlay = False  # every run of the project overlaid
         self._log_auto_shown = False
+        self._laid_out_for: Size | None = None  # the terminal size the layout follows
         self.snapshot: RunSnapshot | None = None
 
     @property
@@ -100,7 +102,15 @@ class DashboardScreen(ChartKeys, Screen[None]):
         self.call_after_refresh(self.carl.screen_ready)  # widgets built: data may flow in
 
     def on_resize(self, event) -> None:
-        self.layout_for(event.size.width, event.size.height)
+        # The breakpoints follow the terminal's size, once per change of it. Not the
+        # event's size: a stale Resize (TERM=dumb makes Rich report 80x25 at first) and
+        # the real one would each re-lay out the screen, which posts the other again:
+        # the screen flipped between two layouts at 100 % CPU and never read a key.
+        size = self.app.size
+        if size == self._laid_out_for:
+            return
+        self._laid_out_for = size
+        self.layout_for(size.width, size.height)
         self.call_after_refresh(self._fit_grid)
 
     def layout_for(self, width: int, height: int) -> None:
