@@ -430,9 +430,11 @@ def ref_phases(steps, acc, ent, baseline_points=5, melt_ratio=2.5, transition_fa
     """The rules of the module docstring, step by step over Python lists."""
     sqpi2 = math.sqrt(math.pi) / 2
 
-    def sigma(total, count):
+    sqpi12 = math.sqrt(math.pi / 12)
+
+    def sigma(total, count, scale=sqpi2):
         c = max(count, 1)
-        return sqpi2 * (total / c) * (1.0 + 1.0 / math.sqrt(c))
+        return scale * (total / c) * (1.0 + 1.0 / math.sqrt(c))
 
     def finite(x):
         return x is not None and math.isfinite(x)
@@ -471,10 +473,10 @@ def ref_phases(steps, acc, ent, baseline_points=5, melt_ratio=2.5, transition_fa
         t = float(step)
         # -- A
         a_known = finite(x)
-        d = NAN
+        d = NAN  # |second difference|, counted when the value changed
         if a_known:
-            if A:
-                d = abs(x - A[-1])
+            if len(A) >= 2 and x != A[-1]:
+                d = abs(x - 2 * A[-1] + A[-2])
             A.append(float(x))
             P.append(P[-1] + float(x))
             best = max(best, float(x))
@@ -483,7 +485,7 @@ def ref_phases(steps, acc, ent, baseline_points=5, melt_ratio=2.5, transition_fa
         n_a = len(A)
         a = A[-1] if A else NAN
         a_prev = A[-2] if len(A) > 1 else NAN
-        s_before = sigma(dsum, dcnt)
+        s_before = sigma(dsum, dcnt, sqpi12)
         ready = (n_a - (1 if a_known else 0)) >= B
         acc_cal = n_a >= B
         # -- E
@@ -596,7 +598,7 @@ def ref_phases(steps, acc, ent, baseline_points=5, melt_ratio=2.5, transition_fa
                 cseen += 1
                 if cseen > 2:
                     cref.append(le)
-        if phase < 2 and a_known and not math.isnan(d) and d > 0:
+        if phase < 2 and a_known and not math.isnan(d):
             dsum += d
             dcnt += 1
         calm_e = e_known and e / max(e0, 1e-12) < 1.3

@@ -72,7 +72,7 @@ from enum import Enum
 
 import numpy as np
 
-from .constants import SQRT_PI_2, SUM_ROUNDING
+from .constants import SQRT_PI_2, SQRT_PI_12, SUM_ROUNDING
 
 
 class Phase(str, Enum):
@@ -98,12 +98,13 @@ _MELT_MARGIN = 1.0  # a long spike gives its noise many chances: a wider margin
 _SKIP = 2  # values at the start of crystallisation left out of its entropy level
 
 
-def _sigma(total, count):
+def _sigma(total, count, scale=SQRT_PI_2):
     """Noise of single values from the sum and count of absolute successive
-    differences, widened while few are known (scalars or arrays)."""
+    differences (first differences: `scale` SQRT_PI_2; second: SQRT_PI_12),
+    widened while few are known (scalars or arrays)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         n = np.maximum(count, 1)
-        return SQRT_PI_2 * (total / n) * (1.0 + 1.0 / np.sqrt(n))
+        return scale * (total / n) * (1.0 + 1.0 / np.sqrt(n))
 
 
 def _med3(a, b, c):
@@ -459,8 +460,8 @@ class _Features:
         )[1:]
         self.best = np.where(np.isneginf(best), np.nan, best)
         self._k, self._hist = k, hist
-        self._dsum, self._dcnt, self.sigma_before = _noise(
-            hist[1:], k - self.acc_known, c._dsum, c._dcount
+        self._dsum, self._dcnt, self.sigma_before = _noise2(
+            hist, k - self.acc_known, c._dsum, c._dcount
         )
         with np.errstate(invalid="ignore"):
             calm = self.acc_known & self.acc_ready & (acc - self.a0 <= self.sigma_before)
@@ -592,6 +593,19 @@ def _noise(hist: np.ndarray, before: np.ndarray, total: float, count: int, use=N
     dsum = np.cumsum(np.concatenate([[total], np.where(counted, d, 0.0)]))
     dcnt = count + np.concatenate([[0], np.cumsum(counted)])
     return dsum, dcnt, _sigma(dsum[before], dcnt[before])
+
+
+def _noise2(hist: np.ndarray, before: np.ndarray, total: float, count: int):
+    """As `_noise`, from second differences x[i] - 2 x[i-1] + x[i-2] of the known values
+    `hist` (the two carried values first): a steady climb adds nothing to them, so a
+    rising metric does not pass its slope off as noise."""
+    d1 = np.diff(hist)
+    d2 = np.abs(np.diff(d1))
+    with np.errstate(invalid="ignore"):
+        counted = (d1[1:] != 0) & np.isfinite(d2)  # a value logged again unchanged: no
+    dsum = np.cumsum(np.concatenate([[total], np.where(counted, d2, 0.0)]))
+    dcnt = count + np.concatenate([[0], np.cumsum(counted)])
+    return dsum, dcnt, _sigma(dsum[before], dcnt[before], SQRT_PI_12)
 
 
 def _running_mean(values: np.ndarray, known: np.ndarray, total: float, count: int):
