@@ -194,14 +194,14 @@ def _set_progress(vals: dict, key: str | None, value: float) -> dict:
 
 
 def _rescaled(rows, a: float, b: float):
+    """Every reward (each reward function's mean, and their sum `reward`) as a * r + b:
+    the task reward becomes a * r + k * b, k the task reward functions a row logs."""
     out = []
     for s, v in rows:
         w = dict(v)
-        names = [k for k in v if k == "reward" or (k.startswith("rewards/") and
-                                                    k.endswith("/mean"))]
-        for k in names:
-            w[k] = a * v[k] + (b / max(1, len([n for n in names if n != "reward"]))
-                               if k != "reward" else b)
+        for k in v:
+            if k == "reward" or (k.startswith("rewards/") and k.endswith("/mean")):
+                w[k] = a * v[k] + b
         out.append((s, w))
     return out
 
