@@ -405,3 +405,63 @@ def test_update_many_validation():
     with pytest.raises(ValueError):
         PhaseClassifier(baseline_points=1)
     assert PhaseClassifier().update_many([], [], []).size == 0
+
+
+# ------------------------------------------------------ outliers, the gate, a resumed climb
+
+
+def test_one_entropy_value_is_not_melting():
+    """Entropy collapsed to about 0.01 and one value of 0.17 (17 times it): not melting,
+    with accuracy flat or climbing; a spike that holds two values still is."""
+    rng = np.random.default_rng(4)
+    n = 120
+    ent = 0.01 * np.exp(rng.normal(0, 0.05, n))
+    flat = 0.3 + rng.normal(0, 0.01, n)
+    for acc in (flat, flat + np.clip((np.arange(n) - 60) / 30, 0, 1) * 0.5):
+        blip = ent.copy()
+        blip[70] = 0.17
+        labels = classify_arrays(acc, blip)
+        assert _MELTING not in labels, np.flatnonzero(labels == _MELTING)[:3]
+    held = ent.copy()
+    held[70:72] = 0.17
+    assert PHASES[classify_arrays(flat, held)[71]] is Phase.MELTING
+
+
+def classify_arrays(acc, ent):
+    return PhaseClassifier().update_many(np.arange(len(acc)), acc, ent)
+
+
+def test_the_gate_crystallises_its_stage_from_its_step():
+    """gate_fired(step): from that step on the phase is crystallisation or later,
+    before it nothing changes; in batches or one step at a time."""
+    rng = np.random.default_rng(2)
+    n = 80
+    acc = np.concatenate([0.2 + rng.normal(0, 0.01, 30), np.linspace(0.2, 0.995, 50)])
+    ent = np.full(n, 1.0) * np.exp(rng.normal(0, 0.02, n))
+    plain = classify_arrays(acc, ent)
+    gated = PhaseClassifier()
+    gated.gate_fired(60)
+    got = gated.update_many(np.arange(n), acc, ent)
+    assert (got[60:] >= Phase.CRYSTALLISATION.index).all()
+    assert np.array_equal(got[:60], plain[:60])
+    assert plain[60] < Phase.CRYSTALLISATION.index  # the gate is what moved it
+    loop = PhaseClassifier()
+    loop.gate_fired(60)
+    assert [loop.update(i, a, e).index for i, (a, e) in enumerate(zip(acc, ent))] == list(got)
+
+
+def test_a_resumed_climb_returns_to_transition():
+    """A climb that stops (crystallisation) and then climbs again well beyond its level
+    is back in transition, and crystallises again at its new top."""
+    rng = np.random.default_rng(5)
+    steps = np.arange(400)
+    level = (0.1 + 0.3 * np.clip((steps - 20) / 20, 0, 1)
+             + 0.4 * np.clip((steps - 200) / 30, 0, 1))
+    acc = level + rng.normal(0, 0.01, steps.size)
+    c = PhaseClassifier()
+    c.update_many(steps, acc, np.full(steps.size, NAN))
+    names = [p.value for p, _ in c.timeline]
+    assert names[:3] == ["baseline", "transition", "crystallisation"]
+    back = [s for p, s in c.timeline[3:] if p is Phase.TRANSITION]
+    assert back and 200 <= back[0] <= 230, c.timeline
+    assert c.phase in (Phase.CRYSTALLISATION, Phase.CONVERGED)
