@@ -4,64 +4,76 @@ It reads a progress metric A (token accuracy, or the task reward of an RL run)
 and the entropy E, each against its own history: nothing assumes A lies in
 [0, 1] (a GRPO reward from -1 to 3 gets the same phases as the same story in
 [0, 1]) and E is only compared with itself. Every label uses only the past;
-missing values are carried forward.
+missing values are carried forward. The rules were fitted to, and are checked
+on, a corpus of real training histories (tests/data/real_runs) and the spec's
+phase table (README, "The phases of a run", says them in words).
 
 Calibration, per metric, from the run itself:
 
 - a0, e0: the medians of the first `baseline_points` known values of A and E;
   nothing is decided on a metric before it has that many values (for A, before
-  the current value).
-- sigma: the noise of A, sqrt(pi)/2 times the mean absolute difference of
-  successive known values (a value logged again unchanged does not count),
-  widened by 1 + 1/sqrt(count) while few are known; read until the transition
-  begins, then frozen. The noise of log E the same way, from its calm values
+  the current value; A's rules out of baseline wait for twice as many).
+- sigma: the noise of single values of A, sqrt(pi/12) times the mean absolute
+  second difference x[i] - 2 x[i-1] + x[i-2] of its known values (a steady climb
+  adds nothing to it; a value logged again unchanged does not count), widened
+  by 1 + 1/sqrt(count) while few are known; read until the transition begins,
+  then frozen. The noise of log E from first differences of its calm values
   (E < 1.3 * e0) while in baseline.
 - peak: the highest entropy so far, each value first replaced by the median of
   the last three known ones (one noisy value is not a peak).
 - level of A: the mean of its last W known values, W = window_fraction of the
-  known values so far (2 to 2048): a fixed share of the run, so a run
-  stretched to any length is read the same way.
+  known values so far (2 to 2048); running sums of the first 2048 values give
+  the level of the first quarter of the run.
 
-Phases (constants are constructor arguments; the defaults put every edge of
-the spec's phase table within one step when each change is spread over up to
-five noisy steps, at any run length):
+Phases (constants are `PhaseSettings` fields):
 
-- MELTING: the entropy spikes, E >= melt_ratio * e0. A run that melted reads
-  the rest of its phases from the entropy ("spike mode"):
+- MELTING (from baseline): E >= melt_ratio * e0 on two known values in a row
+  (the one before >= sqrt(melt_ratio) * e0), or on one if A jumped with it or A
+  has no baseline yet: one high value is an outlier, not a phase. A run that melted
+  reads the rest of its phases from the entropy ("spike mode"):
   - TRANSITION: E <= transition_fall * peak, and A rose clearly above its mean
     during melting (by more than guard_z * sigma); a run without A needs log E
-    clearly below its level during melting instead (see below);
+    clearly below its level during melting instead;
   - CRYSTALLISATION: E <= crystal_fall * peak, with A near its best
     (A >= a0 + level * (best - a0)) if A is logged;
   - CONVERGED: E <= converged_ratio * e0 and A near its best; from
     crystallisation also log E clearly below its crystallisation level.
   "Clearly below a level": by more than (fall_z + sqrt(2 ln n)) * sqrt(1 + 1/n)
-  noise units of log E, n the values the level is the mean of: the largest dip
-  noise makes in n values, so a long noisy phase does not end on a dip.
-- Without a spike (GRPO, or an SFT run whose entropy only drifts), from A:
-  - TRANSITION: two known values in a row above a0 + rise_z * sigma, while E
-    is not spiking. Pure noise never does that.
-  - CRYSTALLISATION: the climb stopped: the level is not above the level one
-    window earlier by more than stop_z noise units of the difference, after
-    the climb was once seen rising that way by stop_z + 1 units (since its
-    last calm value, A <= a0 + sigma); and the level is near its best level.
-  - CONVERGED: the level has held near its best for `hold` times as long as
-    the climb took (from its last calm value to crystallisation: the table's
-    proportions), or the entropy fell to converged_ratio * e0 as above.
+  noise units of log E, n the values the level is the mean of.
+- Without a spike (GRPO, or an SFT run whose entropy only drifts), from A, while
+  E is not on its way to a spike (E < sqrt(melt_ratio) * e0):
+  - TRANSITION: two known values in a row rise_z noise units above a0; or the
+    level (of at least 3 values) level_z standard errors above a0; or the level
+    of the last quarter of the values (climb_fraction) level_z standard errors,
+    and one noise unit, above the level of the first quarter (a slow GRPO climb).
+  - CRYSTALLISATION: the climb is over. The level is near its best level, and
+    over windows of W values, W = climb_fraction of the values since the climb
+    began (its last calm value, A <= a0 + sigma), at least 3 and the level's
+    window: the last window is not above the one before by stop_z standard
+    errors of the difference, or gained less than slow_fraction of the climb's
+    average gain per W values; both windows inside the climb, and W values
+    enough to see that average gain (stop_z standard errors).
+  - CONVERGED: held near its best for `hold` times as long as the climb took
+    (last calm value to crystallisation) and flat over windows of
+    settle_fraction of all the values (as above, without the "slowed" case); or
+    the entropy fell to converged_ratio * e0 as above.
+  - Back to TRANSITION from crystallisation or converged: the level clearly above
+    its level when crystallisation began (by resume_z standard errors and by
+    resume_fraction of the rise then): the climb resumed.
+- The phase-transition gate: `gate_fired(step)` (the store calls it for the
+  stage whose progress metric the gate reads) makes every step from `step` on
+  crystallisation or later; a converged run after a spike, or past the gate,
+  stays converged.
 
-What it cannot know. Without the entropy, a small early rise of A that holds
-(the table's 3% -> 8% during melting, when A's noise is much smaller than
-that) is a transition: on its own scale it looks like any other rise. A run
-without A reads every phase from the entropy spike, or stays in baseline; with
-very noisy entropy (8% a step) and no A, its transition comes up to a few
-steps late rather than early. A GRPO climb is seen once it stands out of its
-noise (a few noise units), and its end once two windows agree: a slow, noisy
-climb is labelled a little late, never early.
+What it cannot know. Online, a pause in a climb looks like its end
+(crystallisation; it returns to transition when the climb resumes). A climb of
+a few noise units is seen late, its end later. Without the entropy, a small
+early rise of A that holds is a transition. A run without A reads every phase
+from the entropy spike, or stays in baseline; with very noisy entropy (8% a
+step) and no A, its transition comes up to a few steps late rather than early.
 
-Phases only move forward; each step takes the latest phase whose condition
-holds, if later than the current one. `update` is `update_many` on one step,
-and `update_many` gives the same labels and state however the steps are cut
-into batches (O(n) numpy per batch).
+`update` is `update_many` on one step, and `update_many` gives the same labels
+and state however the steps are cut into batches (O(n) numpy per batch).
 """
 
 from __future__ import annotations
