@@ -72,3 +72,30 @@ def test_the_ended_stage_keeps_its_phase_on_screen(demo_snapshot, width):
     # the gate fired in the SFT stage: the panel says why the GRPO stage reads earlier
     assert (f"CRYSTALLISED at step {snap.gate.trigger_step}, in the stage before "
             f"(reward stage from {snap.phase.stage_start})") in shown
+
+
+def test_the_callbacks_phase_markers_agree_with_its_gate(tmp_path):
+    """The training callback's own phase markers: crystallisation (or later) from the
+    step its gate fires, on an accuracy climb the gate sees before the phases would."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from carl_tui.training.callback import CarlCallback
+
+    path = tmp_path / "run.jsonl"
+    cb = CarlCallback(path, 13, run_name="gate-phase")
+    rng = np.random.default_rng(0)
+    acc = np.concatenate([0.2 + rng.normal(0, 0.01, 20), np.linspace(0.2, 0.995, 30),
+                          np.full(10, 0.996)])
+    control = SimpleNamespace(should_training_stop=False)
+    for i, a in enumerate(acc):
+        state = SimpleNamespace(global_step=i + 1, is_world_process_zero=True)
+        cb.on_log(None, state, control, logs={"mean_token_accuracy": float(a),
+                                               "entropy": 1.0 + 0.01 * float(rng.normal())})
+    cb.close()
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    gate = next(x["step"] for x in lines if x.get("kind") == "phase_transition")
+    phases = [(x["phase"], x["step"]) for x in lines if x.get("kind") == "phase"]
+    at_gate = [p for p, s in phases if s <= gate][-1]
+    assert at_gate in ("crystallisation", "converged"), (gate, phases)
