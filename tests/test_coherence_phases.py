@@ -465,3 +465,26 @@ def test_a_resumed_climb_returns_to_transition():
     back = [s for p, s in c.timeline[3:] if p is Phase.TRANSITION]
     assert back and 200 <= back[0] <= 230, c.timeline
     assert c.phase in (Phase.CRYSTALLISATION, Phase.CONVERGED)
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 17])
+def test_conditions_in_chunks_give_the_same_labels(monkeypatch, chunk):
+    """update_many computes the conditions chunk by chunk (4096 steps, doubling while
+    nothing happens): any chunk size gives the same labels and state."""
+    from carl_tui.coherence import phases as module
+    from tests.real_runs import CORPUS, load_run
+
+    runs = [sft_story(200, 3, 0.01, 0.05, 1), grpo_story(300, (-1, 3), "decay", 2)]
+    cases = [(r.steps, r.progress if r.progress_key != "entropy" else r.entropy * NAN,
+              r.entropy) for r in runs]
+    st = load_run(CORPUS / "tiny-sft-h64-lr5e-3-b32.json").stages[0]
+    cases.append((st.steps, st.values, np.full(st.steps.size, NAN)))
+    for steps, acc, ent in cases:
+        whole = PhaseClassifier()
+        want = whole.update_many(steps, acc, ent)
+        monkeypatch.setattr(module, "_CHUNK", chunk)
+        small = PhaseClassifier()
+        got = small.update_many(steps, acc, ent)
+        monkeypatch.setattr(module, "_CHUNK", 4096)
+        assert np.array_equal(got, want)
+        assert _state(small) == _state(whole)

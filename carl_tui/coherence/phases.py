@@ -106,6 +106,7 @@ _TINY = 1e-12
 _BASE, _MELT, _TRANS, _CRYST, _CONV = range(5)
 _TAIL = 4096  # running sums kept: the longest windows compared are half of it
 _MIN_CLIMB = 3  # the fewest values a climb's windows average
+_CHUNK = 4096  # steps whose conditions are computed at once (doubling)
 _HEAD = 2048  # running sums of the first known values of A kept (their level)
 _CALM = 1.3  # entropy under this times e0 is calm (counts for its noise)
 _MELT_MARGIN = 1.0  # a long spike gives its noise many chances: a wider margin
@@ -256,27 +257,31 @@ class PhaseClassifier:
         t = s.astype(np.float64)
         f = _Features(self, t, acc, ent)
         labels = np.empty(n, dtype=np.int8)
-        pos = 0
+        pos, chunk = 0, _CHUNK
         while pos < n:
             if self._index == _CONV and (self.melted or t[pos] >= self.gate_step):
                 labels[pos:] = _CONV  # final: nothing moves a converged run back
                 break
+            # Conditions over the next `chunk` steps only, doubling while nothing happens:
+            # a long run with many phase changes stays O(n).
+            end = f.end = min(n, pos + chunk)
             target = self._targets(f, t, pos)
-            gated = t[pos:] >= self.gate_step
+            gated = t[pos:end] >= self.gate_step
             target = np.where(gated, np.maximum(target, _CRYST), target)
             back = _resumed(self, f, pos) & ~gated
             hit = np.flatnonzero((target > self._index) | back)
             if hit.size == 0:
-                labels[pos:] = self._index
-                self._carry_segment(f, t, pos, n)
-                break
+                labels[pos:end] = self._index
+                self._carry_segment(f, t, pos, end)
+                pos, chunk = end, 2 * chunk
+                continue
             j = pos + int(hit[0])
             labels[pos:j] = self._index
             self._carry_segment(f, t, pos, j)  # state through j - 1, in the old phase
             up = int(target[hit[0]])
             self._enter(up if up > self._index else _TRANS, f, t, j, s)
             labels[j] = self._index
-            pos = j + 1
+            pos, chunk = j + 1, _CHUNK
         f.finish(self)
         return labels
 
@@ -285,7 +290,7 @@ class PhaseClassifier:
     def _targets(self, f: _Features, t: np.ndarray, pos: int) -> np.ndarray:
         """For steps pos.., the latest phase whose condition holds (0 if none)."""
         st = self.settings
-        sl = slice(pos, None)
+        sl = slice(pos, f.end)
         a, r = f.a[sl], f.r[sl]
         acc_seen = f.acc_cal[sl]  # A known and calibrated
         ent_ok = f.ent_cal[sl]
@@ -314,7 +319,7 @@ class PhaseClassifier:
         """After a spike ("spike mode"): the phases read from the entropy's fall from
         its peak, guarded by A (or by log E when A is not logged)."""
         st = self.settings
-        sl = slice(pos, None)
+        sl = slice(pos, f.end)
         e, peak, ent_ok, acc_seen = f.e[sl], f.peak[sl], f.ent_cal[sl], f.acc_cal[sl]
         out = np.zeros(e.size, dtype=np.int8)
         with np.errstate(invalid="ignore"):
@@ -345,7 +350,7 @@ class PhaseClassifier:
     def _climb_targets(self, f: _Features, t: np.ndarray, pos: int,
                        low_entropy: np.ndarray) -> np.ndarray:
         """Without a spike: the phases read from the climb of A's level."""
-        sl = slice(pos, None)
+        sl = slice(pos, f.end)
         acc_seen = f.acc_cal[sl]
         out = np.zeros(acc_seen.size, dtype=np.int8)
         if self._index == _TRANS:
@@ -375,7 +380,7 @@ class PhaseClassifier:
         """log E clearly below its mean over the current phase (or `floor`, if higher):
         by more than the largest dip its noise makes in that many values. With
         `seen`, the phase's first _SKIP known values are left out of the mean."""
-        sl = slice(pos, None)
+        sl = slice(pos, f.end)
         known = f.ent_known[sl]
         if seen is not None:
             known = known & (seen + np.cumsum(known) > _SKIP)
@@ -453,6 +458,7 @@ class _Features:
     def __init__(self, c: PhaseClassifier, t: np.ndarray, acc: np.ndarray,
                  ent: np.ndarray) -> None:
         self.freeze_a: int | None = None  # batch index where the transition began
+        self.end = t.size  # conditions are computed for steps pos..end-1
         self.freeze_e: int | None = None  # batch index where the run left baseline
         self._progress(c, t, acc)
         self._climb(c, t)
@@ -544,7 +550,8 @@ class _Features:
     def levels(self, pos: int):
         """For steps pos..: the level of A (mean of its last W known values), the
         level of the W values before them, W, and the rounding floor of the noise."""
-        return self.recent[pos:], self.before[pos:], self.w[pos:], self.floor[pos:]
+        e = self.end
+        return self.recent[pos:e], self.before[pos:e], self.w[pos:e], self.floor[pos:e]
 
     def window_mean(self, g: np.ndarray, m: int) -> np.ndarray:
         """Mean of the m known values of A ending at each new known value g (batch
@@ -603,7 +610,7 @@ def _from_baseline(c: PhaseClassifier, f: _Features, pos: int, spiking: np.ndarr
                    rising: np.ndarray) -> np.ndarray:
     """Out of baseline: melting on an entropy spike, else a transition on two known
     values of A in a row clearly above a0."""
-    sl = slice(pos, None)
+    sl = slice(pos, f.end)
     out = np.zeros(spiking.size, dtype=np.int8)
     sigma = f.sigma_before[sl]
     st = c.settings
@@ -639,7 +646,7 @@ def _stopped(c: PhaseClassifier, f: _Features, pos: int):
     start_best = -np.inf if math.isnan(c._best_level) else c._best_level
     best = np.maximum.accumulate(np.concatenate([[start_best], np.nan_to_num(
         recent, nan=-np.inf)]))[1:]
-    a0 = f.a0[pos:]
+    a0 = f.a0[pos:f.end]
     with np.errstate(invalid="ignore"):
         near = recent >= a0 + c.settings.level * (best - a0)
     return near, seen, best
@@ -654,15 +661,15 @@ def _flat(c: PhaseClassifier, f: _Features, pos: int, fraction: float, *,
     units of that difference). Slowed: it rose by less than slow_fraction of the
     climb's average gain per W values. Either only once both windows lie in the climb
     and W values are enough to see that average gain (by stop_z noise units)."""
-    n = f.acc_count[pos:] - c._c_trans
-    m = np.ceil(fraction * np.maximum(n if climb else f.acc_count[pos:], 0))
-    m = np.clip(m, np.maximum(f.w[pos:], _MIN_CLIMB), _TAIL // 2).astype(np.int64)
-    g = f.g[pos:]
+    n = f.acc_count[pos:f.end] - c._c_trans
+    m = np.ceil(fraction * np.maximum(n if climb else f.acc_count[pos:f.end], 0))
+    m = np.clip(m, np.maximum(f.w[pos:f.end], _MIN_CLIMB), _TAIL // 2).astype(np.int64)
+    g = f.g[pos:f.end]
     recent, before = f.window_mean(g, m), f.window_mean(g - m, m)
-    noise = np.maximum(c._sigma_t, f.floor[pos:]) * np.sqrt(2.0 / m)
+    noise = np.maximum(c._sigma_t, f.floor[pos:f.end]) * np.sqrt(2.0 / m)
     z = c.settings.stop_z
     with np.errstate(invalid="ignore", divide="ignore"):
-        pace = (recent - f.a0[pos:]) / np.maximum(n, 1) * m
+        pace = (recent - f.a0[pos:f.end]) / np.maximum(n, 1) * m
         limit = z * noise
         if climb:
             limit = np.maximum(limit, c.settings.slow_fraction * pace)
@@ -674,9 +681,9 @@ def _quarter_rise(f: _Features, pos: int, sigma: np.ndarray, st: PhaseSettings) 
     first W (by level_z noise units of that difference, and by the noise of one
     value: a slow drift is not a climb), W a quarter of them (climb_fraction): a
     slow, noisy climb (GRPO rewards)."""
-    m = np.ceil(st.climb_fraction * f.acc_count[pos:])
-    m = np.clip(m, np.maximum(f.w[pos:], 3), _HEAD).astype(np.int64)
-    recent, first = f.window_mean(f.g[pos:], m), f.head_mean(m)
+    m = np.ceil(st.climb_fraction * f.acc_count[pos:f.end])
+    m = np.clip(m, np.maximum(f.w[pos:f.end], 3), _HEAD).astype(np.int64)
+    recent, first = f.window_mean(f.g[pos:f.end], m), f.head_mean(m)
     with np.errstate(invalid="ignore"):
         gain = recent - first
         return (gain > st.level_z * sigma * np.sqrt(2.0 / m)) & (gain > sigma)
@@ -687,14 +694,14 @@ def _resumed(c: PhaseClassifier, f: _Features, pos: int) -> np.ndarray:
     clearly above its level when crystallisation began (by resume_z noise units and
     by resume_fraction of the rise then)."""
     if c.melted or c._index < _CRYST:
-        return np.zeros(f.a.size - pos, dtype=bool)
+        return np.zeros(f.end - pos, dtype=bool)
     st = c.settings
     recent, _, w, floor = f.levels(pos)
     noise = np.maximum(c._sigma_t, floor) * np.sqrt(2.0 / w)
-    rise = c._cryst_level - f.a0[pos:]
+    rise = c._cryst_level - f.a0[pos:f.end]
     with np.errstate(invalid="ignore"):
         margin = np.maximum(st.resume_z * noise, st.resume_fraction * rise)
-        return f.acc_cal[pos:] & (recent - c._cryst_level > margin)
+        return f.acc_cal[pos:f.end] & (recent - c._cryst_level > margin)
 
 
 def _last_time(start: float, times: np.ndarray) -> np.ndarray:
