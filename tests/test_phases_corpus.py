@@ -17,8 +17,8 @@ standard errors over the whole run, computed without the classifier):
   one progress value back at the start level);
 - rewards on any scale give the same phases.
 
-Loss-only and DPO runs have no progress metric: they are in the corpus (and
-fed through the store here) but have no phases to check beyond baseline.
+Loss-only and DPO runs have no progress metric: they are in the corpus, read
+through the store here, and have no phase to tell.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ from carl_tui.events import RunRef, ScalarBatch
 from carl_tui.store import RunStore
 from tests.real_runs import Hindsight, RealRun, load_runs
 
-RUNS = load_runs()
+ALL = load_runs()
+#: Runs with a progress metric (token accuracy or a task reward, 8 values or more).
+RUNS = [r for r in ALL if any(st.values.size >= 8 for st in r.stages)]
 IDS = [r.name for r in RUNS]
 
 _PAUSE = ("a pause in the climb is taken for its end (crystallisation) before half of the "
@@ -118,14 +120,17 @@ def _end(tl, lines) -> float:
     return min(later) if later else math.inf
 
 
-def _with_progress(run: RealRun):
-    if not any(st.values.size >= 8 for st in run.stages):
-        pytest.skip("no progress metric (loss only)")
+@pytest.mark.parametrize("run", [r for r in ALL if r not in RUNS],
+                         ids=[r.name for r in ALL if r not in RUNS])
+def test_a_run_without_a_progress_metric_has_no_phases_to_tell(run):
+    """Loss-only and DPO runs: read whole, no stage, no phase, no gate."""
+    snap = read(run.rows)
+    assert snap.phase.phase == "" and snap.phase.history == () and not snap.gate.fired
+    assert snap.last_step == max(s for s, _ in run.rows)
 
 
 @pytest.mark.parametrize("run", RUNS, ids=IDS)
 def test_learning_is_seen(run):
-    _with_progress(run)
     for st, h, tl in checked(run)[0]:
         if h.learned:
             assert tl and tl[-1][0] != "baseline", (st.kind, h.start, h.top, h.se, tl)
@@ -133,7 +138,6 @@ def test_learning_is_seen(run):
 
 @pytest.mark.parametrize("run", cases("settled"))
 def test_a_settled_climb_ends_crystallised(run):
-    _with_progress(run)
     for st, h, tl in checked(run)[0]:
         if h.settled:
             assert tl[-1][0] in ("crystallisation", "converged"), (st.kind, h.start, h.top, tl)
@@ -141,7 +145,6 @@ def test_a_settled_climb_ends_crystallised(run):
 
 @pytest.mark.parametrize("run", RUNS, ids=IDS)
 def test_gate_and_phase_agree(run):
-    _with_progress(run)
     pairs, snap = checked(run)
     g = snap.gate
     if not g.fired:
@@ -154,7 +157,6 @@ def test_gate_and_phase_agree(run):
 
 @pytest.mark.parametrize("run", cases("early"))
 def test_nothing_early(run):
-    _with_progress(run)
     pairs, snap = checked(run)
     gate = snap.gate.trigger_step if snap.gate.fired else math.inf
     for st, h, tl in pairs:
@@ -169,7 +171,6 @@ def test_nothing_early(run):
 
 @pytest.mark.parametrize("run", RUNS, ids=IDS)
 def test_a_still_run_stays_in_baseline(run):
-    _with_progress(run)
     for st, h, tl in checked(run)[0]:
         if h.still:
             assert [p for p, _ in tl] == ["baseline"], (st.kind, h.rise, h.se, tl)
@@ -182,7 +183,6 @@ def _same(a, b) -> bool:
 
 @pytest.mark.parametrize("run", cases("outlier"))
 def test_an_outlier_is_not_a_phase(run):
-    _with_progress(run)
     base = read(run.rows).phase.history
     n = run.length
     ent = [i for i, (_, v) in enumerate(run.rows) if "entropy" in v]
