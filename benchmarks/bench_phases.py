@@ -79,6 +79,18 @@ def _story():
     return sft, acc, ent, grpo_story(N, (-1.0, 3.0), "flat", seed=0)
 
 
+def _real_curve():
+    """A real run of the corpus (TinyLlama SFT, 186 logged values over 2,800 steps)
+    stretched to N steps: its level interpolated, its own step-to-step noise added."""
+    from tests.real_runs import CORPUS, load_run
+
+    st = load_run(CORPUS / "sft-dheena731-tinyllama-finetune.json").stages[0]
+    x = np.linspace(st.steps[0], st.steps[-1], N)
+    noise = float(np.median(np.abs(np.diff(st.values, 2)))) / (0.6745 * math.sqrt(6))
+    level = np.interp(x, st.steps, np.convolve(st.values, np.ones(5) / 5, mode="same"))
+    return np.arange(N), level + np.random.default_rng(1).normal(0, noise, N)
+
+
 def run() -> list[Row]:
     sft, acc, ent, grpo = _story()
     ours = PhaseClassifier()
@@ -98,6 +110,13 @@ def run() -> list[Row]:
                                                                grpo.entropy), repeat=3),
             target="O(n), < 1 s", note="previous: transition from step 25"),
     ]
+    real_steps, real_acc = _real_curve()
+    rows.append(Row("phases update_many 1M steps (a real SFT curve, stretched)",
+                    best_time(lambda: PhaseClassifier().update_many(
+                        real_steps, real_acc, np.full(N, math.nan)), repeat=3),
+                    best_time(lambda: PreviousClassifier().update_many(
+                        real_steps, real_acc, np.full(N, math.nan)), repeat=3),
+                    target="O(n), < 1 s", note="corpus run sft-dheena731, noise as logged"))
     # a metric climbing half a noise unit a value: the gate reads all of it
     climbing = 0.01 * np.arange(N) + np.random.default_rng(0).normal(0, 0.02, N)
 

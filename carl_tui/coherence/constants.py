@@ -16,6 +16,9 @@ DEFECT_THRESHOLD: float = 0.03
 #: The noise of a series from the mean absolute difference of successive values:
 #: sigma = SQRT_PI_2 * mean |x[i+1] - x[i]| for Gaussian noise.
 SQRT_PI_2: float = math.sqrt(math.pi) / 2
+#: From second differences (blind to a steady trend):
+#: sigma = SQRT_PI_12 * mean |x[i+1] - 2 x[i] + x[i-1]| for Gaussian noise.
+SQRT_PI_12: float = math.sqrt(math.pi / 12)
 #: Relative rounding of running sums (64 float64 epsilons): a noise floor.
 SUM_ROUNDING: float = 64 * 2.0**-52
 

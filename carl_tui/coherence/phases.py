@@ -4,64 +4,76 @@ It reads a progress metric A (token accuracy, or the task reward of an RL run)
 and the entropy E, each against its own history: nothing assumes A lies in
 [0, 1] (a GRPO reward from -1 to 3 gets the same phases as the same story in
 [0, 1]) and E is only compared with itself. Every label uses only the past;
-missing values are carried forward.
+missing values are carried forward. The rules were fitted to, and are checked
+on, a corpus of real training histories (tests/data/real_runs) and the spec's
+phase table (README, "The phases of a run", says them in words).
 
 Calibration, per metric, from the run itself:
 
 - a0, e0: the medians of the first `baseline_points` known values of A and E;
   nothing is decided on a metric before it has that many values (for A, before
-  the current value).
-- sigma: the noise of A, sqrt(pi)/2 times the mean absolute difference of
-  successive known values (a value logged again unchanged does not count),
-  widened by 1 + 1/sqrt(count) while few are known; read until the transition
-  begins, then frozen. The noise of log E the same way, from its calm values
+  the current value; A's rules out of baseline wait for twice as many).
+- sigma: the noise of single values of A, sqrt(pi/12) times the mean absolute
+  second difference x[i] - 2 x[i-1] + x[i-2] of its known values (a steady climb
+  adds nothing to it; a value logged again unchanged does not count), widened
+  by 1 + 1/sqrt(count) while few are known; read until the transition begins,
+  then frozen. The noise of log E from first differences of its calm values
   (E < 1.3 * e0) while in baseline.
 - peak: the highest entropy so far, each value first replaced by the median of
   the last three known ones (one noisy value is not a peak).
 - level of A: the mean of its last W known values, W = window_fraction of the
-  known values so far (2 to 2048): a fixed share of the run, so a run
-  stretched to any length is read the same way.
+  known values so far (2 to 2048); running sums of the first 2048 values give
+  the level of the first quarter of the run.
 
-Phases (constants are constructor arguments; the defaults put every edge of
-the spec's phase table within one step when each change is spread over up to
-five noisy steps, at any run length):
+Phases (constants are `PhaseSettings` fields):
 
-- MELTING: the entropy spikes, E >= melt_ratio * e0. A run that melted reads
-  the rest of its phases from the entropy ("spike mode"):
+- MELTING (from baseline): E >= melt_ratio * e0 on two known values in a row
+  (the one before >= sqrt(melt_ratio) * e0), or on one if A jumped with it or A
+  has no baseline yet: one high value is an outlier, not a phase. A run that melted
+  reads the rest of its phases from the entropy ("spike mode"):
   - TRANSITION: E <= transition_fall * peak, and A rose clearly above its mean
     during melting (by more than guard_z * sigma); a run without A needs log E
-    clearly below its level during melting instead (see below);
+    clearly below its level during melting instead;
   - CRYSTALLISATION: E <= crystal_fall * peak, with A near its best
     (A >= a0 + level * (best - a0)) if A is logged;
   - CONVERGED: E <= converged_ratio * e0 and A near its best; from
     crystallisation also log E clearly below its crystallisation level.
   "Clearly below a level": by more than (fall_z + sqrt(2 ln n)) * sqrt(1 + 1/n)
-  noise units of log E, n the values the level is the mean of: the largest dip
-  noise makes in n values, so a long noisy phase does not end on a dip.
-- Without a spike (GRPO, or an SFT run whose entropy only drifts), from A:
-  - TRANSITION: two known values in a row above a0 + rise_z * sigma, while E
-    is not spiking. Pure noise never does that.
-  - CRYSTALLISATION: the climb stopped: the level is not above the level one
-    window earlier by more than stop_z noise units of the difference, after
-    the climb was once seen rising that way by stop_z + 1 units (since its
-    last calm value, A <= a0 + sigma); and the level is near its best level.
-  - CONVERGED: the level has held near its best for `hold` times as long as
-    the climb took (from its last calm value to crystallisation: the table's
-    proportions), or the entropy fell to converged_ratio * e0 as above.
+  noise units of log E, n the values the level is the mean of.
+- Without a spike (GRPO, or an SFT run whose entropy only drifts), from A, while
+  E is not on its way to a spike (E < sqrt(melt_ratio) * e0):
+  - TRANSITION: two known values in a row rise_z noise units above a0; or the
+    level (of at least 3 values) level_z standard errors above a0; or the level
+    of the last quarter of the values (climb_fraction) level_z standard errors,
+    and one noise unit, above the level of the first quarter (a slow GRPO climb).
+  - CRYSTALLISATION: the climb is over. The level is near its best level, and
+    over windows of W values, W = climb_fraction of the values since the climb
+    began (its last calm value, A <= a0 + sigma), at least 3 and the level's
+    window: the last window is not above the one before by stop_z standard
+    errors of the difference, or gained less than slow_fraction of the climb's
+    average gain per W values; both windows inside the climb, and W values
+    enough to see that average gain (stop_z standard errors).
+  - CONVERGED: held near its best for `hold` times as long as the climb took
+    (last calm value to crystallisation) and flat over windows of
+    settle_fraction of all the values (as above, without the "slowed" case); or
+    the entropy fell to converged_ratio * e0 as above.
+  - Back to TRANSITION from crystallisation or converged: the level clearly above
+    its level when crystallisation began (by resume_z standard errors and by
+    resume_fraction of the rise then): the climb resumed.
+- The phase-transition gate: `gate_fired(step)` (the store calls it for the
+  stage whose progress metric the gate reads) makes every step from `step` on
+  crystallisation or later; a converged run after a spike, or past the gate,
+  stays converged.
 
-What it cannot know. Without the entropy, a small early rise of A that holds
-(the table's 3% -> 8% during melting, when A's noise is much smaller than
-that) is a transition: on its own scale it looks like any other rise. A run
-without A reads every phase from the entropy spike, or stays in baseline; with
-very noisy entropy (8% a step) and no A, its transition comes up to a few
-steps late rather than early. A GRPO climb is seen once it stands out of its
-noise (a few noise units), and its end once two windows agree: a slow, noisy
-climb is labelled a little late, never early.
+What it cannot know. Online, a pause in a climb looks like its end
+(crystallisation; it returns to transition when the climb resumes). A climb of
+a few noise units is seen late, its end later. Without the entropy, a small
+early rise of A that holds is a transition. A run without A reads every phase
+from the entropy spike, or stays in baseline; with very noisy entropy (8% a
+step) and no A, its transition comes up to a few steps late rather than early.
 
-Phases only move forward; each step takes the latest phase whose condition
-holds, if later than the current one. `update` is `update_many` on one step,
-and `update_many` gives the same labels and state however the steps are cut
-into batches (O(n) numpy per batch).
+`update` is `update_many` on one step, and `update_many` gives the same labels
+and state however the steps are cut into batches (O(n) numpy per batch).
 """
 
 from __future__ import annotations
@@ -72,7 +84,7 @@ from enum import Enum
 
 import numpy as np
 
-from .constants import SQRT_PI_2, SUM_ROUNDING
+from .constants import SQRT_PI_2, SQRT_PI_12, SUM_ROUNDING
 
 
 class Phase(str, Enum):
@@ -93,17 +105,21 @@ PHASES: tuple[Phase, ...] = tuple(Phase)
 _TINY = 1e-12
 _BASE, _MELT, _TRANS, _CRYST, _CONV = range(5)
 _TAIL = 4096  # running sums kept: the longest windows compared are half of it
+_MIN_CLIMB = 3  # the fewest values a climb's windows average
+_CHUNK = 4096  # steps whose conditions are computed at once (doubling)
+_HEAD = 2048  # running sums of the first known values of A kept (their level)
 _CALM = 1.3  # entropy under this times e0 is calm (counts for its noise)
 _MELT_MARGIN = 1.0  # a long spike gives its noise many chances: a wider margin
 _SKIP = 2  # values at the start of crystallisation left out of its entropy level
 
 
-def _sigma(total, count):
+def _sigma(total, count, scale=SQRT_PI_2):
     """Noise of single values from the sum and count of absolute successive
-    differences, widened while few are known (scalars or arrays)."""
+    differences (first differences: `scale` SQRT_PI_2; second: SQRT_PI_12),
+    widened while few are known (scalars or arrays)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         n = np.maximum(count, 1)
-        return SQRT_PI_2 * (total / n) * (1.0 + 1.0 / np.sqrt(n))
+        return scale * (total / n) * (1.0 + 1.0 / np.sqrt(n))
 
 
 def _med3(a, b, c):
@@ -127,6 +143,12 @@ class PhaseSettings:
     stop_z: float = 2.0
     window_fraction: float = 0.05
     hold: float = 2.0
+    level_z: float = 4.0
+    climb_fraction: float = 0.25
+    settle_fraction: float = 0.25
+    resume_z: float = 4.0
+    resume_fraction: float = 0.25
+    slow_fraction: float = 0.25
 
     def __post_init__(self) -> None:
         if self.baseline_points < 2:
@@ -182,10 +204,15 @@ class PhaseClassifier:
         self._t_calm: float = math.nan  # last step A was within its noise of a0
         self._t_start: float = math.nan  # where the climb began (the last calm step)
         self._prefix: list[float] = [0.0]  # running sums of known A, the last _TAIL + 1
+        self._head: list[float] = [0.0]  # running sums of the first _HEAD known A
         self._seen_climb = False  # the climb was seen rising, window against window
         self._t_rise: float = math.nan  # the last step it was seen rising (before)
         self._best_level = math.nan  # the highest level of A since the transition began
         self._sigma_t = math.nan  # sigma frozen when the transition began
+        self._c_trans = 0  # known values of A when the climb began (its last calm one)
+        self._n_calm = math.nan  # known values of A at its last calm step
+        self._cryst_level = math.nan  # the best level of A when crystallisation began
+        self.gate_step = math.nan  # the phase-transition gate fired here (see gate_fired)
 
     # ---------------------------------------------------------------- state
 
@@ -197,6 +224,13 @@ class PhaseClassifier:
     def since_step(self) -> int | None:
         return self.timeline[-1][1] if self.timeline else None
 
+
+    def gate_fired(self, step: int) -> None:
+        """The phase-transition gate fired at `step` (on this classifier's progress
+        metric): from that step on the phase is crystallisation or later. Call it
+        before feeding that step."""
+        if math.isnan(self.gate_step):
+            self.gate_step = float(step)
 
     # --------------------------------------------------------------- update
 
@@ -223,23 +257,31 @@ class PhaseClassifier:
         t = s.astype(np.float64)
         f = _Features(self, t, acc, ent)
         labels = np.empty(n, dtype=np.int8)
-        pos = 0
+        pos, chunk = 0, _CHUNK
         while pos < n:
-            if self._index == _CONV:
-                labels[pos:] = _CONV
+            if self._index == _CONV and (self.melted or t[pos] >= self.gate_step):
+                labels[pos:] = _CONV  # final: nothing moves a converged run back
                 break
+            # Conditions over the next `chunk` steps only, doubling while nothing happens:
+            # a long run with many phase changes stays O(n).
+            end = f.end = min(n, pos + chunk)
             target = self._targets(f, t, pos)
-            hit = np.flatnonzero(target > self._index)
+            gated = t[pos:end] >= self.gate_step
+            target = np.where(gated, np.maximum(target, _CRYST), target)
+            back = _resumed(self, f, pos) & ~gated
+            hit = np.flatnonzero((target > self._index) | back)
             if hit.size == 0:
-                labels[pos:] = self._index
-                self._carry_segment(f, t, pos, n)
-                break
+                labels[pos:end] = self._index
+                self._carry_segment(f, t, pos, end)
+                pos, chunk = end, 2 * chunk
+                continue
             j = pos + int(hit[0])
             labels[pos:j] = self._index
             self._carry_segment(f, t, pos, j)  # state through j - 1, in the old phase
-            self._enter(int(target[hit[0]]), f, t, j, s)
+            up = int(target[hit[0]])
+            self._enter(up if up > self._index else _TRANS, f, t, j, s)
             labels[j] = self._index
-            pos = j + 1
+            pos, chunk = j + 1, _CHUNK
         f.finish(self)
         return labels
 
@@ -248,13 +290,22 @@ class PhaseClassifier:
     def _targets(self, f: _Features, t: np.ndarray, pos: int) -> np.ndarray:
         """For steps pos.., the latest phase whose condition holds (0 if none)."""
         st = self.settings
-        sl = slice(pos, None)
+        sl = slice(pos, f.end)
         a, r = f.a[sl], f.r[sl]
         acc_seen = f.acc_cal[sl]  # A known and calibrated
         ent_ok = f.ent_cal[sl]
         if self._index == _BASE:
-            spiking = ent_ok & (r >= st.melt_ratio)
-            return self._from_baseline(f, pos, spiking)
+            with np.errstate(invalid="ignore"):
+                spiking = ent_ok & (r >= st.melt_ratio)
+                # one value is not a spike: the one before was up too, or A jumped with it
+                before = f.e_prev[sl] >= math.sqrt(st.melt_ratio) * f.e0[sl]
+                jump = f.acc_known[sl] & (
+                    (f.a[sl] - f.a_prev[sl] > 2 * math.sqrt(2) * f.sigma_before[sl])
+                    | (f.a[sl] - f.a0[sl] > 2 * f.sigma_before[sl]))
+            spiking &= before | jump | ~f.acc_ready[sl]
+            with np.errstate(invalid="ignore"):
+                rising = ent_ok & (r >= math.sqrt(st.melt_ratio))  # on its way to a spike
+            return _from_baseline(self, f, pos, spiking, rising)
         best = f.best[sl]
         with np.errstate(invalid="ignore"):
             near_best = ~acc_seen | (a >= f.a0[sl] + st.level * (best - f.a0[sl]))
@@ -263,25 +314,12 @@ class PhaseClassifier:
             return self._spike_targets(f, pos, near_best, low_entropy)
         return self._climb_targets(f, t, pos, low_entropy)
 
-    def _from_baseline(self, f: _Features, pos: int, spiking: np.ndarray) -> np.ndarray:
-        """Out of baseline: melting on an entropy spike, else a transition on two known
-        values of A in a row clearly above a0."""
-        sl = slice(pos, None)
-        out = np.zeros(spiking.size, dtype=np.int8)
-        sigma = f.sigma_before[sl]
-        with np.errstate(invalid="ignore"):
-            lower = np.minimum(f.a[sl], f.a_prev[sl])
-            risen = f.acc_ready[sl] & (lower - f.a0[sl] > self.settings.rise_z * sigma)
-        out[spiking] = _MELT
-        out[risen & ~spiking] = _TRANS
-        return out
-
     def _spike_targets(self, f: _Features, pos: int, near_best: np.ndarray,
                        low_entropy: np.ndarray) -> np.ndarray:
         """After a spike ("spike mode"): the phases read from the entropy's fall from
         its peak, guarded by A (or by log E when A is not logged)."""
         st = self.settings
-        sl = slice(pos, None)
+        sl = slice(pos, f.end)
         e, peak, ent_ok, acc_seen = f.e[sl], f.peak[sl], f.ent_cal[sl], f.acc_cal[sl]
         out = np.zeros(e.size, dtype=np.int8)
         with np.errstate(invalid="ignore"):
@@ -312,12 +350,13 @@ class PhaseClassifier:
     def _climb_targets(self, f: _Features, t: np.ndarray, pos: int,
                        low_entropy: np.ndarray) -> np.ndarray:
         """Without a spike: the phases read from the climb of A's level."""
-        sl = slice(pos, None)
+        sl = slice(pos, f.end)
         acc_seen = f.acc_cal[sl]
         out = np.zeros(acc_seen.size, dtype=np.int8)
         if self._index == _TRANS:
-            settled, _, _ = self._stopped(f, pos)
-            settled &= acc_seen
+            settled, _, _ = _stopped(self, f, pos)
+            settled &= acc_seen & _flat(self, f, pos, self.settings.climb_fraction,
+                                        climb=True)
             out[settled] = _CRYST
             out[settled & low_entropy] = _CONV
         elif self._index == _CRYST:
@@ -329,6 +368,7 @@ class PhaseClassifier:
                 holds = recent >= a0 + st.level * (self._best_level - a0)
             fell = self._fell_from(f, pos, self._cref_sum, self._cref_count,
                                    seen=self._cref_seen)
+            held &= _flat(self, f, pos, self.settings.settle_fraction, climb=False)
             out[acc_seen & holds & (held | (low_entropy & fell))] = _CONV
         return out
 
@@ -340,7 +380,7 @@ class PhaseClassifier:
         """log E clearly below its mean over the current phase (or `floor`, if higher):
         by more than the largest dip its noise makes in that many values. With
         `seen`, the phase's first _SKIP known values are left out of the mean."""
-        sl = slice(pos, None)
+        sl = slice(pos, f.end)
         known = f.ent_known[sl]
         if seen is not None:
             known = known & (seen + np.cumsum(known) > _SKIP)
@@ -355,30 +395,12 @@ class PhaseClassifier:
         # No level yet: melting lets the fall count; crystallisation waits for one.
         return fell if seen is not None else np.isnan(ref) | fell
 
-    def _stopped(self, f: _Features, pos: int):
-        """The climb stopped: its level is not clearly above the level one window
-        earlier (by more than stop_z noise units), after it was once seen clearly
-        above it (stop_z + 1 units); and the level is near its best."""
-        recent, before, w, floor = f.levels(pos)
-        noise = np.maximum(self._sigma_t, floor) * np.sqrt(2.0 / w)
-        with np.errstate(invalid="ignore"):
-            rising = recent - before > (self.settings.stop_z + 1) * noise
-            flat = recent - before <= self.settings.stop_z * noise
-        seen = self._seen_climb | np.logical_or.accumulate(rising)
-        start_best = -np.inf if math.isnan(self._best_level) else self._best_level
-        best = np.maximum.accumulate(np.concatenate([[start_best], np.nan_to_num(
-            recent, nan=-np.inf)]))[1:]
-        a0 = f.a0[pos:]
-        with np.errstate(invalid="ignore"):
-            near = recent >= a0 + self.settings.level * (best - a0)
-        return seen & flat & near, seen, best
-
     def _carry_segment(self, f: _Features, t: np.ndarray, a: int, b: int) -> None:
         """Update the per-phase state over steps a..b-1 spent in the current phase."""
         if b <= a:
             return
         if self._index == _TRANS and not self.melted:
-            _, seen, best = self._stopped(f, a)
+            _, seen, best = _stopped(self, f, a)
             self._seen_climb = bool(seen[b - a - 1])
             self._best_level = float(best[b - a - 1])
         elif self._index == _MELT:
@@ -400,7 +422,7 @@ class PhaseClassifier:
         """Enter phase `index` at batch position j."""
         old = self._index
         if old == _TRANS and not self.melted:  # the best level includes this step
-            self._best_level = float(self._stopped(f, j)[2][0])
+            self._best_level = float(_stopped(self, f, j)[2][0])
         self._index = index
         self.timeline.append((PHASES[index], int(s[j])))
         le = f.log_e[j]
@@ -415,7 +437,7 @@ class PhaseClassifier:
         if index == _CRYST:
             self._cref_sum, self._cref_count = 0.0, 0
             self._cref_seen = 0 if math.isnan(le) else 1
-        if old < _TRANS <= index:
+        if old < _TRANS <= index:  # (not on a return to the transition: old > index)
             self._sigma_t = float(f.sigma_before[j])
             f.freeze_a = j
             calm = f.last_calm[j]
@@ -424,6 +446,10 @@ class PhaseClassifier:
             self._seen_climb = not math.isnan(rise) and (math.isnan(calm) or rise > calm)
         if old < _CRYST <= index:
             self._t_cryst = float(t[j])
+            self._cryst_level = self._best_level
+        if old < _TRANS <= index:
+            calm_n = f.last_calm_n[j]
+            self._c_trans = 0 if math.isnan(calm_n) else int(calm_n)  # no calm: from the start
 
 
 class _Features:
@@ -432,6 +458,7 @@ class _Features:
     def __init__(self, c: PhaseClassifier, t: np.ndarray, acc: np.ndarray,
                  ent: np.ndarray) -> None:
         self.freeze_a: int | None = None  # batch index where the transition began
+        self.end = t.size  # conditions are computed for steps pos..end-1
         self.freeze_e: int | None = None  # batch index where the run left baseline
         self._progress(c, t, acc)
         self._climb(c, t)
@@ -459,22 +486,26 @@ class _Features:
         )[1:]
         self.best = np.where(np.isneginf(best), np.nan, best)
         self._k, self._hist = k, hist
-        self._dsum, self._dcnt, self.sigma_before = _noise(
-            hist[1:], k - self.acc_known, c._dsum, c._dcount
+        self._dsum, self._dcnt, self.sigma_before = _noise2(
+            hist, k - self.acc_known, c._dsum, c._dcount
         )
         with np.errstate(invalid="ignore"):
             calm = self.acc_known & self.acc_ready & (acc - self.a0 <= self.sigma_before)
         self.last_calm = _last_time(c._t_calm, np.where(calm, t, -np.inf))
+        self.last_calm_n = _last_time(c._n_calm, np.where(calm, self.acc_count, -np.inf))
         # Running sums of the known values (added one by one, whatever the batches).
         prefix = np.cumsum(np.concatenate([[c._prefix[-1]], kv]))
         self._prefix = np.concatenate([np.array(c._prefix[:-1], dtype=np.float64), prefix])
         self._prefix_off = len(c._prefix)
+        head = len(c._head) - 1
+        self._head = np.concatenate([c._head[:-1], prefix[: _HEAD + 2 - len(c._head)]]) \
+            if head < _HEAD else np.asarray(c._head)
         self._c0 = c.acc_count  # known values before the batch
 
     def _climb(self, c: PhaseClassifier, t: np.ndarray) -> None:
         """Level of A one window against the window before: the climb seen rising."""
         w = c.settings.window(self.acc_count)
-        g = self.acc_count - self._c0 - 1  # the last known value, in batch numbering
+        g = self.g = self.acc_count - self._c0 - 1  # the last known value, batch numbering
         self.recent, self.before, self.w = self.window_mean(g, w), self.window_mean(g - w, w), w
         self.floor = self.rounding(g)
         recent, before, floor = self.recent, self.before, self.floor
@@ -490,6 +521,7 @@ class _Features:
         ke = np.cumsum(self.ent_known)
         ehist = np.concatenate([[c._ent_prev[0], c._ent_prev[1], c.entropy], ev])
         self.e = ehist[ke + 2]
+        self.e_prev = ehist[ke + 1]  # the known E before the last one
         self.e0, ent_cal, self._ent_base_after = _baseline(
             ev, ke, c._ent_base, c.entropy_baseline, c.settings.baseline_points
         )
@@ -518,7 +550,8 @@ class _Features:
     def levels(self, pos: int):
         """For steps pos..: the level of A (mean of its last W known values), the
         level of the W values before them, W, and the rounding floor of the noise."""
-        return self.recent[pos:], self.before[pos:], self.w[pos:], self.floor[pos:]
+        e = self.end
+        return self.recent[pos:e], self.before[pos:e], self.w[pos:e], self.floor[pos:e]
 
     def window_mean(self, g: np.ndarray, m: int) -> np.ndarray:
         """Mean of the m known values of A ending at each new known value g (batch
@@ -528,6 +561,11 @@ class _Features:
         ok = (start >= 0) & (end >= 0)
         total = self._prefix[np.where(ok, end, 0)] - self._prefix[np.where(ok, start, 0)]
         return np.where(ok, total / m, np.nan)
+
+    def head_mean(self, m: np.ndarray) -> np.ndarray:
+        """Mean of the first m known values of A (NaN while fewer are known)."""
+        ok = m < self._head.size
+        return np.where(ok, self._head[np.where(ok, m, 0)] / np.maximum(m, 1), np.nan)
 
     def rounding(self, g: np.ndarray) -> np.ndarray:
         """Noise floor for window means at known value g: the rounding of the running
@@ -539,11 +577,14 @@ class _Features:
         """Write the carried state after the batch back into the classifier."""
         if self.freeze_a is not None:
             c._t_calm = float(self.last_calm[self.freeze_a])
+            c._n_calm = float(self.last_calm_n[self.freeze_a])
             c._t_rise = float(self.last_rise[self.freeze_a])
         elif c._index < _TRANS:
             c._t_calm = float(self.last_calm[-1])
+            c._n_calm = float(self.last_calm_n[-1])
             c._t_rise = float(self.last_rise[-1])
         c._prefix = self._prefix[-(_TAIL + 1):].tolist()
+        c._head = self._head.tolist()
         hist, k = self._hist, self._k
         c.accuracy, c._acc_prev = float(hist[-1]), float(hist[-2])
         c._acc_base[:] = self._acc_base_after
@@ -563,6 +604,104 @@ class _Features:
         m = _frozen(self.freeze_e, c._index == _BASE, ke, self.ent_known)
         if m is not None:
             c._ldsum, c._ldcount = float(self._lsum[m]), int(self._lcnt[m])
+
+
+def _from_baseline(c: PhaseClassifier, f: _Features, pos: int, spiking: np.ndarray,
+                   rising: np.ndarray) -> np.ndarray:
+    """Out of baseline: melting on an entropy spike, else a transition on two known
+    values of A in a row clearly above a0."""
+    sl = slice(pos, f.end)
+    out = np.zeros(spiking.size, dtype=np.int8)
+    sigma = f.sigma_before[sl]
+    st = c.settings
+    w = np.maximum(f.w[sl], 3)
+    recent = f.window_mean(f.g[sl], w)
+    with np.errstate(invalid="ignore"):
+        lower = np.minimum(f.a[sl], f.a_prev[sl])
+        risen = lower - f.a0[sl] > st.rise_z * sigma
+        # or the level of A (of at least 3 values) clearly above a0, a median of
+        # baseline_points values; either once twice baseline_points are known
+        sigma_r = np.maximum(sigma, f.floor[sl])  # a constant A: rounding is its noise
+        se = sigma_r * np.sqrt(1.0 / w + 1.57 / st.baseline_points)
+        level = recent - f.a0[sl] > st.level_z * se
+        # or the level of the last quarter of the values clearly above the first
+        # quarter (a slow, noisy climb: GRPO rewards)
+        level |= _quarter_rise(f, pos, sigma_r, st)
+        risen = (risen | level) & (f.acc_count[sl] >= 2 * st.baseline_points)
+        risen &= f.acc_ready[sl]
+    out[spiking] = _MELT
+    out[risen & ~rising] = _TRANS
+    return out
+
+
+def _stopped(c: PhaseClassifier, f: _Features, pos: int):
+    """For steps pos..: whether the level of A is near its best (above a0 + level *
+    (best - a0)); whether the climb was seen rising (a level clearly above the
+    level one window earlier, by stop_z + 1 noise units); the best level."""
+    recent, before, w, floor = f.levels(pos)
+    noise = np.maximum(c._sigma_t, floor) * np.sqrt(2.0 / w)
+    with np.errstate(invalid="ignore"):
+        rising = recent - before > (c.settings.stop_z + 1) * noise
+    seen = c._seen_climb | np.logical_or.accumulate(rising)
+    start_best = -np.inf if math.isnan(c._best_level) else c._best_level
+    best = np.maximum.accumulate(np.concatenate([[start_best], np.nan_to_num(
+        recent, nan=-np.inf)]))[1:]
+    a0 = f.a0[pos:f.end]
+    with np.errstate(invalid="ignore"):
+        near = recent >= a0 + c.settings.level * (best - a0)
+    return near, seen, best
+
+
+def _flat(c: PhaseClassifier, f: _Features, pos: int, fraction: float, *,
+          climb: bool) -> np.ndarray:
+    """The climb of A stopped (or slowed, if `climb`), over windows of W known values:
+    W is `fraction` of the known values since the climb began (if `climb`; of all of
+    them otherwise), at least the level's window and _MIN_CLIMB (3). Stopped: the level over the
+    last W values is not clearly above the level of the W before (by stop_z noise
+    units of that difference). Slowed: it rose by less than slow_fraction of the
+    climb's average gain per W values. Either only once both windows lie in the climb
+    and W values are enough to see that average gain (by stop_z noise units)."""
+    n = f.acc_count[pos:f.end] - c._c_trans
+    m = np.ceil(fraction * np.maximum(n if climb else f.acc_count[pos:f.end], 0))
+    m = np.clip(m, np.maximum(f.w[pos:f.end], _MIN_CLIMB), _TAIL // 2).astype(np.int64)
+    g = f.g[pos:f.end]
+    recent, before = f.window_mean(g, m), f.window_mean(g - m, m)
+    noise = np.maximum(c._sigma_t, f.floor[pos:f.end]) * np.sqrt(2.0 / m)
+    z = c.settings.stop_z
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pace = (recent - f.a0[pos:f.end]) / np.maximum(n, 1) * m
+        limit = z * noise
+        if climb:
+            limit = np.maximum(limit, c.settings.slow_fraction * pace)
+        return (recent - before <= limit) & (pace >= z * noise) & (n >= 2 * m)
+
+
+def _quarter_rise(f: _Features, pos: int, sigma: np.ndarray, st: PhaseSettings) -> np.ndarray:
+    """The level of the last W known values of A is clearly above the level of the
+    first W (by level_z noise units of that difference, and by the noise of one
+    value: a slow drift is not a climb), W a quarter of them (climb_fraction): a
+    slow, noisy climb (GRPO rewards)."""
+    m = np.ceil(st.climb_fraction * f.acc_count[pos:f.end])
+    m = np.clip(m, np.maximum(f.w[pos:f.end], 3), _HEAD).astype(np.int64)
+    recent, first = f.window_mean(f.g[pos:f.end], m), f.head_mean(m)
+    with np.errstate(invalid="ignore"):
+        gain = recent - first
+        return (gain > st.level_z * sigma * np.sqrt(2.0 / m)) & (gain > sigma)
+
+
+def _resumed(c: PhaseClassifier, f: _Features, pos: int) -> np.ndarray:
+    """After crystallisation without a spike: the climb resumed, the level of A
+    clearly above its level when crystallisation began (by resume_z noise units and
+    by resume_fraction of the rise then)."""
+    if c.melted or c._index < _CRYST:
+        return np.zeros(f.end - pos, dtype=bool)
+    st = c.settings
+    recent, _, w, floor = f.levels(pos)
+    noise = np.maximum(c._sigma_t, floor) * np.sqrt(2.0 / w)
+    rise = c._cryst_level - f.a0[pos:f.end]
+    with np.errstate(invalid="ignore"):
+        margin = np.maximum(st.resume_z * noise, st.resume_fraction * rise)
+        return f.acc_cal[pos:f.end] & (recent - c._cryst_level > margin)
 
 
 def _last_time(start: float, times: np.ndarray) -> np.ndarray:
@@ -592,6 +731,19 @@ def _noise(hist: np.ndarray, before: np.ndarray, total: float, count: int, use=N
     dsum = np.cumsum(np.concatenate([[total], np.where(counted, d, 0.0)]))
     dcnt = count + np.concatenate([[0], np.cumsum(counted)])
     return dsum, dcnt, _sigma(dsum[before], dcnt[before])
+
+
+def _noise2(hist: np.ndarray, before: np.ndarray, total: float, count: int):
+    """As `_noise`, from second differences x[i] - 2 x[i-1] + x[i-2] of the known values
+    `hist` (the two carried values first): a steady climb adds nothing to them, so a
+    rising metric does not pass its slope off as noise."""
+    d1 = np.diff(hist)
+    d2 = np.abs(np.diff(d1))
+    with np.errstate(invalid="ignore"):
+        counted = (d1[1:] != 0) & np.isfinite(d2)  # a value logged again unchanged: no
+    dsum = np.cumsum(np.concatenate([[total], np.where(counted, d2, 0.0)]))
+    dcnt = count + np.concatenate([[0], np.cumsum(counted)])
+    return dsum, dcnt, _sigma(dsum[before], dcnt[before], SQRT_PI_12)
 
 
 def _running_mean(values: np.ndarray, known: np.ndarray, total: float, count: int):

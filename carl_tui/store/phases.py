@@ -46,8 +46,12 @@ class PhaseTrack:
         return self.stages[-1] if self.stages else None
 
     def add_batch(
-        self, steps: np.ndarray, cols: Mapping[str, np.ndarray], task: np.ndarray
+        self, steps: np.ndarray, cols: Mapping[str, np.ndarray], task: np.ndarray,
+        gate: tuple[str, int] | None = None,
     ) -> None:
+        """Feed a batch; `gate` is (metric, step) once the phase-transition gate fired
+        (on this batch's rows or before): the stage whose progress metric the gate reads
+        is crystallised or later from that step on."""
         n = steps.shape[0]
         nan = np.full(n, np.nan)
         acc = cols.get(mn.ACCURACY, nan)
@@ -76,6 +80,8 @@ class PhaseTrack:
                     st.metric = _task_label(cols)
                 elif not np.isnan(acc[a:b]).all():
                     st.metric = mn.ACCURACY
+            if gate is not None and gate[0] == st.metric and gate[1] >= st.start_step:
+                st.classifier.gate_fired(gate[1])
             st.classifier.update_many(steps[a:b], progress[a:b], entropy[a:b])
 
     def timeline(self) -> list[tuple[str, int, str]]:

@@ -69,7 +69,8 @@ class RunStory:
         self.cascade.add_batch(steps, cols)
         self._announce_cascade()
         task = roles.task_reward(cols, steps.shape[0], carl_known=self.cascade.has_carl)
-        self.phases.add_batch(steps, cols, task)
+        gate = (self.gate.metric, self.gate.trigger_step) if self.gate.fired else None
+        self.phases.add_batch(steps, cols, task, gate)
         self._announce_phases()
 
     def cascade_marker(self, step: int) -> None:

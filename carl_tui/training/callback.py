@@ -194,6 +194,8 @@ class CarlCallback(TrainerCallback):
             value = finite(logs.get(self.gate.metric))
             if value is not None and self.gate.update(step, float(value), entropy=entropy):
                 self.gate_step = step
+                if self._phases is not None and self.gate.metric == self.phase_metric:
+                    self._phases.gate_fired(step)  # gate and phase agree from here
                 if zero:
                     self.marker(
                         "phase_transition",

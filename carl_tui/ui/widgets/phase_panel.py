@@ -47,8 +47,11 @@ class PhasePanel(Static):
             title.append(f" {phase.phase.upper()} ", style=style)
             if phase.since_step is not None:
                 title.append(f"  since step {phase.since_step}", style="dim")
-            if phase.stage == "reward" and any(k == "accuracy" for _, _, k in phase.history):
-                title.append("  · reward stage", style="dim")
+            ended = _ended_stages(phase)
+            if ended:  # the stage before keeps its last phase beside this one's
+                kind, last, since, _end = ended[-1]
+                title.append(f"  · {phase.stage} · {kind} ended ", style="dim")
+                title.append(f"{last.upper()}@{since}", style=f"bold {self._color(last)}")
         else:
             title.append("phase: waiting for accuracy/entropy", style="dim")
         if phase.provisional:
@@ -72,6 +75,7 @@ class PhasePanel(Static):
             if gate.provisional and label == "gate":
                 text, style = f"{PROVISIONAL} {text}", "dim"
             t.add_row(label, Text(text, style=style))
+
         if gate.peak_entropy is not None:
             t.add_row("peak entropy",
                       short_value(gate.peak_entropy) + _at_step(gate.peak_entropy_step))
@@ -90,11 +94,34 @@ def _at_step(step: int | None) -> str:
     return "" if step is None else f" at step {step}"
 
 
+def _ended_stages(phase) -> list[tuple[str, str, int, int]]:
+    """(kind, last phase, its first step, the step the stage ended) of each stage
+    before the current one: a stage that ended keeps its last phase on screen."""
+    out: list[tuple[str, str, int, int]] = []
+    history = list(phase.history)
+    for i, (name, step, kind) in enumerate(history):
+        nxt = history[i + 1] if i + 1 < len(history) else None
+        if nxt is not None and nxt[2] != kind:
+            out.append((kind, name, step, nxt[1] - 1))
+    return out
+
+
 def _gate_rows(snap: RunSnapshot) -> list[tuple[str, str, str]]:
     """The gate's state, and why it may disagree with the phase."""
     gate, phase = snap.gate, snap.phase.phase
     if gate.fired:
-        return [("gate", "CRYSTALLISED" + _at_step(gate.trigger_step), "bold")]
+        rows = [("gate", "CRYSTALLISED" + _at_step(gate.trigger_step), "bold")]
+        start = snap.phase.stage_start
+        if phase in PHASE_ORDER[:3] and start is not None and (
+                gate.trigger_step is None or gate.trigger_step < start):
+            # why this stage's phase may read earlier than the gate: it is a later stage
+            rows = [("gate", "CRYSTALLISED" + _at_step(gate.trigger_step)
+                     + f", in the stage before ({snap.phase.stage} stage from {start})",
+                     "bold")]
+        elif phase in PHASE_ORDER[:3]:
+            rows.append(("why", (f"the gate reads {gate.metric}; the phases read "
+                         f"{snap.phase.inputs or 'another metric'}"), "dim"))
+        return rows
     if gate.metric not in snap.series:
         return [("gate", f"{gate.metric} not logged (--gate-metric picks another)", "dim")]
     last = gate.window_values[-1] if gate.window_values else None

@@ -1,0 +1,244 @@
+"""The phases on every run of the corpus of real training histories (tests/real_runs.py).
+
+Each run goes through the store as the dashboard reads it (all its rows, in
+batches); its phases, stage by stage, are checked against what hindsight says
+about the stage's progress curve (`Hindsight`: smoothed levels and their
+standard errors over the whole run, computed without the classifier):
+
+- learning is seen: a stage whose progress rose well beyond its noise does not
+  end in baseline;
+- a finished climb that sits flat near its best ends in crystallisation or converged;
+- gate and phase agree: from the step the phase-transition gate fires, the
+  phase of that stage is crystallisation or later;
+- nothing early: converged not before the level has done nine tenths of its
+  rise, crystallisation not before half of it;
+- a stage that never moves beyond its noise stays in baseline;
+- a single outlier is not a phase (one entropy value 17 times its recent level,
+  one progress value back at the start level);
+- rewards on any scale give the same phases.
+
+Loss-only and DPO runs have no progress metric: they are in the corpus, read
+through the store here, and have no phase to tell.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from carl_tui.events import RunRef, ScalarBatch
+from carl_tui.store import RunStore
+from tests.real_runs import Hindsight, RealRun, load_runs
+
+ALL = load_runs()
+#: Runs with a progress metric (token accuracy or a task reward, 8 values or more).
+RUNS = [r for r in ALL if any(st.values.size >= 8 for st in r.stages)]
+IDS = [r.name for r in RUNS]
+
+_PAUSE = ("a pause in the climb is taken for its end (crystallisation) before half of the "
+          "rise hindsight sees; the phase returns to transition when the climb resumes")
+_SMALL = ("the GRPO stage's task reward climbs 0.88 -> 0.95 (about 3 noise units of one "
+          "value) and the run ends some 50 steps later: the climb is seen, its end is not")
+#: (check, run) -> why the phase model fails it (strict: a fix shows up as XPASS).
+KNOWN = {
+    **{("settled", f"demo-seed{i}"): _SMALL for i in (0, 2, 3)},
+    ("settled", "grpo-abdo-ashraf-gemma-3-rl-finetuning-outputs"):
+        "25 logged values of a noisy reward: too few to see the climb stop",
+    ("settled", "tiny-sft-h16-lr3e-2"):
+        "a second climb starts at step 92; hindsight calls the last quarter flat, the "
+        "classifier still sees it climbing",
+    **{("early", name): _PAUSE for name in (
+        "tiny-sft-h16-lr3e-2", "tiny-sft-h32-lr1e-3-slow", "tiny-sft-h32-lr3e-3",
+        "tiny-sft-h64-lr1e-2-b64", "tiny-sft-h64-lr1e-2-fast", "tiny-sft-h64-lr5e-3-b32",
+        "tiny-sft-h64-lr5e-3-ls5")},
+    ("outlier", "demo-seed1"):
+        "the GRPO climb is seen at the margin (about 3 noise units); one value back at the "
+        "start level in the last quarter hides it until the run ends",
+}
+
+
+def cases(check: str, runs=RUNS):
+    """The runs as parameters, the known failures of `check` marked xfail (strict)."""
+    return [pytest.param(r, id=r.name, marks=pytest.mark.xfail(
+        strict=True, reason=KNOWN[(check, r.name)])) if (check, r.name) in KNOWN
+        else pytest.param(r, id=r.name) for r in runs]
+ORDER = ("baseline", "melting", "transition", "crystallisation", "converged")
+REF = RunRef("corpus", "p", "r", "real")
+
+
+def read(rows, batch: int = 50):
+    store = RunStore()
+    for i in range(0, len(rows), batch):
+        store.apply([ScalarBatch.from_rows(REF, rows[i:i + batch])])
+    return store.snapshot(REF.key)
+
+
+def timelines(snap) -> list[tuple[str, list[tuple[str, int]]]]:
+    """The store's stages in order: (kind, [(phase, first step), ...])."""
+    out: list[tuple[str, list[tuple[str, int]]]] = []
+    for phase, step, kind in snap.phase.history:
+        if not out or out[-1][0] != kind:  # a new stage is always of the other kind
+            out.append((kind, []))
+        out[-1][1].append((phase, step))
+    return out
+
+
+def first(timeline, phase: str) -> int | None:
+    """First step at which `phase` or a later one is reached."""
+    k = ORDER.index(phase)
+    steps = [s for p, s in timeline if ORDER.index(p) >= k]
+    return steps[0] if steps else None
+
+
+def phase_at(timeline, step: int) -> str:
+    out = "baseline"
+    for p, s in timeline:
+        if s <= step:
+            out = p
+    return out
+
+
+def checked(run: RealRun):
+    """(hindsight, timeline) for each stage with a progress metric, and the snapshot."""
+    snap = read(run.rows)
+    lines = timelines(snap)
+    stages = [st for st in run.stages if st.values.size >= 8]
+    pairs = []
+    for st in stages:
+        match = [tl for kind, tl in lines if kind == st.kind]
+        # the store's stage that holds this stage's first step
+        tl = next((t for t in match if t and t[0][1] <= st.steps[0] <= _end(t, lines)),
+                  match[0] if match else [])
+        pairs.append((st, Hindsight(st.steps, st.values), tl))
+    return pairs, snap
+
+
+def _end(tl, lines) -> float:
+    later = [t[0][1] for _, t in lines if t and t[0][1] > tl[0][1]]
+    return min(later) if later else math.inf
+
+
+@pytest.mark.parametrize("run", [r for r in ALL if r not in RUNS],
+                         ids=[r.name for r in ALL if r not in RUNS])
+def test_a_run_without_a_progress_metric_has_no_phases_to_tell(run):
+    """Loss-only and DPO runs: read whole, no stage, no phase, no gate."""
+    snap = read(run.rows)
+    assert snap.phase.phase == "" and snap.phase.history == () and not snap.gate.fired
+    assert snap.last_step == max(s for s, _ in run.rows)
+
+
+@pytest.mark.parametrize("run", RUNS, ids=IDS)
+def test_learning_is_seen(run):
+    for st, h, tl in checked(run)[0]:
+        if h.learned:
+            assert tl and tl[-1][0] != "baseline", (st.kind, h.start, h.top, h.se, tl)
+
+
+@pytest.mark.parametrize("run", cases("settled"))
+def test_a_settled_climb_ends_crystallised(run):
+    for st, h, tl in checked(run)[0]:
+        if h.settled:
+            assert tl[-1][0] in ("crystallisation", "converged"), (st.kind, h.start, h.top, tl)
+
+
+@pytest.mark.parametrize("run", RUNS, ids=IDS)
+def test_gate_and_phase_agree(run):
+    pairs, snap = checked(run)
+    g = snap.gate
+    if not g.fired:
+        return
+    for st, _h, tl in pairs:
+        if st.kind == "accuracy" and st.steps[0] <= g.trigger_step <= st.steps[-1]:
+            at = phase_at(tl, g.trigger_step)
+            assert ORDER.index(at) >= 3, (g.trigger_step, tl)
+
+
+@pytest.mark.parametrize("run", cases("early"))
+def test_nothing_early(run):
+    pairs, snap = checked(run)
+    gate = snap.gate.trigger_step if snap.gate.fired else math.inf
+    for st, h, tl in pairs:
+        if not h.learned:
+            continue
+        conv, cryst = first(tl, "converged"), first(tl, "crystallisation")
+        if conv is not None and conv < gate:
+            assert conv >= h.step_at(0.9), (st.kind, conv, h.step_at(0.9), tl)
+        if cryst is not None and cryst < gate:
+            assert cryst >= h.step_at(0.5), (st.kind, cryst, h.step_at(0.5), tl)
+
+
+@pytest.mark.parametrize("run", RUNS, ids=IDS)
+def test_a_still_run_stays_in_baseline(run):
+    for st, h, tl in checked(run)[0]:
+        if h.still:
+            assert [p for p, _ in tl] == ["baseline"], (st.kind, h.rise, h.se, tl)
+
+
+def _same(a, b) -> bool:
+    """The same phases, each starting within a step (by position in the rows)."""
+    return [e[0] for e in a] == [e[0] for e in b]
+
+
+@pytest.mark.parametrize("run", cases("outlier"))
+def test_an_outlier_is_not_a_phase(run):
+    base = read(run.rows).phase.history
+    n = run.length
+    ent = [i for i, (_, v) in enumerate(run.rows) if "entropy" in v]
+    if len(ent) >= 20:
+        i = ent[int(0.7 * len(ent))]
+        recent = np.median([run.rows[j][1]["entropy"] for j in ent if j < i][-10:])
+        rows = list(run.rows)
+        rows[i] = (rows[i][0], {**rows[i][1], "entropy": 17.0 * float(recent)})
+        got = read(rows).phase.history
+        assert _same(got, base), ("entropy outlier at row", i, got, base)
+    for st in run.stages:
+        if st.values.size < 20:
+            continue
+        h = Hindsight(st.steps, st.values)
+        at = int(st.steps[int(0.7 * st.steps.size)])
+        key = "mean_token_accuracy" if st.kind == "accuracy" else None
+        rows = list(run.rows)
+        for j, (s, v) in enumerate(rows):
+            if s == at and (key in v if key else "mean_token_accuracy" not in v):
+                rows[j] = (s, _set_progress(v, key, h.start))
+                break
+        got = read(rows[:n]).phase.history
+        assert _same(got, base), ("progress outlier at step", at, got, base)
+
+
+def _set_progress(vals: dict, key: str | None, value: float) -> dict:
+    if key:
+        return {**vals, key: value}
+    out = dict(vals)
+    names = [k for k in vals if k.startswith("rewards/") and k.endswith("/mean")
+             and "carl" not in k]
+    for k in names:
+        out[k] = value / len(names)
+    if "reward" in vals and not names:
+        out["reward"] = value
+    return out
+
+
+def _rescaled(rows, a: float, b: float):
+    """Every reward (each reward function's mean, and their sum `reward`) as a * r + b:
+    the task reward becomes a * r + k * b, k the task reward functions a row logs."""
+    out = []
+    for s, v in rows:
+        w = dict(v)
+        for k in v:
+            if k == "reward" or (k.startswith("rewards/") and k.endswith("/mean")):
+                w[k] = a * v[k] + b
+        out.append((s, w))
+    return out
+
+
+@pytest.mark.parametrize("run", [r for r in RUNS if any(st.kind == "reward" for st in r.stages)],
+                         ids=[r.name for r in RUNS if any(st.kind == "reward"
+                                                          for st in r.stages)])
+def test_rewards_on_any_scale_give_the_same_phases(run):
+    base = read(run.rows).phase.history
+    for a, b in ((4.0, -1.5), (0.1, 7.0), (25.0, 0.0)):
+        got = read(_rescaled(run.rows, a, b)).phase.history
+        assert got == base, (a, b, got, base)
