@@ -201,6 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--metrics", type=_metric_list, default=None,
                    help="only these metrics, in this order: loss,reward,phi")
     e.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    e.add_argument("--completions", action="store_true",
+                   help="the GRPO completions instead: one row per completion (step, prompt, "
+                        "completion, rewards, advantage)")
 
     # train and launch parse their own arguments (their modules import heavy libraries).
     sub.add_parser("train", help="train a model with the CARL callback and reward (needs [train])",

@@ -1,0 +1,44 @@
+"""`carl-tui export SOURCE --completions`: the run's GRPO completions, headless."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from carl_tui.cli import EXIT_NO_DATA, source_request
+from carl_tui.completions.export import write_csv, write_jsonl
+from carl_tui.completions.log import CompletionLog
+from carl_tui.completions.open import readers_for
+from carl_tui.errors import CarlError
+
+
+def open_log(args: Any, opened: Any, run: Any, meta: Any) -> CompletionLog:
+    """The completions of `run` from what the command line named, read to the end."""
+    remote = next((s.query_sql for s in opened.sources if hasattr(s, "query_sql")), None)
+    log = CompletionLog(readers_for(source_request(args), run, meta, remote_query=remote),
+                        keep=8)
+    while log.poll():
+        pass
+    return log
+
+
+def export_completions(args: Any, opened: Any, run: Any, meta: Any) -> int:
+    try:
+        log = open_log(args, opened, run, meta)
+    except CarlError as exc:
+        print(f"carl-tui: {exc}", file=sys.stderr)
+        return EXIT_NO_DATA
+    for err in log.errors:
+        print(f"carl-tui: {err}", file=sys.stderr)
+    if not log.steps:
+        print(f"carl-tui: run {run.label} has no completions: TRL logs them with "
+              "log_completions=True (GRPO)", file=sys.stderr)
+        return EXIT_NO_DATA
+    write = write_csv if args.out_format == "csv" else write_jsonl
+    if args.output:
+        with open(args.output, "w", encoding="utf-8", newline="") as out:
+            n = write(out, log)
+        print(f"carl-tui: wrote {n} completions to {args.output}", file=sys.stderr)
+    else:
+        n = write(sys.stdout, log)
+    return 0
