@@ -1,0 +1,225 @@
+"""Completions from every place TRL puts them, checked against a real tiny GRPO run with
+`log_completions=True` (tests/data/make_grpo_completions.py): its printed tables, its
+parquet files, its Trackio tables, its W&B table files, and the CARL stream's sample."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import shutil
+
+import pytest
+
+pytest.importorskip("trl")
+pq = pytest.importorskip("pyarrow.parquet")
+
+from carl_tui.cli import main
+from carl_tui.completions.files import ParquetReader, StdoutReader, StreamReader
+from carl_tui.completions.log import CompletionLog
+from carl_tui.completions.stdout import find_panels, parse_panel
+from tests.data.make_grpo_completions import MAX_STEPS, PROJECT, generate
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return generate(tmp_path_factory.mktemp("grpo-completions"))
+
+
+def parquet_rows(run) -> list[dict]:
+    """Every row TRL saved, as export prints them."""
+    out = []
+    for f in sorted((run / "out" / "completions").glob("*.parquet")):
+        for r in pq.read_table(f).to_pylist():
+            out.append({"step": r["step"], "prompt": r["prompt"], "completion": r["completion"],
+                        "rewards": {"reverse_reward": r["reverse_reward"],
+                                    "length_bonus": r["length_bonus"]},
+                        "advantage": r["advantage"]})
+    return out
+
+
+def export(*args) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["export", *args, "--completions"])
+    return code, out.getvalue(), err.getvalue()
+
+
+def jsonl(text: str) -> list[dict]:
+    return [json.loads(x) for x in text.splitlines()]
+
+
+@pytest.mark.slow
+def test_parquet_export_equals_what_trl_saved(run):
+    want = parquet_rows(run)
+    assert [r["step"] for r in want] == sorted(r["step"] for r in want)
+    assert {r["step"] for r in want} == set(range(1, MAX_STEPS + 1))
+    # the stream's run names its output_dir: the parquet folder is found from it
+    code, out, err = export(str(run / "stream.jsonl"))
+    assert code == 0, err
+    got = [{k: v for k, v in r.items() if k != "carl"} for r in jsonl(out)]
+    assert got == want
+
+
+@pytest.mark.slow
+def test_parquet_export_as_csv(run):
+    code, out, _ = export(str(run / "stream.jsonl"), "--format", "csv")
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    want = parquet_rows(run)
+    assert list(rows[0]) == ["step", "prompt", "completion", "reverse_reward", "length_bonus",
+                             "advantage"]
+    assert len(rows) == len(want)
+    for r, w in zip(rows, want):
+        assert (int(r["step"]), r["prompt"], r["completion"]) == (
+            w["step"], w["prompt"], w["completion"])
+        assert float(r["reverse_reward"]) == w["rewards"]["reverse_reward"]
+        assert float(r["advantage"]) == w["advantage"]
+
+
+@pytest.mark.slow
+def test_printed_tables_equal_parquet_to_printed_precision(run, tmp_path):
+    log = tmp_path / "train.log"  # alone: no parquet folder beside it
+    shutil.copy(run / "train.log", log)
+    code, out, err = export(str(log))
+    assert code == 0, err
+    got = jsonl(out)
+    want = parquet_rows(run)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert (g["step"], g["prompt"], g["completion"]) == (w["step"], w["prompt"],
+                                                             w["completion"])
+        for name, value in w["rewards"].items():
+            assert g["rewards"][name] == pytest.approx(value, abs=0.005 + 1e-9)
+            assert g["rewards"][name] == float(f"{value:.2f}")
+        assert g["advantage"] == float(f"{w['advantage']:.2f}")
+
+
+@pytest.mark.slow
+def test_trackio_tables_equal_parquet(run):
+    code, out, err = export("--trackio-dir", str(run / "trackio"), "--project", PROJECT)
+    assert code == 0, err
+    assert jsonl(out) == parquet_rows(run)
+
+
+@pytest.mark.slow
+def test_wandb_tables_equal_parquet(run, tmp_path):
+    wandb_dir = tmp_path / "wandb"
+    shutil.copytree(run / "wandb", wandb_dir, symlinks=True)  # no parquet folder beside it
+    code, out, err = export("--wandb", str(wandb_dir))
+    assert code == 0, err
+    assert jsonl(out) == parquet_rows(run)
+
+
+@pytest.mark.slow
+def test_stream_sample_with_carl_scores(run):
+    log = CompletionLog([StreamReader(run / "stream.jsonl")])
+    log.poll()
+    assert log.steps == list(range(1, MAX_STEPS + 1))
+    want = {(r["step"], r["prompt"], r["completion"]): r for r in parquet_rows(run)}
+    for step in log.steps:
+        table = log.table(step)
+        assert len(table.rows) == 4
+        for r in table.rows:
+            w = want[(step, r.prompt, r.completion)]
+            assert dict(r.rewards) == w["rewards"]
+            assert r.advantage == w["advantage"]
+            assert 0.0 < r.carl < 1.0
+
+
+@pytest.mark.slow
+def test_bounded_memory_reads_old_steps_back(run):
+    log = CompletionLog([ParquetReader(run / "out" / "completions")], keep=2)
+    assert log.poll() == MAX_STEPS
+    assert len(log.cached_steps()) == 2
+    first = log.table(1)
+    assert log.loads == 1 and first.step == 1 and len(first.rows) == 4
+    assert len(log.cached_steps()) == 2 and 1 in log.cached_steps()
+    assert log.table(1) is first and log.loads == 1  # now in memory
+
+
+@pytest.mark.slow
+def test_a_panel_being_written_waits_for_its_end(run, tmp_path):
+    data = (run / "train.log").read_bytes()
+    panels, _ = find_panels(data)
+    start, end, step = panels[0]
+    cut = start + (end - start) // 2
+    path = tmp_path / "growing.log"
+    path.write_bytes(data[:cut])
+    reader = StdoutReader(path)
+    assert reader.scan() == []
+    with open(path, "ab") as f:
+        f.write(data[cut:end])
+    found = reader.scan()
+    assert [s for s, _, _ in found] == [step] and len(found[0][2].rows) == 4
+
+
+def test_no_completions_is_one_line(tmp_path):
+    stream = tmp_path / "s.jsonl"
+    stream.write_text('{"step": 1, "loss": 1.0}\n{"event": "completions", "step": "x"}\n')
+    code, out, err = export(str(stream))
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "no completions" in err and "log_completions" in err
+
+
+def printed(prompts, completions, rewards, advantages, step, *, color=False, width=80) -> str:
+    """What TRL's own printing function writes."""
+    from rich.console import Console
+    from trl.trainer import utils
+
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, force_terminal=color, color_system="truecolor")
+    orig = utils.Console
+    utils.Console = lambda: console
+    try:
+        utils.print_prompt_completions_sample(prompts, completions, rewards, advantages, step)
+    finally:
+        utils.Console = orig
+    return buf.getvalue()
+
+
+def test_wrapped_cells_colours_and_bars():
+    long_prompt = "Reverse the digits of 0123456789 and then explain what you did in words"
+    text = printed([long_prompt, "p2"], ["9876543210 because reversing", "abc" * 20],
+                   {"a_very_long_reward_function_name": [0.123, -1.5], "fmt": [1.0, float("nan")]},
+                   [0.987, -0.25], 7, color=True)
+    assert "\x1b[" in text
+    text = "\r 25%|██▌   | 1/4 [00:00<00:00]" + text  # a bar redrawn in front of the title
+    lines = text.split("\n")
+    lines.insert(5, "/site-packages/x.py:1: FutureWarning: something")
+    data = "\n".join(lines).encode()
+    panels, consumed = find_panels(data)
+    assert consumed == len(data) and len(panels) == 1
+    table = parse_panel(data[panels[0][0]:panels[0][1]].decode())
+    assert table.step == 7 and table.decimals == 2
+    # what was printed: a header or a word wider than its column is cut with an ellipsis
+    name = table.reward_names[0]
+    assert table.reward_names[1] == "fmt" and name.endswith("…")
+    assert "a_very_long_reward_function_name".startswith(name[:-1]) and len(name) > 8
+    a, b = table.rows
+    assert a.prompt == long_prompt  # wrapped over six lines
+    assert a.completion == "9876543210 because reversing"
+    assert b.completion.endswith("…") and ("abc" * 20).startswith(b.completion[:-1])
+    assert dict(a.rewards) == {name: 0.12, "fmt": 1.0}
+    assert dict(b.rewards) == {name: -1.5, "fmt": None}
+    assert (a.advantage, b.advantage) == (0.99, -0.25)
+
+
+def test_secrets_in_completions_are_masked(tmp_path):
+    token = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz12"
+    stream = tmp_path / "s.jsonl"
+    row = {"prompt": f"use {token}", "completion": f"ok {token}", "rewards": {"r": 1.0},
+           "advantage": 0.5}
+    stream.write_text(json.dumps({"event": "completions", "step": 3, "rows": [row]}) + "\n")
+    log = CompletionLog([StreamReader(stream)])
+    log.poll()
+    r = log.table(3).rows[0]
+    assert token not in r.prompt and token not in r.completion and "[REDACTED]" in r.completion
+    text = printed([f"use {token}"], [f"ok {token}"], {"r": [1.0]}, [0.5], 3, width=120)
+    panels, _ = find_panels(text.encode())
+    t = parse_panel(text)
+    assert token in text and len(panels) == 1
+    assert token not in t.rows[0].completion and "[REDACTED]" in t.rows[0].completion
