@@ -335,7 +335,10 @@ def run_dashboard(args) -> int:
         req.watch, req.replay = None, args.file
     else:
         req = source_request(args)
-    return _run_app(_config(args, open_request(req)))
+    opened = open_request(req)
+    from carl_tui.completions.open import reader_factory
+
+    return _run_app(_config(args, opened, completions=reader_factory(req, opened)))
 
 
 def run_demo(args) -> int:
@@ -366,8 +369,13 @@ def run_demo(args) -> int:
           f"log {job.log_path}", file=sys.stderr)
     run = demo_run(args.seed)
     opened = Opened(lambda: [open_file(stream, "jsonl", run=run)], "carl-tui · demo")
+    from carl_tui.completions.open import reader_factory
+    from carl_tui.sources.open import SourceRequest
+
     config = _config(args, opened, on_exit=lambda: job.stop(grace=10, term_grace=5),
-                     local_jobs=[(run, job)])
+                     local_jobs=[(run, job)],
+                     completions=reader_factory(SourceRequest(watch=str(stream),
+                                                              file_format="jsonl"), opened))
     try:
         return _run_app(config)
     finally:

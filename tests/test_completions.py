@@ -18,15 +18,18 @@ pq = pytest.importorskip("pyarrow.parquet")
 from carl_tui.cli import main
 from carl_tui.completions.files import ParquetReader, StdoutReader, StreamReader
 from carl_tui.completions.log import CompletionLog
+from carl_tui.completions.open import readers_for
 from carl_tui.completions.stdout import find_panels, parse_panel
-from tests.data.make_grpo_completions import MAX_STEPS, PROJECT, generate
+from carl_tui.events import RunRef
+from carl_tui.sources.open import SourceRequest
+from tests.data.make_grpo_completions import MAX_STEPS, PROJECT
 
 pytestmark = pytest.mark.timeout(300)
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    return generate(tmp_path_factory.mktemp("grpo-completions"))
+@pytest.fixture
+def run(grpo_completions):
+    return grpo_completions
 
 
 def parquet_rows(run) -> list[dict]:
@@ -39,6 +42,13 @@ def parquet_rows(run) -> list[dict]:
                                     "length_bonus": r["length_bonus"]},
                         "advantage": r["advantage"]})
     return out
+
+
+def trackio_run_id(run) -> str:
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(run / "trackio" / f"{PROJECT}.db")) as conn:
+        return conn.execute("SELECT run_id FROM metrics LIMIT 1").fetchone()[0]
 
 
 def export(*args) -> tuple[int, str, str]:
@@ -57,7 +67,7 @@ def test_parquet_export_equals_what_trl_saved(run):
     want = parquet_rows(run)
     assert [r["step"] for r in want] == sorted(r["step"] for r in want)
     assert {r["step"] for r in want} == set(range(1, MAX_STEPS + 1))
-    # the stream's run names its output_dir: the parquet folder is found from it
+    # TRL's parquet folder is found beside the stream (the run's output_dir, one level down)
     code, out, err = export(str(run / "stream.jsonl"))
     assert code == 0, err
     got = [{k: v for k, v in r.items() if k != "carl"} for r in jsonl(out)]
@@ -103,6 +113,9 @@ def test_trackio_tables_equal_parquet(run):
     code, out, err = export("--trackio-dir", str(run / "trackio"), "--project", PROJECT)
     assert code == 0, err
     assert jsonl(out) == parquet_rows(run)
+    readers = readers_for(SourceRequest(trackio_dir=str(run / "trackio")),
+                          RunRef("trackio", PROJECT, trackio_run_id(run)))
+    assert [r.origin for r in readers] == ["trackio"]  # the config's output_dir is relative
 
 
 @pytest.mark.slow
@@ -112,6 +125,8 @@ def test_wandb_tables_equal_parquet(run, tmp_path):
     code, out, err = export("--wandb", str(wandb_dir))
     assert code == 0, err
     assert jsonl(out) == parquet_rows(run)
+    readers = readers_for(SourceRequest(wandb=str(wandb_dir)), None)
+    assert [r.origin for r in readers] == ["wandb"]
 
 
 @pytest.mark.slow

@@ -8,15 +8,13 @@ from typing import Any
 from carl_tui.cli import EXIT_NO_DATA, source_request
 from carl_tui.completions.export import write_csv, write_jsonl
 from carl_tui.completions.log import CompletionLog
-from carl_tui.completions.open import readers_for
+from carl_tui.completions.open import reader_factory
 from carl_tui.errors import CarlError
 
 
 def open_log(args: Any, opened: Any, run: Any, meta: Any) -> CompletionLog:
     """The completions of `run` from what the command line named, read to the end."""
-    remote = next((s.query_sql for s in opened.sources if hasattr(s, "query_sql")), None)
-    log = CompletionLog(readers_for(source_request(args), run, meta, remote_query=remote),
-                        keep=8)
+    log = CompletionLog(reader_factory(source_request(args), opened)(run, meta), keep=8)
     while log.poll():
         pass
     return log

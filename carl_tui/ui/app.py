@@ -79,6 +79,8 @@ class DashboardConfig:
     plot_metrics: Sequence[str] = ()  # metrics plotted in the grid from the start
     alerts: AlertConfig | None = None  # None: read the config file
     save_dir: str = "."  # where ctrl+s writes the screen and the plotted data
+    # The completions view (a): (run, its meta) -> the readers of its completions.
+    completions: Callable[[RunRef, Any], list] | None = None
 
 
 class CarlApp(App[None]):
@@ -104,6 +106,7 @@ class CarlApp(App[None]):
                                                                 DEFAULT_THEME)
         self._screen_built = False
         self._quitting = False
+        self._completion_logs: dict[str, Any] = {}  # run key -> SharedLog
         self.title = config.title
 
     @property
@@ -312,6 +315,22 @@ class CarlApp(App[None]):
         from carl_tui.ui.screens.skipped import SkippedScreen
 
         self.push_screen(SkippedScreen(self.store.summary()))
+
+    def action_completions(self) -> None:
+        from carl_tui.ui.screens.completions import CompletionsScreen, open_shared_log
+
+        snap = self.snapshot
+        if snap is None:
+            self.notify("no run yet", severity="warning")
+            return
+        shared = open_shared_log(self._completion_logs, self.config.completions, snap)
+        if shared is None:
+            self.notify(f"{snap.run.label}: this source holds no completions", severity="warning")
+            return
+        key = snap.run.key
+        self.push_screen(CompletionsScreen(
+            shared, snap.run.label,
+            lambda: self.snapshot if self.current_run == key else None))
 
     def action_pick_run(self) -> None:
         from carl_tui.ui.screens.pickers import RunPicker

@@ -4,7 +4,9 @@ The offline tiny model (`carl_tui.training.tiny`) trains a few GRPO steps with t
 task rewards, `report_to=["trackio", "wandb"]` (a local Trackio store, a W&B
 offline run) and the CARL callback's stream with its completions sample. Stdout
 and stderr go to ONE file (`train.log`), progress bars on, as a job's log holds
-them. TRL writes its parquet tables under `out/completions/`.
+them. TRL writes its parquet tables under `out/completions/` (`output_dir` is relative,
+so the Trackio and W&B runs' configs name no folder a reader finds: their own tables are
+read, not the parquet files).
 
     python tests/data/make_grpo_completions.py OUTDIR [--no-wandb]
 
@@ -45,7 +47,7 @@ def _child(outdir: str, wandb: bool) -> None:  # pragma: no cover - runs in a su
     cb = CarlCallback(out / "stream.jsonl", model.config.vocab_size, run_name=RUN_NAME,
                       phase_metric="rewards/reverse_reward/mean", completions=4)
     config = GRPOConfig(
-        output_dir=str(out / "out"), per_device_train_batch_size=4, num_generations=2,
+        output_dir="out", per_device_train_batch_size=4, num_generations=2,
         max_completion_length=6, learning_rate=3e-4, max_steps=MAX_STEPS, logging_steps=1,
         save_strategy="no", use_cpu=True, seed=0, log_completions=True,
         report_to=["trackio", "wandb"] if wandb else ["trackio"],

@@ -1,0 +1,146 @@
+"""The completions view (`a`) on a real tiny GRPO run with log_completions=True (its
+stdout, its Trackio store, its W&B run), and at the edges of the phases."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from carl_tui.cli import open_request
+from carl_tui.completions.open import reader_factory
+from carl_tui.sources.open import SourceRequest
+from carl_tui.ui.app import DashboardConfig, build_app
+from tests.conftest import ScriptedSource, plain_text
+
+SIZE = (160, 45)
+
+
+async def wait_for(pilot, predicate, timeout=20.0):
+    for _ in range(int(timeout / 0.05)):
+        await pilot.pause(0.05)
+        if predicate():
+            return
+    raise AssertionError("condition not met in time")
+
+
+def app_for(req: SourceRequest):
+    opened = open_request(req)
+    return build_app(DashboardConfig(sources=lambda: opened.sources, refresh_interval=0.05,
+                                     run=opened.run, completions=reader_factory(req, opened)))
+
+
+def cells(app) -> list[list[str]]:
+    dt = app.screen.query_one("#compl-table")
+    return [[str(c) for c in dt.get_row_at(i)] for i in range(dt.row_count)]
+
+
+def head(app) -> str:
+    return plain_text(app.screen.query_one("#compl-head"), 200)
+
+
+def parquet_rows(run, step):
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = run / "out" / "completions" / f"completions_{step:05d}.parquet"
+    return pq.read_table(path).to_pylist()
+
+
+async def view_on(app, origin, run):
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("a")
+        assert type(app.screen).__name__ == "CompletionsScreen"
+        await wait_for(pilot, lambda: app.screen.step == 4)
+        assert "step 4 (4 of 4)" in head(app) and f"from {origin}" in head(app)
+        want = parquet_rows(run, 4)
+        got = cells(app)
+        assert [(r[1], r[2]) for r in got] == [(w["prompt"], w["completion"]) for w in want]
+        # coloured by reward, numbers at the source's precision
+        assert [float(r[3]) for r in got] == pytest.approx(
+            [w["reverse_reward"] for w in want], abs=0.005)
+        await pilot.press("left_square_bracket")
+        await wait_for(pilot, lambda: app.screen.step == 3)
+        assert [(r[1], r[2]) for r in cells(app)] == [
+            (w["prompt"], w["completion"]) for w in parquet_rows(run, 3)]
+        assert "following" not in head(app)
+        await pilot.press("home")
+        await wait_for(pilot, lambda: app.screen.step == 1)
+        await pilot.press("s")  # by total reward, highest first
+        totals = [float(r[5]) for r in cells(app)]
+        assert totals == sorted(totals, reverse=True) and "reward ↓" in head(app)
+        first = want[0]["completion"]
+        await pilot.press("slash")
+        await pilot.press(*first, "enter")
+        assert app.screen.query_one("#compl-table").row_count == 0  # not in step 1
+        await pilot.press("n")
+        await wait_for(pilot, lambda: app.screen.step > 1 and cells(app))
+        assert all(first in r[2] for r in cells(app))
+        await pilot.press("escape")
+        assert type(app.screen).__name__ == "DashboardScreen"
+
+
+@pytest.mark.slow
+async def test_view_on_the_trainer_stdout(grpo_completions, tmp_path):
+    log = tmp_path / "train.log"  # alone: its printed tables, not the parquet beside the run
+    log.write_bytes((grpo_completions / "train.log").read_bytes())
+    await view_on(app_for(SourceRequest(watch=str(log))), "stdout", grpo_completions)
+
+
+@pytest.mark.slow
+async def test_view_on_trackio(grpo_completions):
+    req = SourceRequest(trackio_dir=str(grpo_completions / "trackio"), project="compl")
+    await view_on(app_for(req), "trackio", grpo_completions)
+
+
+@pytest.mark.slow
+async def test_view_on_wandb(grpo_completions, tmp_path):
+    import shutil
+
+    shutil.copytree(grpo_completions / "wandb", tmp_path / "wandb", symlinks=True)
+    await view_on(app_for(SourceRequest(wandb=str(tmp_path / "wandb"))), "wandb",
+                  grpo_completions)
+
+
+def completions_stream(path, steps):
+    """The CARL callback's completions lines (its own line builder) for each step: two
+    completions per step, the first saying which step it is."""
+    from carl_tui.training.completions import completions_line
+
+    with open(path, "w") as f:
+        for step in steps:
+            logs = {"prompt": [f"p{step}", f"p{step}"],
+                    "completion": [f"said at {step}", "other"],
+                    "rewards": {"reverse_reward": [step / 100, 0.0]},
+                    "advantages": [0.5, -0.5]}
+            f.write(json.dumps(completions_line(logs, step, 2)) + "\n")
+
+
+async def test_phase_edges_jump_to_what_the_model_said_then(spec_events, run_ref, tmp_path):
+    from carl_tui.completions.files import StreamReader
+
+    stream = tmp_path / "c.jsonl"
+    completions_stream(stream, range(1, 47, 3))  # every third step logs completions
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05,
+                                    completions=lambda run, meta: [StreamReader(stream)]))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None and len(
+            app.snapshot.phase.history) >= 4)
+        history = app.snapshot.phase.history
+        await pilot.press("a")
+        await wait_for(pilot, lambda: app.screen.step == 46)
+        await pilot.press("home")
+        await wait_for(pilot, lambda: app.screen.step == 1)
+        seen, edges = [], []
+        for phase, start, _ in history[1:]:
+            await pilot.press("right_curly_bracket")
+            edge = next(s for s in range(1, 47, 3) if s >= start)
+            edges.append(edge)
+            await wait_for(pilot, lambda e=edge: app.screen.step == e)
+            assert cells(app)[0][2] == f"said at {edge}"
+            assert f"phase: {phase}" in head(app)
+            seen.append(phase)
+        assert seen == [p for p, _, _ in history[1:]]
+        await pilot.press("left_curly_bracket")
+        await wait_for(pilot, lambda: app.screen.step == edges[-2])
