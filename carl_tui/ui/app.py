@@ -317,20 +317,9 @@ class CarlApp(App[None]):
         self.push_screen(SkippedScreen(self.store.summary()))
 
     def action_completions(self) -> None:
-        from carl_tui.ui.screens.completions import CompletionsScreen, open_shared_log
+        from carl_tui.ui.screens.completions import open_completions
 
-        snap = self.snapshot
-        if snap is None:
-            self.notify("no run yet", severity="warning")
-            return
-        shared = open_shared_log(self._completion_logs, self.config.completions, snap)
-        if shared is None:
-            self.notify(f"{snap.run.label}: this source holds no completions", severity="warning")
-            return
-        key = snap.run.key
-        self.push_screen(CompletionsScreen(
-            shared, snap.run.label,
-            lambda: self.snapshot if self.current_run == key else None))
+        open_completions(self, self._completion_logs)
 
     def action_pick_run(self) -> None:
         from carl_tui.ui.screens.pickers import RunPicker

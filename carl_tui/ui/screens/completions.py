@@ -310,3 +310,18 @@ def open_shared_log(logs: dict[str, SharedLog], factory: Any, snap: Any) -> Shar
             return None
         shared = logs[snap.run.key] = SharedLog(CompletionLog(readers))
     return shared
+
+
+def open_completions(app: Any, logs: dict[str, SharedLog]) -> None:
+    """`a`: push the view on the run on screen (a notice when it has no completions)."""
+    snap = app.snapshot
+    if snap is None:
+        app.notify("no run yet", severity="warning")
+        return
+    shared = open_shared_log(logs, app.config.completions, snap)
+    if shared is None:
+        app.notify(f"{snap.run.label}: this source holds no completions", severity="warning")
+        return
+    key = snap.run.key
+    app.push_screen(CompletionsScreen(
+        shared, snap.run.label, lambda: app.snapshot if app.current_run == key else None))
