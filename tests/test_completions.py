@@ -70,7 +70,7 @@ def test_parquet_export_equals_what_trl_saved(run):
     # TRL's parquet folder is found beside the stream (the run's output_dir, one level down)
     code, out, err = export(str(run / "stream.jsonl"))
     assert code == 0, err
-    got = [{k: v for k, v in r.items() if k != "carl"} for r in jsonl(out)]
+    got = [{k: v for k, v in r.items() if k != "carl_score"} for r in jsonl(out)]
     assert got == want
 
 

@@ -1,8 +1,8 @@
 """`carl-tui export SOURCE --completions`: one row per completion, in step order.
 
 JSONL: `{"step", "prompt", "completion", "rewards": {name: value}, "advantage"}` (and
-`"carl"`, the CARL score, where the CARL stream gave one). CSV: `step, prompt,
-completion`, one column per reward function, `advantage` (and `carl`).
+`"carl_score"`, the CARL score, where the CARL stream gave one). CSV: `step, prompt,
+completion`, one column per reward function, `advantage` (and `carl_score`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def rows(log: CompletionLog) -> Iterator[dict[str, Any]]:
                                    "completion": r.completion, "rewards": dict(r.rewards),
                                    "advantage": r.advantage}
             if r.carl is not None:
-                row["carl"] = r.carl
+                row["carl_score"] = r.carl
             yield row
 
 
@@ -50,7 +50,8 @@ def write_csv(out: IO[str], log: CompletionLog) -> int:
         for name in table.reward_names:
             names.setdefault(name, None)
         carl = carl or any(r.carl is not None for r in table.rows)
-    header = ["step", "prompt", "completion", *names, "advantage", *(["carl"] if carl else [])]
+    header = ["step", "prompt", "completion", *names, "advantage",
+              *(["carl_score"] if carl else [])]
     w = csv.writer(out)
     w.writerow(header)
     n = 0
@@ -58,7 +59,7 @@ def write_csv(out: IO[str], log: CompletionLog) -> int:
         rewards = row["rewards"]
         w.writerow([row["step"], row["prompt"], row["completion"],
                     *(_cell(rewards.get(k)) for k in names), _cell(row["advantage"]),
-                    *([_cell(row.get("carl"))] if carl else [])])
+                    *([_cell(row.get("carl_score"))] if carl else [])])
         n += 1
     return n
 

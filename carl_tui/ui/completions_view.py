@@ -37,6 +37,17 @@ def phase_edges(history: Sequence[tuple[str, int, str]], steps: Sequence[int]) -
     return out
 
 
+def edges(history: Sequence[tuple[str, int, str]], steps: Sequence[int],
+          cascade_step: int | None = None) -> list[Edge]:
+    """The phase edges, and the cascade switch (the CARL reward on) where there is one."""
+    out = phase_edges(history, steps)
+    if cascade_step is not None:
+        j = bisect.bisect_left(steps, cascade_step)
+        if j < len(steps):
+            out.append(Edge("CARL on", int(cascade_step), int(steps[j]), "cascade"))
+    return sorted(out, key=lambda e: (e.step, e.starts))
+
+
 def phase_at(history: Sequence[tuple[str, int, str]], step: int) -> str:
     """The phase the run was in at `step` ("" before the first)."""
     current = ""
@@ -92,4 +103,4 @@ def total_range(table: CompletionTable | None) -> tuple[float | None, float | No
 def fmt(value: float | None, decimals: int | None) -> str:
     if value is None:
         return "–"
-    return f"{value:.{decimals}f}" if decimals is not None else f"{value:.3g}"
+    return f"{value:.{decimals if decimals is not None else 3}f}"

@@ -158,6 +158,13 @@ class CompletionsScreen(Screen[None]):
         snap = self.snapshot()
         return snap.phase.history if snap is not None else ()
 
+    def _edges(self) -> list[cv.Edge]:
+        snap = self.snapshot()
+        if snap is None:
+            return []
+        cascade = snap.cascade.trigger_step if snap.cascade.fired else None
+        return cv.edges(snap.phase.history, self.steps, cascade)
+
     def _head(self) -> None:
         head = Text()
         head.append(f"{self.run_label} · completions", style="bold")
@@ -187,13 +194,13 @@ class CompletionsScreen(Screen[None]):
         current = cv.phase_at(history, self.step) if self.step is not None else ""
         head.append("phase: ")
         head.append(current or "–", style="bold")
-        edges = cv.phase_edges(history, self.steps)
+        edges = self._edges()
         if edges:
-            head.append("   edges ({ }): ")
+            head.append(" │ edges ({ }):")
             for e in edges:
-                style = "reverse" if e.step == self.step else ""
+                head.append(" ")
+                style = "bold reverse" if e.step == self.step else ""
                 head.append(f"{e.phase} @{e.step}", style=style)
-                head.append("  ")
 
     def _fill(self) -> None:
         dt = self.query_one("#compl-table", DataTable)
@@ -205,7 +212,7 @@ class CompletionsScreen(Screen[None]):
         carl = any(r.carl is not None for r in t.rows)
         dt.add_columns("#", "prompt", "completion", *names,
                        *(["total"] if len(names) > 1 else []), "advantage",
-                       *(["carl"] if carl else []))
+                       *(["CARL score"] if carl else []))
         lo, hi = cv.total_range(t)
         rows = cv.ordered(t, self.sort, self.search_text)
         self.shown_rows = [i for i, _ in rows]
@@ -260,7 +267,7 @@ class CompletionsScreen(Screen[None]):
         self._go(self.steps[-1] if self.steps else None)
 
     def action_phase(self, delta: int) -> None:
-        edges = cv.phase_edges(self._history(), self.steps)
+        edges = self._edges()
         if not edges or self.step is None:
             self.notify("no phase edges with completions yet", severity="warning", timeout=3)
             return
