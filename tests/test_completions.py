@@ -131,6 +131,10 @@ def test_wandb_tables_equal_parquet(run, tmp_path):
 
 @pytest.mark.slow
 def test_stream_sample_with_carl_scores(run):
+    lines = [json.loads(x) for x in (run / "stream.jsonl").read_text().splitlines()]
+    # one line per logged step: not again with the Trainer's closing summary
+    assert [x["step"] for x in lines if x.get("event") == "completions"] == list(
+        range(1, MAX_STEPS + 1))
     log = CompletionLog([StreamReader(run / "stream.jsonl")])
     log.poll()
     assert log.steps == list(range(1, MAX_STEPS + 1))

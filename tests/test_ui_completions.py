@@ -144,3 +144,67 @@ async def test_phase_edges_jump_to_what_the_model_said_then(spec_events, run_ref
         assert seen == [p for p, _, _ in history[1:]]
         await pilot.press("left_curly_bracket")
         await wait_for(pilot, lambda: app.screen.step == edges[-2])
+
+
+@pytest.fixture
+def demo_stream(tmp_path):
+    """A short real demo run (warm start, SFT, three GRPO steps): its stream."""
+    import subprocess
+    import sys
+
+    stream = tmp_path / "demo.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "carl_tui.training.demo", "--stream", str(stream), "--pace", "0",
+         "--warm-start-steps", "4", "--sft-steps", "5", "--grpo-steps", "3", "--seed", "3"],
+        check=False, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return stream
+
+
+@pytest.mark.slow
+async def test_view_on_the_demo(demo_stream):
+    """The demo's GRPO stage streams each step's completions with their CARL score; the
+    view shows them as `carl-tui demo` opens it."""
+    from carl_tui.training.demo import DEMO_COMPLETIONS
+    from carl_tui.training.tiny import SEP, reverse_score
+
+    stream = demo_stream
+    lines = [json.loads(x) for x in stream.read_text().splitlines()]
+    assert [x["step"] for x in lines if x.get("event") == "completions"] == [10, 11, 12]
+    req = SourceRequest(watch=str(stream), file_format="jsonl")
+    async with app_for(req).run_test(size=SIZE) as pilot:
+        app = pilot.app
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: app.screen.step == 12)
+        t = app.screen.table
+        assert t.origin == "stream" and len(t.rows) == DEMO_COMPLETIONS
+        for r in t.rows:  # the reward is the task's score of the text shown
+            answer = r.prompt.removesuffix(SEP)[::-1]
+            assert r.reward("reverse_reward") == pytest.approx(
+                reverse_score(r.completion, answer))
+            assert 0.0 < r.carl < 1.0
+        header = [str(c.label) for c in app.screen.query_one("#compl-table").columns.values()]
+        assert header[:4] == ["#", "prompt", "completion", "reverse_reward"]
+        assert header[-1] == "CARL score"
+
+
+async def test_the_key_is_in_the_footer_help_and_palette(spec_events):
+    from textual.widgets import Footer
+
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        assert ("a", "Completions", "app.completions") in {
+            (r[0], r[1], r[3]) for r in app.key_help()}
+        from textual.widgets._footer import FooterKey
+
+        footer = app.screen.query_one(Footer)
+        assert ("a", "Completions") in {(k.key, k.description) for k in footer.query(FooterKey)}
+        commands = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Completions" in commands
+        await pilot.press("a")  # this source names no completions: said, not raised
+        await pilot.pause(0.1)
+        assert any("holds no completions" in str(n.message) for n in app._notifications)
