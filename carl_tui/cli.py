@@ -338,7 +338,8 @@ def run_dashboard(args) -> int:
     opened = open_request(req)
     from carl_tui.completions.open import reader_factory
 
-    return _run_app(_config(args, opened, completions=reader_factory(req, opened)))
+    completions = reader_factory(req, lambda: opened.sources)
+    return _run_app(_config(args, opened, completions=completions))
 
 
 def run_demo(args) -> int:
@@ -375,7 +376,8 @@ def run_demo(args) -> int:
     config = _config(args, opened, on_exit=lambda: job.stop(grace=10, term_grace=5),
                      local_jobs=[(run, job)],
                      completions=reader_factory(SourceRequest(watch=str(stream),
-                                                              file_format="jsonl"), opened))
+                                                              file_format="jsonl"),
+                                                lambda: opened.sources))
     try:
         return _run_app(config)
     finally:

@@ -242,3 +242,16 @@ def test_secrets_in_completions_are_masked(tmp_path):
     t = parse_panel(text)
     assert token in text and len(panels) == 1
     assert token not in t.rows[0].completion and "[REDACTED]" in t.rows[0].completion
+
+
+@pytest.mark.slow
+def test_trackio_server_tables_equal_parquet(run, tmp_path):
+    """The same tables through a real Trackio server on 127.0.0.1 (`query_project`)."""
+    from tests.fakes.trackio_server import TrackioServer
+
+    data = tmp_path / "trackio"
+    shutil.copytree(run / "trackio", data)
+    with TrackioServer(data) as srv:
+        code, out, err = export("--trackio", srv.url, "--project", PROJECT, "--timeout", "60")
+    assert code == 0, err
+    assert jsonl(out) == parquet_rows(run)

@@ -26,8 +26,9 @@ async def wait_for(pilot, predicate, timeout=20.0):
 
 def app_for(req: SourceRequest):
     opened = open_request(req)
-    return build_app(DashboardConfig(sources=lambda: opened.sources, refresh_interval=0.05,
-                                     run=opened.run, completions=reader_factory(req, opened)))
+    return build_app(DashboardConfig(
+        sources=lambda: opened.sources, refresh_interval=0.05, run=opened.run,
+        completions=reader_factory(req, lambda: opened.sources)))
 
 
 def cells(app) -> list[list[str]]:

@@ -116,12 +116,13 @@ def _trackio_local(req: Any, run: Any) -> list[Reader]:
     return [TrackioLocalTables(db.db_path(run.project, root), run.run_id)]
 
 
-def reader_factory(req: Any, opened: Any) -> Callable[[Any, Mapping[str, Any] | None], list]:
+def reader_factory(req: Any, sources: Callable[[], list]) -> Callable[..., list]:
     """`(run, meta) -> readers` for the dashboard and `export`: what `req` names, with the
-    Trackio server's `query_project` when it names one (the opened source's connection)."""
+    Trackio server's `query_project` when it names one (through the connection of the
+    source `sources()` gives)."""
 
     def make(run: Any, meta: Mapping[str, Any] | None = None) -> list[Reader]:
-        remote = opened.sources[0].query_sql if req.trackio is not None else None
+        remote = sources()[0].query_sql if req.trackio is not None else None
         return readers_for(req, run, meta, remote_query=remote)
 
     return make

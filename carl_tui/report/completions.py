@@ -13,10 +13,22 @@ from carl_tui.errors import CarlError
 
 
 def open_log(args: Any, opened: Any, run: Any, meta: Any) -> CompletionLog:
-    """The completions of `run` from what the command line named, read to the end."""
-    log = CompletionLog(reader_factory(source_request(args), opened)(run, meta), keep=8)
-    while log.poll():
-        pass
+    """The completions of `run` from what the command line named, read to the end (a
+    server is asked through a new connection: the metrics' is closed once read)."""
+    made: list = []
+
+    def sources() -> list:
+        if not made:
+            made.extend(opened.make())
+        return made
+
+    try:
+        log = CompletionLog(reader_factory(source_request(args), sources)(run, meta), keep=8)
+        while log.poll():
+            pass
+    finally:
+        for s in made:
+            s.close()
     return log
 
 
