@@ -255,3 +255,16 @@ def test_trackio_server_tables_equal_parquet(run, tmp_path):
         code, out, err = export("--trackio", srv.url, "--project", PROJECT, "--timeout", "60")
     assert code == 0, err
     assert jsonl(out) == parquet_rows(run)
+
+
+def test_completions_lines_are_not_skipped_input(tmp_path):
+    from carl_tui.sources.jsonl import JsonlSource
+
+    stream = tmp_path / "s.jsonl"
+    line = {"event": "completions", "step": 1,
+            "rows": [{"prompt": "p", "completion": "c", "rewards": {"r": 1.0}}]}
+    stream.write_text(json.dumps({"step": 1, "loss": 1.0}) + "\n" + json.dumps(line) + "\n")
+    src = JsonlSource(stream)
+    src.poll()
+    assert src.tally.total == 0
+    assert dict(src.tally.notes()) == {"completions": 1}
