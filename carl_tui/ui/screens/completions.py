@@ -196,11 +196,11 @@ class CompletionsScreen(Screen[None]):
         head.append(current or "–", style="bold")
         edges = self._edges()
         if edges:
-            head.append(" │ edges ({ }):")
-            for e in edges:
-                head.append(" ")
-                style = "bold reverse" if e.step == self.step else ""
-                head.append(f"{e.phase} @{e.step}", style=style)
+            head.append(" · edges ({ }):")
+            for i, e in enumerate(edges):
+                head.append(" · " if i else " ")
+                style = "bold reverse" if e.step == self.step else "underline"
+                head.append(f"{e.phase}@{e.step}", style=style)
 
     def _fill(self) -> None:
         dt = self.query_one("#compl-table", DataTable)
