@@ -153,11 +153,14 @@ def test_stream_sample_with_carl_scores(run):
 def test_bounded_memory_reads_old_steps_back(run):
     log = CompletionLog([ParquetReader(run / "out" / "completions")], keep=2)
     assert log.poll() == MAX_STEPS
-    assert len(log.cached_steps()) == 2
-    first = log.table(1)
-    assert log.loads == 1 and first.step == 1 and len(first.rows) == 4
-    assert len(log.cached_steps()) == 2 and 1 in log.cached_steps()
-    assert log.table(1) is first and log.loads == 1  # now in memory
+    assert log.cached_steps() == []  # indexed by file name, read when looked at
+    for step in log.steps:
+        assert log.table(step).step == step
+    assert log.loads == MAX_STEPS and log.cached_steps() == [3, 4]
+    first = log.table(1)  # no longer in memory: read back from its file
+    assert log.loads == MAX_STEPS + 1 and len(first.rows) == 4
+    assert log.cached_steps() == [1, 4]
+    assert log.table(1) is first and log.loads == MAX_STEPS + 1  # now in memory
 
 
 @pytest.mark.slow
@@ -173,7 +176,7 @@ def test_a_panel_being_written_waits_for_its_end(run, tmp_path):
     with open(path, "ab") as f:
         f.write(data[cut:end])
     found = reader.scan()
-    assert [s for s, _, _ in found] == [step] and len(found[0][2].rows) == 4
+    assert [s for s, _, _ in found] == [step] and len(reader.load(found[0][1]).rows) == 4
 
 
 def test_no_completions_is_one_line(tmp_path):

@@ -66,12 +66,9 @@ class StdoutReader:
             base = 0
         panels, consumed = find_panels(data, base)
         self._tail.offset = base + consumed
-        out = []
-        for start, end, step in panels:
-            table = parse_panel(data[start - base:end - base].decode("utf-8", "replace"))
-            if table is not None:
-                out.append((step, (start, end), table))
-        return out
+        # Indexed, not parsed: a table is parsed (and redacted) when it is looked at.
+        return [(step, (start, end), None) for start, end, step in panels
+                if b"Prompt" in data[start - base:end - base]]
 
     def load(self, locator: tuple[int, int]) -> CompletionTable | None:
         return parse_panel(self._tail.read_range(*locator).decode("utf-8", "replace"))
@@ -115,15 +112,27 @@ class StreamReader:
                 break
             line = data[pos:nl]
             if b'"completions"' in line and b'"event"' in line:
-                table = _table_of_line(line)
-                if table is not None:
-                    out.append((table.step, (base + pos, base + nl), table))
+                step = _step_of_line(line)
+                if step is not None:  # the table is made when it is looked at
+                    out.append((step, (base + pos, base + nl), None))
             pos = nl + 1
         self._tail.offset = base + pos
         return out
 
     def load(self, locator: tuple[int, int]) -> CompletionTable | None:
         return _table_of_line(self._tail.read_range(*locator))
+
+
+def _step_of_line(line: bytes) -> int | None:
+    try:
+        obj = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(obj, dict) or obj.get("event") != "completions":
+        return None
+    step = obj.get("step")
+    ok = isinstance(step, int) and not isinstance(step, bool) and step >= 0
+    return step if ok and isinstance(obj.get("rows"), list) else None
 
 
 def _table_of_line(line: bytes) -> CompletionTable | None:
@@ -159,12 +168,17 @@ class _FolderReader:
         for name, mtime in sorted(self._files(), key=lambda x: x[1]):
             if self._seen.get(name) == mtime:
                 continue
-            table = self.load(name)
-            if table is None:
+            step = self.step_of(name)
+            table = self.load(name) if step is None else None
+            if step is None and table is None:
                 continue  # still being written: tried again next scan
             self._seen[name] = mtime
-            out.append((table.step, name, table))
+            out.append((table.step if table is not None else step, name, table))
         return out
+
+    def step_of(self, name: str) -> int | None:
+        """The step a file holds, when its name says (else it is read to know)."""
+        return None
 
     def load(self, name: str) -> CompletionTable | None:
         raise NotImplementedError
@@ -175,6 +189,10 @@ class ParquetReader(_FolderReader):
 
     origin = "parquet"
     pattern = _PARQUET
+
+    def step_of(self, name: str) -> int | None:
+        m = _PARQUET.search(name)
+        return int(m.group(1)) if m else None
 
     def load(self, name: str) -> CompletionTable | None:
         try:
