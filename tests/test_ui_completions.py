@@ -209,3 +209,37 @@ async def test_the_key_is_in_the_footer_help_and_palette(spec_events):
         await pilot.press("a")  # this source names no completions: said, not raised
         await pilot.pause(0.1)
         assert any("holds no completions" in str(n.message) for n in app._notifications)
+
+
+async def test_the_view_follows_new_steps_unless_stepped_back(spec_events, tmp_path):
+    from carl_tui.completions.files import StreamReader
+    from carl_tui.training.completions import completions_line
+
+    stream = tmp_path / "c.jsonl"
+    completions_stream(stream, [1, 2, 3])
+
+    def log_step(step):
+        logs = {"prompt": ["p"], "completion": [f"said at {step}"],
+                "rewards": {"r": [1.0]}, "advantages": [0.0]}
+        with open(stream, "a") as f:
+            f.write(json.dumps(completions_line(logs, step, 1)) + "\n")
+
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05,
+                                    completions=lambda run, meta: [StreamReader(stream)]))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: app.screen.step == 3)
+        assert "following" in head(app)
+        log_step(4)
+        await wait_for(pilot, lambda: app.screen.step == 4)
+        assert cells(app)[0][2] == "said at 4" and "(4 of 4)" in head(app)
+        await pilot.press("left_square_bracket")
+        await wait_for(pilot, lambda: app.screen.step == 3)
+        log_step(5)
+        await wait_for(pilot, lambda: "(3 of 5)" in head(app))
+        assert app.screen.step == 3 and "following" not in head(app)
+        await pilot.press("end")
+        await wait_for(pilot, lambda: app.screen.step == 5 and "following" in head(app))
