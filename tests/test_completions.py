@@ -271,3 +271,16 @@ def test_completions_lines_are_not_skipped_input(tmp_path):
     src.poll()
     assert src.tally.total == 0
     assert dict(src.tally.notes()) == {"completions": 1}
+
+
+@pytest.mark.slow
+def test_export_to_a_file_says_where_from(run, tmp_path):
+    out = tmp_path / "c.csv"
+    code, printed_out, err = export(str(run / "stream.jsonl"), "--format", "csv", "-o", str(out))
+    assert code == 0 and printed_out == ""
+    n = 4 * MAX_STEPS
+    assert err.strip() == (f"carl-tui: wrote {n} completions of {MAX_STEPS} steps "
+                           f"(from parquet) to {out}")
+    assert len(out.read_text().splitlines()) == n + 1
+    code, _, err = export(str(run / "stream.jsonl"), "--metrics", "loss")
+    assert code == 2 and "--metrics: not with --completions" in err

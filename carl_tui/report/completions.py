@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from carl_tui.cli import EXIT_NO_DATA, source_request
+from carl_tui.cli import EXIT_NO_DATA, EXIT_USAGE, source_request
 from carl_tui.completions.export import write_csv, write_jsonl
 from carl_tui.completions.log import CompletionLog
 from carl_tui.completions.open import reader_factory
@@ -33,6 +33,10 @@ def open_log(args: Any, opened: Any, run: Any, meta: Any) -> CompletionLog:
 
 
 def export_completions(args: Any, opened: Any, run: Any, meta: Any) -> int:
+    if args.metrics:
+        print("carl-tui: --metrics: not with --completions (a completion's columns are "
+              "step, prompt, completion, rewards, advantage)", file=sys.stderr)
+        return EXIT_USAGE
     try:
         log = open_log(args, opened, run, meta)
     except CarlError as exc:
@@ -48,7 +52,9 @@ def export_completions(args: Any, opened: Any, run: Any, meta: Any) -> int:
     if args.output:
         with open(args.output, "w", encoding="utf-8", newline="") as out:
             n = write(out, log)
-        print(f"carl-tui: wrote {n} completions to {args.output}", file=sys.stderr)
+        origins = ", ".join(sorted({log.origin(s) for s in log.steps}))
+        print(f"carl-tui: wrote {n} completions of {len(log.steps)} steps (from {origins}) "
+              f"to {args.output}", file=sys.stderr)
     else:
         n = write(sys.stdout, log)
     return 0
