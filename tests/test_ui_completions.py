@@ -3,6 +3,7 @@ stdout, its Trackio store, its W&B run), and at the edges of the phases."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -243,3 +244,19 @@ async def test_the_view_follows_new_steps_unless_stepped_back(spec_events, tmp_p
         assert app.screen.step == 3 and "following" not in head(app)
         await pilot.press("end")
         await wait_for(pilot, lambda: app.screen.step == 5 and "following" in head(app))
+
+
+@pytest.mark.slow
+async def test_view_on_a_trackio_server(grpo_completions, tmp_path):
+    import shutil
+
+    from tests.fakes.trackio_server import TrackioServer
+
+    shutil.copytree(grpo_completions / "trackio", tmp_path / "trackio")
+    srv = TrackioServer(tmp_path / "trackio")
+    await asyncio.to_thread(srv.start)
+    try:
+        req = SourceRequest(trackio=srv.url, project="compl")
+        await view_on(app_for(req), "trackio", grpo_completions)
+    finally:
+        await asyncio.to_thread(srv.stop)
