@@ -260,3 +260,24 @@ async def test_view_on_a_trackio_server(grpo_completions, tmp_path):
         await view_on(app_for(req), "trackio", grpo_completions)
     finally:
         await asyncio.to_thread(srv.stop)
+
+
+async def test_no_secret_reaches_the_view(spec_events, tmp_path):
+    from carl_tui.completions.files import StreamReader
+
+    token = "hf_" + "QwErTyUiOpAsDfGhJkLzXcVbNm12"
+    stream = tmp_path / "c.jsonl"
+    row = {"prompt": f"key {token}", "completion": f"Authorization: Bearer {token}",
+           "rewards": {"r": 1.0}, "advantage": 0.0}
+    stream.write_text(json.dumps({"event": "completions", "step": 1, "rows": [row]}) + "\n")
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05,
+                                    completions=lambda run, meta: [StreamReader(stream)]))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: app.screen.step == 1)
+        shown = " ".join(" ".join(r) for r in cells(app))
+        shown += plain_text(app.screen.query_one("#compl-detail"), 200) + head(app)
+        assert "[REDACTED]" in shown and token not in shown and token[:10] not in shown
