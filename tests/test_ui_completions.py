@@ -151,6 +151,7 @@ async def test_phase_edges_jump_to_what_the_model_said_then(spec_events, run_ref
 @pytest.fixture
 def demo_stream(tmp_path):
     """A short real demo run (warm start, SFT, three GRPO steps): its stream."""
+    pytest.importorskip("trl")
     import subprocess
     import sys
 
