@@ -284,3 +284,23 @@ def test_export_to_a_file_says_where_from(run, tmp_path):
     assert len(out.read_text().splitlines()) == n + 1
     code, _, err = export(str(run / "stream.jsonl"), "--metrics", "loss")
     assert code == 2 and "--metrics: not with --completions" in err
+
+
+@pytest.mark.slow
+def test_tables_far_apart_in_a_long_log_are_all_found(run, tmp_path, monkeypatch):
+    from carl_tui.completions import files
+
+    monkeypatch.setattr(files, "CHUNK", 4096)  # reads of 4 KiB: many between two tables
+    data = (run / "train.log").read_bytes()
+    panels, _ = find_panels(data)
+    filler = b"".join(b"warning: line %d of noise\n" % i for i in range(2000))  # ~50 KB
+    log = tmp_path / "train.log"
+    log.write_bytes(filler + data[:panels[1][0]] + filler + data[panels[1][0]:])
+    code, out, err = export(str(log))
+    assert code == 0, err
+    assert sorted({r["step"] for r in jsonl(out)}) == list(range(1, MAX_STEPS + 1))
+    stream = tmp_path / "s.jsonl"
+    lines = (run / "stream.jsonl").read_bytes()
+    stream.write_bytes(b'{"step": 0, "loss": 1.0}\n' * 3000 + lines)
+    reader = StreamReader(stream)
+    assert [s for s, _, _ in reader.scan()] == list(range(1, MAX_STEPS + 1))

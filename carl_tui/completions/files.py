@@ -51,6 +51,17 @@ class _Tail:
             return f.read(end - start)
 
 
+def _to_the_end(tail: _Tail, chunk: Any) -> list[tuple[int, Any, CompletionTable | None]]:
+    """`chunk()` (one read of at most CHUNK bytes) again while it moves on: the whole of
+    what the file holds now, whatever lies between its tables."""
+    out = []
+    while True:
+        before = (tail.offset, tail._ident)
+        out += chunk()
+        if (tail.offset, tail._ident) == before:
+            return out
+
+
 class StdoutReader:
     """The rich tables printed in a Trainer's stdout (`train.log`, a job's log)."""
 
@@ -60,6 +71,9 @@ class StdoutReader:
         self._tail = _Tail(path)
 
     def scan(self) -> list[tuple[int, Any, CompletionTable | None]]:
+        return _to_the_end(self._tail, self._chunk)
+
+    def _chunk(self) -> list[tuple[int, Any, CompletionTable | None]]:
         base = self._tail.offset
         data = self._tail.new_bytes()
         if self._tail.offset != base:  # started over
@@ -101,6 +115,9 @@ class StreamReader:
         self._tail = _Tail(path)
 
     def scan(self) -> list[tuple[int, Any, CompletionTable | None]]:
+        return _to_the_end(self._tail, self._chunk)
+
+    def _chunk(self) -> list[tuple[int, Any, CompletionTable | None]]:
         base = self._tail.offset
         data = self._tail.new_bytes()
         if self._tail.offset != base:
