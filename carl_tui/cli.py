@@ -236,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only these metrics, in this order: loss,reward,phi")
     e.add_argument("-o", "--output", metavar="FILE", type=_path,
                    help="write here instead of stdout")
+    e.add_argument("--completions", action="store_true",
+                   help="the GRPO completions instead: one row per completion (step, prompt, "
+                        "completion, rewards, advantage)")
 
     # train and launch parse their own arguments (their modules import heavy libraries).
     sub.add_parser("train", help="train a model with the CARL callback and reward (needs [train])",
@@ -421,7 +424,11 @@ def run_dashboard(args) -> int:
         req.watch, req.replay = None, args.file
     else:
         req = source_request(args)
-    return _run_app(_config(args, open_request(req)))
+    opened = open_request(req)
+    from carl_tui.completions.open import reader_factory
+
+    completions = reader_factory(req, lambda: opened.sources)
+    return _run_app(_config(args, opened, completions=completions))
 
 
 def run_demo(args) -> int:
@@ -453,8 +460,14 @@ def run_demo(args) -> int:
           f"log {job.log_path}", file=sys.stderr)
     run = demo_run(args.seed)
     opened = Opened(lambda: [open_file(stream, "jsonl", run=run)], "carl-tui · demo")
+    from carl_tui.completions.open import reader_factory
+    from carl_tui.sources.open import SourceRequest
+
     config = _config(args, opened, on_exit=lambda: job.stop(grace=10, term_grace=5),
-                     local_jobs=[(run, job)])
+                     local_jobs=[(run, job)],
+                     completions=reader_factory(SourceRequest(watch=str(stream),
+                                                              file_format="jsonl"),
+                                                lambda: opened.sources))
     try:
         return _run_app(config)
     finally:

@@ -123,6 +123,16 @@ def trainer_logs(tmp_path_factory):
     return generate(tmp_path_factory.mktemp("trainer-stdout"), workers=2)
 
 
+@pytest.fixture(scope="session")
+def grpo_completions(tmp_path_factory):
+    """A real tiny GRPO run with log_completions=True (tests/data/make_grpo_completions.py):
+    its stdout, parquet folder, Trackio store, W&B offline run and CARL stream."""
+    pytest.importorskip("trl")
+    from tests.data.make_grpo_completions import generate
+
+    return generate(tmp_path_factory.mktemp("grpo-completions"))
+
+
 @pytest.fixture(autouse=True)
 def _private_user_files(tmp_path_factory, monkeypatch):
     """Each test has its own cache (the registry of local runs) and no user config."""

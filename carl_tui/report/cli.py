@@ -95,6 +95,10 @@ def _report(args) -> int:
     if snap is None or not snap.series:
         return _fail(f"run {run.label} has no metrics: no Trainer log dict, stream line or "
                      "tracker row with a number in it")
+    if getattr(args, "completions", False):
+        from carl_tui.report.completions import export_completions
+
+        return export_completions(args, opened, run, snap.meta)
     if args.command == "summary":
         d = summary_dict(snap, described, store.summary())
         print(json.dumps(d) if args.json else summary_text(d))

@@ -36,6 +36,11 @@ Log line -> `LogLines` (consecutive log lines travel together)::
 
     {"event": "log", "text": "gate fired at step 14"}
 
+Completions line (the CARL callback's sample of a GRPO step, read by the completions
+view, `carl_tui/completions/`): valid, not plotted, counted apart as "completions"::
+
+    {"event": "completions", "step": 12, "rows": [{"prompt": "...", "completion": "..."}]}
+
 Skipped input, one rule. Nothing is guessed: a line is either used as a
 whole (less its invalid values) or skipped as a whole, and every skip is
 counted in the source's `tally` (an `InputTally`: by reason, with the first
@@ -268,6 +273,8 @@ class StreamParser:
                 metas.append(RunMeta(self.run, meta))
             elif kind in ("marker", "log"):
                 others.append((i, obj))
+            elif kind == "completions":  # the completions view's (`a`), not plotted
+                self.tally.note("completions")
             else:
                 self.tally.skip(UNKNOWN_EVENT, f"event={short_repr(kind)}")
         prev_step = self.prev_step

@@ -42,6 +42,10 @@ class CarlCallback(TrainerCallback):
       and `entropy`); a `phase` marker is written whenever the label changes.
     - `meta`: extra fields for the meta line (e.g. `{"model": ..., "config": {...}}`).
 
+    - `completions`: with TRL's GRPO trainer given to `attach`, write a sample of
+      this many completions of each logged step (prompt, completion, each reward,
+      advantage, CARL score) as a `completions` line (`training/completions.py`).
+
     `path` may be a `StreamWriter` already in use (a process that opened its
     stream before importing transformers, see `training/stream.py`): if it wrote
     lines, the first of them was the meta line and the stream goes on after them.
@@ -60,6 +64,7 @@ class CarlCallback(TrainerCallback):
         run_id: str | None = None,
         phases: bool = True,
         phase_metric: str = "mean_token_accuracy",
+        completions: int = 0,
     ):
         if vocab_size < 2:
             raise ValueError("vocab_size must be at least 2")
@@ -82,6 +87,8 @@ class CarlCallback(TrainerCallback):
         self.phase_metric = phase_metric
         self.phase: str | None = None
         self._phases = self._new_classifier() if phases else None
+        self.completions = int(completions)
+        self._trainer: Any = None
 
     # -- writing -------------------------------------------------------------
 
@@ -161,6 +168,22 @@ class CarlCallback(TrainerCallback):
             self.write_meta(**meta)
         self.marker("stage", self.last_step, stage=stage)
 
+    def attach(self, trainer: Any) -> None:
+        """The trainer whose completions are sampled (a `GRPOTrainer`: its `_logs`)."""
+        self._trainer = trainer
+
+    def write_completions(self, step: int, model: Any = None, tokenizer: Any = None) -> None:
+        """Write the sample of the attached trainer's latest completions at `step`."""
+        logs = getattr(self._trainer, "_logs", None)
+        if not self.completions or not isinstance(logs, dict):
+            return
+        from carl_tui.training.completions import completions_line
+
+        line = completions_line(logs, step, self.completions, model, tokenizer)
+        if line is not None:
+            self._ensure_meta()
+            self.writer.write(json_safe(line))
+
     def request_stop(self) -> None:
         """Ask the trainer to stop at the end of the current step (e.g. on SIGTERM)."""
         self._stop_requested = True
@@ -189,6 +212,9 @@ class CarlCallback(TrainerCallback):
         zero = state.is_world_process_zero
         if zero:
             self.write_metrics(step, logs)
+            if self._trainer is not None and not any(
+                    k.startswith("eval_") or k == "train_runtime" for k in logs):
+                self.write_completions(step, kwargs.get("model"), kwargs.get("processing_class"))
         entropy = finite(logs.get("entropy"))
         if self.gate is not None and not self.gate.fired:
             value = finite(logs.get(self.gate.metric))

@@ -62,6 +62,8 @@ SFT_SCHEDULE = "cosine"
 GRPO_BATCH = 64
 GRPO_GENERATIONS = 8
 GRPO_LR = 3e-4
+#: Completions of each GRPO step written to the stream (the completions view, `a`).
+DEMO_COMPLETIONS = 8
 #: Cascade gate tuned for a short run: smaller windows than the default.
 DEMO_CASCADE = {"window": 10, "warmup": 10, "rise_z": 4.0, "patience": 3, "plateau": 60}
 #: The demo's stages, in order (the `stage` marker's values).
@@ -424,6 +426,8 @@ def _grpo(run: _DemoRun, model, tok, output_dir: str, pace_cb) -> None:
     grpo = GRPOTrainer(model=model, args=grpo_args, processing_class=tok, train_dataset=data,
                        reward_funcs=funcs, callbacks=callbacks)
     _quiet(grpo)
+    cb.completions = DEMO_COMPLETIONS  # a sample of what the model says, each with its CARL score
+    cb.attach(grpo)
     grpo.train()
 
 

@@ -30,6 +30,10 @@ class ConfigError(ValueError):
     """A problem with the options or the config file."""
 
 
+#: Completions of each GRPO step the stream carries (with their CARL scores).
+STREAM_COMPLETIONS = 8
+
+
 def add_train_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the `carl-tui train` options to `parser`."""
     p = parser
@@ -287,6 +291,9 @@ def run_train(args: argparse.Namespace) -> int:
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         trainer = _make_trainer(args, config, model, tok, dataset, callbacks, cb)
+        if cb is not None and args.method == "grpo":
+            cb.completions = STREAM_COMPLETIONS
+            cb.attach(trainer)
         trainer.train()
         if not args.no_save:
             trainer.save_model(args.output)

@@ -80,6 +80,8 @@ class DashboardConfig:
     alerts: AlertConfig | None = None  # None: read the config file
     save_dir: str = "."  # where ctrl+s writes the screen and the plotted data
     read_only: bool = False  # no key that acts on the world, nor ctrl+s (READ_ONLY_HIDDEN)
+    # The completions view (a): (run, its meta) -> the readers of its completions.
+    completions: Callable[[RunRef, Any], list] | None = None
 
 
 class CarlApp(ReadablePlots, App[None]):
@@ -105,6 +107,7 @@ class CarlApp(ReadablePlots, App[None]):
                                                                 DEFAULT_THEME)
         self._screen_built = False
         self._quitting = False
+        self._completion_logs: dict[str, Any] = {}  # run key -> SharedLog
         self.title = config.title
 
     @property
@@ -318,6 +321,11 @@ class CarlApp(ReadablePlots, App[None]):
 
         self.push_screen(SkippedScreen(self.store.summary()))
 
+    def action_completions(self) -> None:
+        from carl_tui.ui.screens.completions import open_completions
+
+        open_completions(self, self._completion_logs)
+
     def action_pick_run(self) -> None:
         from carl_tui.ui.screens.pickers import RunPicker
 
@@ -340,25 +348,9 @@ class CarlApp(ReadablePlots, App[None]):
         self.call_from_thread(self._show_project_picker, names)
 
     def _show_project_picker(self, names: list[str]) -> None:
-        from carl_tui.ui.screens.pickers import ProjectPicker
+        from carl_tui.ui.screens.pickers import pick_project
 
-        if not names:
-            self.notify("no projects found", severity="warning")
-            return
-        current = self.snapshot.run.project if self.snapshot else None
-
-        def chosen(name: str | None) -> None:
-            if not name:
-                return
-            runs = [r for r in self.store.runs() if r.project == name]
-            if runs:  # already open: just show it
-                self.switch_run(runs[0].key)
-                return
-            self.follower.add_source(self.config.open_project(name))  # type: ignore[misc]
-            self.follower.follow_project(name)
-            self.notify(f"opening project {name}", timeout=3)
-
-        self.push_screen(ProjectPicker([(n, n) for n in names], current), chosen)
+        pick_project(self, names)
 
     def action_cycle_theme(self) -> None:
         names = self._theme_names or ["textual-dark", "textual-light"]

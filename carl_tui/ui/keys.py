@@ -29,6 +29,9 @@ APP_KEYS: tuple[Key, ...] = (  # the app's: navigation, theme, help
     Key("P", "pick_project", "Projects", "app.pick_project", "Open another Trackio project",
         show=False),
     Key("t", "cycle_theme", "Theme", "app.theme", "Switch dark/light theme", show=False),
+    Key("a", "completions", "Completions", "app.completions",
+        "What the model said: GRPO completions with each reward and the advantage, step by "
+        "step, at the edges of the phases"),
     Key("k", "skipped", "Skipped", "app.skipped",
         "Why input was skipped: each reason with its count and first example", show=False),
 )

@@ -188,6 +188,10 @@ class TrackioRemoteSource(PolledSource):
     def _call(self, name: str, **kwargs: Any) -> Any:
         return self._http.call(name, **kwargs)
 
+    def query_sql(self, sql: str) -> list[dict[str, Any]]:
+        """Rows of a read-only SQL query on this project (the completions view's tables)."""
+        return self._query(sql)
+
     def _query(self, sql: str) -> list[dict[str, Any]]:
         return query_rows(self._call("query_project", project=self.project, query=sql),
                           self.url)

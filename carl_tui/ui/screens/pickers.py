@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -13,6 +13,9 @@ from textual.widgets import Checkbox, Label, OptionList, SelectionList
 from textual.widgets.option_list import Option
 
 from carl_tui.ui.format import cut_names
+
+if TYPE_CHECKING:
+    from carl_tui.ui.app import CarlApp
 
 _CSS = """
 {name} {{ align: center middle; }}
@@ -119,3 +122,25 @@ class MetricPicker(ChecklistPicker):
 
 class ComparePicker(ChecklistPicker):
     TITLE = "Runs to overlay on every plot (space toggles, enter applies, esc cancels)"
+
+
+def pick_project(app: CarlApp, names: list[str]) -> None:
+    """`P`: choose a project; one already open is switched to, another is opened as a
+    new source and followed."""
+    if not names:
+        app.notify("no projects found", severity="warning")
+        return
+    current = app.snapshot.run.project if app.snapshot else None
+
+    def chosen(name: str | None) -> None:
+        if not name:
+            return
+        runs = [r for r in app.store.runs() if r.project == name]
+        if runs:  # already open: just show it
+            app.switch_run(runs[0].key)
+            return
+        app.follower.add_source(app.config.open_project(name))  # type: ignore[misc]
+        app.follower.follow_project(name)
+        app.notify(f"opening project {name}", timeout=3)
+
+    app.push_screen(ProjectPicker([(n, n) for n in names], current), chosen)

@@ -1,0 +1,60 @@
+"""`carl-tui export SOURCE --completions`: the run's GRPO completions, headless."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from carl_tui.cli import EXIT_NO_DATA, EXIT_USAGE, source_request
+from carl_tui.completions.export import write_csv, write_jsonl
+from carl_tui.completions.log import CompletionLog
+from carl_tui.completions.open import reader_factory
+from carl_tui.errors import CarlError
+
+
+def open_log(args: Any, opened: Any, run: Any, meta: Any) -> CompletionLog:
+    """The completions of `run` from what the command line named, read to the end (a
+    server is asked through a new connection: the metrics' is closed once read)."""
+    made: list = []
+
+    def sources() -> list:
+        if not made:
+            made.extend(opened.make())
+        return made
+
+    try:
+        log = CompletionLog(reader_factory(source_request(args), sources)(run, meta), keep=8)
+        while log.poll():
+            pass
+    finally:
+        for s in made:
+            s.close()
+    return log
+
+
+def export_completions(args: Any, opened: Any, run: Any, meta: Any) -> int:
+    if args.metrics:
+        print("carl-tui: --metrics: not with --completions (a completion's columns are "
+              "step, prompt, completion, rewards, advantage)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        log = open_log(args, opened, run, meta)
+    except CarlError as exc:
+        print(f"carl-tui: {exc}", file=sys.stderr)
+        return EXIT_NO_DATA
+    for err in log.errors:
+        print(f"carl-tui: {err}", file=sys.stderr)
+    if not log.steps:
+        print(f"carl-tui: run {run.label} has no completions: TRL logs them with "
+              "log_completions=True (GRPO)", file=sys.stderr)
+        return EXIT_NO_DATA
+    write = write_csv if args.out_format == "csv" else write_jsonl
+    if args.output:
+        with open(args.output, "w", encoding="utf-8", newline="") as out:
+            n = write(out, log)
+        origins = ", ".join(sorted({log.origin(s) for s in log.steps}))
+        print(f"carl-tui: wrote {n} completions of {len(log.steps)} steps (from {origins}) "
+              f"to {args.output}", file=sys.stderr)
+    else:
+        n = write(sys.stdout, log)
+    return 0
