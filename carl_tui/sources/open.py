@@ -33,7 +33,7 @@ from carl_tui.errors import CarlError
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.events import Event
 
-SNIFF_BYTES = 16384
+SNIFF_BYTES = 65536  # the head of a file that decides its format
 
 
 class RequestError(CarlError):
