@@ -14,7 +14,7 @@ PY_OLDEST ?= $(call find_python,3.10)
 PY_NEWEST ?= $(call find_python,3.13)
 BUILD  := build/ci
 
-.PHONY: demo test suite lint wheel-check base-suites base-suite bench install screenshots screencast
+.PHONY: demo test suite lint wheel-check base-suites base-suite bench install screenshots screencast tools
 
 $(BIN)/carl-tui: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,17 @@ demo: install
 
 test: install lint suite wheel-check base-suites
 
-suite: install
+suite: install tools
 	$(BIN)/python -m pytest -q
+
+# The tests of following a rotated file drive the real logrotate; installed here where
+# the system's package manager can (root, or sudo without a password), else they skip.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
+tools:
+	@command -v logrotate >/dev/null 2>&1 || test -x /usr/sbin/logrotate || \
+	  { command -v apt-get >/dev/null 2>&1 && $(SUDO) apt-get install -y -qq logrotate; } || \
+	  { command -v brew >/dev/null 2>&1 && brew install logrotate; } || \
+	  echo "logrotate is not installed: the log rotation tests will skip"
 
 lint: install
 	$(BIN)/ruff check carl_tui tests benchmarks screenshots
@@ -48,7 +57,7 @@ wheel-check: install
 
 # The base suite (no extras: the tests that need torch, trackio, the Hub, Claude, W&B or
 # TensorBoard skip) on the oldest and the newest declared Python.
-base-suites: install
+base-suites: install tools
 	@test -n "$(PY_OLDEST)" || { echo "make test needs Python 3.10 (set PY_OLDEST=/path/to/python3.10)"; exit 1; }
 	@test -n "$(PY_NEWEST)" || { echo "make test needs Python 3.13 (set PY_NEWEST=/path/to/python3.13)"; exit 1; }
 	$(MAKE) --no-print-directory base-suite PY=$(PY_OLDEST) NAME=oldest
