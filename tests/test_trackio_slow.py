@@ -3,6 +3,7 @@ against a real Trackio server on 127.0.0.1 behind a small loopback proxy written
 
 from __future__ import annotations
 
+import socket
 import threading
 import uuid
 
@@ -105,3 +106,41 @@ def test_a_redirect_on_the_same_server_is_followed(trackio):
         assert any(r.path.startswith("/fwd/") for r in proxy.server.requests)
     steps = [int(s) for e in events if isinstance(e, ScalarBatch) for s in e.steps]
     assert steps == [0, 1, 2, 3, 4]
+
+
+def test_headers_that_trickle_are_given_up_on_too(tmp_path):
+    """Bytes of the status line and headers, one at a time: the deadline closes the
+    connection under the read (no check between body chunks can see it)."""
+    stop = threading.Event()
+    srv = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                for byte in b"HTTP/1.1 200 OK\r\nContent-Type: application/json" * 100:
+                    if stop.wait(TRICKLE_S):
+                        break
+                    try:
+                        conn.sendall(bytes([byte]))
+                    except OSError:
+                        break
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{srv.getsockname()[1]}"
+    try:
+        src = TrackioRemoteSource(url, project="p", timeout=1.0)
+        for _ in range(2):  # and again, on a new connection
+            with pytest.raises(SourceError) as info:
+                src.poll()
+            assert str(info.value) == (f"{url} is answering too slowly: no whole reply "
+                                       "within 3 s (it still sends)")
+    finally:
+        stop.set()
+        srv.close()
+        thread.join(5)

@@ -18,6 +18,7 @@ naming where it pointed, so the data shown always comes from the server named.
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -66,12 +67,21 @@ class TrackioHttp:
         self.token = token
         self.timeout = float(timeout)
         self._own_client = client is None
-        self.client = client or httpx.Client(
+        self.client = client or self._new_client()
+        self.requests = 0
+        self.bytes_received = 0
+
+    def _new_client(self) -> httpx.Client:
+        return httpx.Client(
             timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 5.0)),
             follow_redirects=False,
         )
-        self.requests = 0
-        self.bytes_received = 0
+
+    def _abort(self, fired: threading.Event) -> None:
+        """At the deadline: close the connection under a request still reading (even its
+        headers, which no check between chunks can bound); a new client serves the next."""
+        fired.set()
+        self.client.close()
 
     def headers(self) -> dict[str, str]:
         return self.token.auth_header() if self.token else {}
@@ -126,6 +136,15 @@ class TrackioHttp:
     def _send_once(self, method: str, url: httpx.URL, content: bytes | None,
                    deadline: float) -> Reply:
         total = self.timeout * TOTAL_FACTOR
+        too_slow = SourceError(f"{self.url} is answering too slowly: no whole reply within "
+                               f"{total:g} s (it still sends)")
+        if self._own_client and self.client.is_closed:
+            self.client = self._new_client()
+        fired = threading.Event()
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._abort, (fired,))
+        timer.daemon = True
+        if self._own_client:
+            timer.start()
         try:
             with self.client.stream(
                 method, url, content=content, follow_redirects=False,
@@ -136,20 +155,27 @@ class TrackioHttp:
                 for chunk in resp.iter_bytes():
                     chunks.append(chunk)
                     if time.monotonic() > deadline:
-                        raise SourceError(f"{self.url} is answering too slowly: no whole "
-                                          f"reply within {total:g} s (it still sends)")
+                        raise too_slow
                 data = b"".join(chunks)
-        except httpx.ConnectError as exc:
-            raise SourceError(
-                f"cannot connect to {self.url}: connection refused or unreachable"
-            ) from exc
-        except httpx.TimeoutException as exc:
-            raise SourceError(f"{self.url} did not answer within {self.timeout:g} s") from exc
-        except httpx.HTTPError as exc:
-            raise SourceError(f"connection to {self.url} failed ({type(exc).__name__})") from exc
+        except (httpx.HTTPError, RuntimeError) as exc:
+            if fired.is_set():
+                raise too_slow from exc
+            raise self._failure(exc) from exc
+        finally:
+            timer.cancel()
         self.requests += 1
         self.bytes_received += len(data)
         return Reply(resp.status_code, data, resp.headers.get("location"))
+
+    def _failure(self, exc: Exception) -> Exception:
+        """What a failed request means, in words."""
+        if isinstance(exc, httpx.ConnectError):
+            return SourceError(f"cannot connect to {self.url}: connection refused or unreachable")
+        if isinstance(exc, httpx.TimeoutException):
+            return SourceError(f"{self.url} did not answer within {self.timeout:g} s")
+        if isinstance(exc, httpx.HTTPError):
+            return SourceError(f"connection to {self.url} failed ({type(exc).__name__})")
+        return exc
 
     def _not_json(self, status: int) -> SourceError:
         if status >= 500:
