@@ -50,3 +50,11 @@ def test_an_event_file_deleted_while_being_read_is_said(tmp_path):
     statuses.clear()
     runner.poll_once()  # said once
     assert not [e for e in statuses if isinstance(e, LogLines)]
+
+
+def test_waiting_for_a_log_directory_or_its_first_event_file_does_not_back_off(tmp_path):
+    from carl_tui.sources.base import WAIT_POLL_S
+
+    for logdir in (tmp_path / "later", tmp_path):  # missing; there but without event files
+        runner = SourceRunner(tb.TensorBoardSource(logdir), lambda events: None)
+        assert [runner.poll_once() for _ in range(8)] == [WAIT_POLL_S] * 8

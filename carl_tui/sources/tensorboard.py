@@ -411,7 +411,7 @@ class TensorBoardSource(PolledSource):
     def _discover(self) -> list[_Run]:
         """The runs with something new, most recently written first."""
         if not self.logdir.exists():
-            raise SourceError(f"waiting for {self.logdir}")
+            raise SourceError(f"waiting for {self.logdir}", kind="waiting")
         if not self.logdir.is_dir():
             raise SourceError(
                 f"{self.logdir} is not a directory (name the folder that holds the event files)",
@@ -445,7 +445,7 @@ class TensorBoardSource(PolledSource):
                 raise SourceError(
                     f"waiting for run {', '.join(self.runs)} in {self.logdir}"
                 )
-            raise SourceError(f"waiting for event files in {self.logdir}")
+            raise SourceError(f"waiting for event files in {self.logdir}", kind="waiting")
         active = [
             r for r in self._runs.values()
             if any(p in self._stats and f.pending(self._stats[p]) for p, f in r.files.items())
