@@ -14,7 +14,7 @@ PY_OLDEST ?= $(call find_python,3.10)
 PY_NEWEST ?= $(call find_python,3.13)
 BUILD  := build/ci
 
-.PHONY: demo test suite lint wheel-check base-suites base-suite-on base-suite bench install screenshots screencast
+.PHONY: demo test suite lint wheel-check base-suites base-suite-on base-suite bench install screenshots screencast tools browser
 
 $(BIN)/carl-tui: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,17 +30,24 @@ demo: install
 
 test: install lint suite wheel-check base-suites
 
-suite: install
+suite: install tools
 	$(BIN)/python -m pytest -q
 
-# The browser tests of `carl-tui serve` drive the system Chromium: installed here when root
-# with apt-get; elsewhere those tests skip saying why (under CI they fail instead).
-.PHONY: browser
-suite: browser
+# Test tools from the system's package manager, installed where it can (root, or sudo
+# without a password, with apt-get; brew for logrotate): logrotate for the tests of following
+# a rotated file, Chromium for the browser tests of `carl-tui serve`. Elsewhere those tests
+# skip saying why (under CI the browser tests fail instead).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
+tools: browser
+	@command -v logrotate >/dev/null 2>&1 || test -x /usr/sbin/logrotate || \
+	  { command -v apt-get >/dev/null 2>&1 && $(SUDO) apt-get install -y -qq logrotate >/dev/null; } || \
+	  { command -v brew >/dev/null 2>&1 && brew install logrotate; } || \
+	  echo "logrotate is not installed: the log rotation tests will skip"
+
 browser:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
-	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  { command -v apt-get >/dev/null && $(SUDO) apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "make: no Chromium here (not root, or no apt-get): the browser tests will skip"
 
 lint: install
@@ -59,7 +66,7 @@ wheel-check: install
 # The base suite (no extras: the tests that need torch, trackio, the Hub, Claude, W&B or
 # TensorBoard skip) on the oldest and the newest declared Python, where each is installed;
 # one line says which is skipped. Under CI (CI set) both must run.
-base-suites: install
+base-suites: install tools
 	@$(MAKE) --no-print-directory base-suite-on PY="$(PY_OLDEST)" NAME=oldest VERSION=3.10 VAR=PY_OLDEST
 	@$(MAKE) --no-print-directory base-suite-on PY="$(PY_NEWEST)" NAME=newest VERSION=3.13 VAR=PY_NEWEST
 

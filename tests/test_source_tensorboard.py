@@ -685,6 +685,9 @@ def test_deleted_files_and_runs_are_let_go(intact):
     src = tb.TensorBoardSource(run.parent)
     assert points(drain(src)) == {"loss": [(s, f32(v)) for s, v in pts[:19]]}
     path.unlink()
+    (note,) = drain(src)  # said once, in the run's log and the status bar
+    said = f"{run.name}/{path.name} was deleted while being read; what was read from it stays"
+    assert isinstance(note, LogLines) and note.lines == (said,) and src.limitation == said
     assert drain(src) == []
     shutil.rmtree(run)
     with pytest.raises(SourceError, match="waiting for event files"):

@@ -30,6 +30,10 @@ from carl_tui.errors import (
 from carl_tui.events import Event, SourceStatus
 from carl_tui.sources.tally import InputTally
 
+#: How often a source waiting for a local file to appear (SourceError kind "waiting")
+#: looks again: checking costs a stat, and a file that appears is read at once.
+WAIT_POLL_S = 1.0
+
 #: The longest a source that sent a preview waits for the screen to show it (its
 #: `hold` event, set by the dashboard) before it reads the rest of the history.
 HOLD_MAX_S = 2.0
@@ -187,7 +191,10 @@ class SourceRunner:
                 delay = max(self.backoff.cap, 30.0)
                 self._status("error", describe(exc), retry_in=delay)
                 return delay
-            delay = self.backoff.next_delay()
+            if getattr(exc, "kind", "") == "waiting":
+                delay = WAIT_POLL_S  # a file to appear: no growing backoff
+            else:
+                delay = self.backoff.next_delay()
             self._status("retrying", describe(exc), retry_in=delay)
             return delay
         self.backoff.reset()

@@ -31,8 +31,16 @@ What it does about files that change under it:
   A file that appears at the path later is a replacement (above).
 - A FIFO is opened non-blocking and read as it comes (no offsets to check).
   Nothing ever blocks: the reading thread can always be stopped.
+- Rotated before the first line was read (the reader waited for a missing or
+  empty file, and logrotate moved it to NAME.1 or copied it there and truncated
+  it): NAME.1, changed after the reader started (`since`), is read to its end
+  first, then NAME. Copied and truncated while being read (copytruncate): the
+  lines written between the last read and the copy are read from NAME.1 when it
+  holds what was read here (see `rotated.py`), then NAME from its start.
 - A directory, a device or a socket: `SourceError(..., retry=False)` with a
-  plain message. A missing file: `SourceError("waiting for PATH")` (retry).
+  plain message; but a directory where a file was read is waited for (a script
+  may remove it and write the file again). A missing file: `SourceError("waiting
+  for PATH", kind="waiting")`: the poller looks again within a second.
 - A line longer than `max_line_bytes` is skipped (reported in `dropped`, and
   in a note) without holding more than that in memory.
 - A UTF-8 byte order mark at the start of the file is removed, and so are
@@ -56,6 +64,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from carl_tui.sources import rotated
 from carl_tui.sources.base import SourceError
 
 HEAD_BYTES = 1024
@@ -63,6 +72,7 @@ TAIL_BYTES = 256
 BOM = b"\xef\xbb\xbf"
 EXAMPLE_BYTES = 80
 DEFAULT_MAX_LINE_BYTES = 32 << 20
+WAITING = "waiting"  # SourceError.kind of a wait for a file: looked at again within a second
 
 _O_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -126,6 +136,39 @@ def _pread(fd: int, n: int, pos: int) -> bytes:
     return os.read(fd, n)  # pragma: no cover
 
 
+def _gone(path: Path, predecessor: bool) -> SourceError:
+    if predecessor:
+        return SourceError(f"waiting for {path} ({path.name}{rotated.SUFFIX}, rotated away "
+                           "before it was read, was read)", kind=WAITING)
+    return SourceError(f"waiting for {path} (it was deleted)", kind=WAITING)
+
+
+def _open_file(path: Path, st: os.stat_result, *, was_a_file: bool
+               ) -> tuple[int, os.stat_result]:
+    """`path` opened for following (fd, its stat), or the SourceError that says why not."""
+    err = unusable(path, st)
+    if err is not None and was_a_file and stat.S_ISDIR(st.st_mode):
+        # It was a file: a directory there now may go again (a script that cleans up)
+        raise SourceError(f"{path} is a directory now; waiting for the file to come back",
+                          kind=WAITING)
+    if err is not None:
+        raise err
+    try:
+        fd = os.open(path, _O_FLAGS)
+    except (FileNotFoundError, NotADirectoryError):
+        raise SourceError(f"waiting for {path}", kind=WAITING) from None
+    except PermissionError:
+        raise SourceError(f"cannot read {path}: permission denied") from None
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
+    fst = os.fstat(fd)
+    err = unusable(path, fst)  # it may have changed since the stat
+    if err is not None:
+        os.close(fd)
+        raise err
+    return fd, fst
+
+
 class FileFollower:
     """Byte-offset tailing of one file. See the module docstring."""
 
@@ -137,8 +180,11 @@ class FileFollower:
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         drain_limit_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        since: float | None = None,
     ):
         self.path = Path(path)
+        # When the reader started (epoch s): a NAME.1 rotated after it holds unread lines
+        self.since = time.time() if since is None else since
         self.max_bytes_per_poll = max(1024, int(max_bytes_per_poll))
         self.max_line_bytes = max(self.max_bytes_per_poll, int(max_line_bytes))
         self.drain_limit_s = drain_limit_s
@@ -156,6 +202,10 @@ class FileFollower:
         self._ident: tuple[int, int] | None = None  # (dev, inode) of the file being read
         self._replaced_at: float | None = None  # when the path was first seen elsewhere
         self._force_switch = False
+        self._looked_back = False  # NAME.1 was checked when the first data appeared
+        self._predecessor = False  # the open file is NAME.1, read to its end first
+        self._followed = False  # a file at the path was read once
+        self._old_generation_read = False  # this read's lines end the previous generation
         self._notes: list[str] = []  # for the next read
         self._dropped: list[tuple[str, bytes]] = []  # for the next read
         self._lock = threading.Lock()
@@ -197,15 +247,37 @@ class FileFollower:
 
     def _read(self, out: FollowRead) -> FollowRead:
         st = stat_path(self.path)
+        if not self._looked_back and self._pos == 0 and self.generation == 0:
+            self._look_back(st, out)
         if self._fd is not None and not self._same(st) and self._follow_old(st, out):
             return out  # lines of the old copy of a replaced or deleted file
         if self._fd is None:
             if st is None:
-                raise SourceError(f"waiting for {self.path}", kind="not_found")
+                raise SourceError(f"waiting for {self.path}", kind=WAITING)
             self._open(st, out)
         self._read_current(out, allow_restart=True)
-        out.generation = self.generation
+        if not self._old_generation_read:
+            out.generation = self.generation
+        self._old_generation_read = False
         return out
+
+    def _look_back(self, st: os.stat_result | None, out: FollowRead) -> None:
+        """Before the first line is read: lines rotated away to NAME.1 after the reader
+        started are read first, to their end, then the file at the path."""
+        pre = rotated.open_predecessor(self.path, st, self.since, _O_FLAGS)
+        if pre is None:  # nothing rotated away (yet): keep looking until the path has data
+            self._looked_back = st is not None and (st.st_size > 0
+                                                    or not stat.S_ISREG(st.st_mode))
+            return
+        fd, fst = pre
+        self._close_fd()
+        self._looked_back = self._predecessor = True
+        self._fd, self._ident, self._fifo = fd, (fst.st_dev, fst.st_ino), False
+        self._replaced_at = None
+        self._force_switch = False
+        pre_name = self.name + rotated.SUFFIX
+        out.notes.append(f"{self.name} was rotated to {pre_name} before it was read; "
+                         f"reading {pre_name} first")
 
     def _same(self, st: os.stat_result | None) -> bool:
         return st is not None and (st.st_dev, st.st_ino) == self._ident
@@ -227,13 +299,15 @@ class FileFollower:
                 out.generation = self.generation
                 return True
             if st is None:
-                raise SourceError(f"waiting for {self.path} (it was deleted)", kind="not_found")
+                raise _gone(self.path, self._predecessor)
             if not new_ready:
                 out.generation = self.generation
                 return True  # the new file is still empty: nothing to lose by waiting
         if st is None:
-            raise SourceError(f"waiting for {self.path} (it was deleted)", kind="not_found")
+            raise _gone(self.path, self._predecessor)
         note = f"{self.name} was replaced by a new file; reading the new file from the start"
+        if self._predecessor:
+            note = f"{self.name}{rotated.SUFFIX} read to its end; reading {self.name}"
         if self._force_switch:
             note += (f" (its old copy was still being written after {self.drain_limit_s:g} s; "
                      "lines written there later are not read)")
@@ -243,22 +317,7 @@ class FileFollower:
         return False
 
     def _open(self, st: os.stat_result, out: FollowRead) -> None:
-        err = unusable(self.path, st)
-        if err is not None:
-            raise err
-        try:
-            fd = os.open(self.path, _O_FLAGS)
-        except (FileNotFoundError, NotADirectoryError):
-            raise SourceError(f"waiting for {self.path}", kind="not_found") from None
-        except PermissionError:
-            raise SourceError(f"cannot read {self.path}: permission denied") from None
-        except OSError as exc:
-            raise SourceError(f"cannot read {self.path}: {exc.strerror or exc}") from None
-        fst = os.fstat(fd)
-        err = unusable(self.path, fst)  # it may have changed since the stat
-        if err is not None:
-            os.close(fd)
-            raise err
+        fd, fst = _open_file(self.path, st, was_a_file=self._followed)
         ident = (fst.st_dev, fst.st_ino)
         if self._ident is not None and ident != self._ident:  # reopened after close()
             note = f"{self.name} was replaced by a new file; reading the new file from the start"
@@ -267,6 +326,8 @@ class FileFollower:
         self._fifo = stat.S_ISFIFO(fst.st_mode)
         self._replaced_at = None
         self._force_switch = False
+        self._predecessor = False
+        self._followed = True
 
     def _read_current(self, out: FollowRead, *, allow_restart: bool) -> int:
         """Read once from the open file into `out`; the number of bytes read."""
@@ -302,10 +363,25 @@ class FileFollower:
             return data, size
         if not allow_restart:
             return b"", size  # the old copy of a replaced file was rewritten: nothing to drain
+        if self._catch_up_copy(out):
+            # These lines end the old generation: the new one is read at the next read.
+            out.generation, self._old_generation_read = self.generation, True
+            self._restart(f"{self.name} was truncated after a copy to {self.name}"
+                          f"{rotated.SUFFIX} (its last lines read there); reading it again "
+                          "from the start", out)
+            return b"", os.fstat(fd).st_size
         self._restart(f"{self.name} {why}; reading it again from the start", out)
         size = os.fstat(fd).st_size
         want = min(self.max_bytes_per_poll, size)
         return (_pread(fd, want, 0) if want > 0 else b""), size
+
+    def _catch_up_copy(self, out: FollowRead) -> bool:
+        """A copytruncate rotation: the lines written after the last read are in NAME.1."""
+        chunks = rotated.copy_rest(self.path, self._ident, self._head, self._tail, self._pos,
+                                   self.max_bytes_per_poll, _O_FLAGS)
+        for data in chunks or ():
+            self._take(data, out)
+        return chunks is not None
 
     def _changed(self, fd: int, size: int) -> str | None:
         if self._pos == 0:

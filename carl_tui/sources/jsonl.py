@@ -367,13 +367,15 @@ class JsonlSource(PolledSource):
         chunk_lines: int = 100_000,
         max_bytes_per_poll: int = 8 << 20,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        since: float | None = None,
     ):
         self.path = Path(path)
         self.name = f"jsonl: {self.path.name}"
         self._interval = interval
         self.chunk_lines = max(1, chunk_lines)
         self.follower = FileFollower(
-            self.path, max_bytes_per_poll=max_bytes_per_poll, max_line_bytes=max_line_bytes
+            self.path, max_bytes_per_poll=max_bytes_per_poll, max_line_bytes=max_line_bytes,
+            since=since,
         )
         self.tally = InputTally()
         self.parser = StreamParser(

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import stat
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -33,7 +34,7 @@ from carl_tui.errors import CarlError
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.events import Event
 
-SNIFF_BYTES = 16384
+SNIFF_BYTES = 65536  # the head of a file that decides its format
 
 
 class RequestError(CarlError):
@@ -224,14 +225,14 @@ def open_file(path: str | os.PathLike, file_format: str = "auto", run=None, *,
     return _file_source(path, file_format, run)
 
 
-def _file_source(path: Path, file_format: str, run=None):
+def _file_source(path: Path, file_format: str, run=None, since: float | None = None):
     if file_format == "trainer-log":
         from carl_tui.sources.trainer_file import TrainerLogSource
 
-        return TrainerLogSource(path, run=run)
+        return TrainerLogSource(path, run=run, since=since)
     from carl_tui.sources.jsonl import JsonlSource
 
-    return JsonlSource(path, run=run)
+    return JsonlSource(path, run=run, since=since)
 
 
 def sniff_format(head: bytes) -> str | None:
@@ -263,6 +264,7 @@ class AutoFileSource:
         self.name = f"file: {self.path.name}"
         self._run = run
         self.inner: Any = None
+        self._since = time.time()  # lines rotated away after this are read (follow.py)
 
     def _decide(self) -> str | None:
         from carl_tui.sources.follow import stat_path, unusable
@@ -289,8 +291,8 @@ class AutoFileSource:
             if fmt is None:
                 from carl_tui.sources.base import SourceError
 
-                raise SourceError(f"waiting for {self.path}")
-            self.inner = _file_source(self.path, fmt, self._run)
+                raise SourceError(f"waiting for {self.path}", kind="waiting")
+            self.inner = _file_source(self.path, fmt, self._run, self._since)
             for attr in ("preview", "hold"):  # set by the dashboard before the file existed
                 if attr in self.__dict__ and hasattr(self.inner, attr):
                     setattr(self.inner, attr, self.__dict__[attr])

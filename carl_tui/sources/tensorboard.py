@@ -19,7 +19,8 @@ mismatch"); after a damaged length the reader resynchronises at the next
 offset where a record checks out. A file in which no record can be found where
 the first must start, nor after it, is counted once ("not an event file") and
 left alone. A file that shrinks or is replaced is read again from the start
-(a `LogLines` note says so); a deleted one is let go. A backlog is read in
+(a `LogLines` note says so); a deleted one is let go, and a `LogLines` note and
+`limitation` say so (the status bar would otherwise show a quiet run as live). A backlog is read in
 pieces of `max_bytes_per_poll` and `interval` is 0 until it is caught up; the
 most recently written runs are read first. At most `MAX_DIRS` folders under
 LOGDIR are looked at (`limitation` says so when there are more).
@@ -398,6 +399,8 @@ class TensorBoardSource(PolledSource):
         self._runs: dict[str, _Run] = {}
         self._stats: dict[Path, os.stat_result] = {}
         self._last_scan = -math.inf
+        self._deleted = ""  # the latest event file deleted while being read
+        self._notes: list[Event] = []  # for the next poll
 
 
 
@@ -410,7 +413,7 @@ class TensorBoardSource(PolledSource):
     def _discover(self) -> list[_Run]:
         """The runs with something new, most recently written first."""
         if not self.logdir.exists():
-            raise SourceError(f"waiting for {self.logdir}")
+            raise SourceError(f"waiting for {self.logdir}", kind="waiting")
         if not self.logdir.is_dir():
             raise SourceError(
                 f"{self.logdir} is not a directory (name the folder that holds the event files)",
@@ -421,9 +424,6 @@ class TensorBoardSource(PolledSource):
             self._last_scan = now
             stats: dict[Path, os.stat_result] = {}
             found, cut = _walk(self.logdir, MAX_DIRS)
-            self.limitation = (
-                f"only the first {MAX_DIRS} folders under {self.logdir} are watched" if cut else ""
-            )
             for name, (d, files) in found.items():
                 if not self._wanted(name):
                     continue
@@ -436,21 +436,40 @@ class TensorBoardSource(PolledSource):
                         run.files[path] = _EventFile(path, f"{name}/{path.name}")
                 run.mtime = max(st.st_mtime for _, st in files)
             self._stats = stats
+            if not cut:
+                self._let_go(stats)
+            self.limitation = (
+                f"only the first {MAX_DIRS} folders under {self.logdir} are watched" if cut
+                else self._deleted
+            )
         if not self._runs:
             if self.runs is not None:
                 raise SourceError(
                     f"waiting for run {', '.join(self.runs)} in {self.logdir}"
                 )
-            raise SourceError(f"waiting for event files in {self.logdir}")
+            raise SourceError(f"waiting for event files in {self.logdir}", kind="waiting")
         active = [
             r for r in self._runs.values()
             if any(p in self._stats and f.pending(self._stats[p]) for p, f in r.files.items())
         ]
         return sorted(active, key=lambda r: (r.mtime, r.name), reverse=True)
 
+    def _let_go(self, stats: dict[Path, os.stat_result]) -> None:
+        """Event files read before and no longer there: said in the run's log and the status
+        bar (what was read from them stays); a file made again later is read anew."""
+        for run in self._runs.values():
+            for path in [p for p in run.files if p not in stats]:
+                self._gone(run, run.files.pop(path))
+
+    def _gone(self, run: _Run, f: _EventFile) -> None:
+        if f.offset > 0:
+            self._deleted = f"{f.label} was deleted while being read; what was read from it stays"
+            self._notes.append(LogLines(run.ref, (self._deleted,)))
+
     def poll(self) -> list[Event]:
         runs = self._discover()
-        events: list[Event] = []
+        events: list[Event] = self._notes
+        self._notes = []
         budget = self.max_bytes_per_poll
         behind = False
         error: BaseException | None = None
@@ -467,7 +486,9 @@ class TensorBoardSource(PolledSource):
                 try:
                     used, more, restarted = f.read(budget, decoded, self.tally)
                 except FileNotFoundError:
-                    del run.files[path]
+                    self._gone(run, run.files.pop(path))
+                    events += self._notes
+                    self._notes = []
                     continue
                 except OSError as exc:
                     error = exc  # one unreadable file does not hold back the others

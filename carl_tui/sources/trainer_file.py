@@ -42,6 +42,7 @@ class TrainerLogSource(PolledSource):
         idle_flush_s: float = 2.0,
         logging_steps: int = 1,
         max_bytes_per_poll: int = 8 << 20,
+        since: float | None = None,
     ):
         self.path = Path(path)
         self.name = f"trainer-log: {self.path.name}"
@@ -53,7 +54,8 @@ class TrainerLogSource(PolledSource):
         self.output = TrainerOutput(self.run, self.tally, logging_steps=logging_steps,
                                     idle_flush_s=idle_flush_s)
         self.generation = 0
-        self._follower = FileFollower(self.path, max_bytes_per_poll=max_bytes_per_poll)
+        self._follower = FileFollower(self.path, max_bytes_per_poll=max_bytes_per_poll,
+                                      since=since)
         self.behind = False
 
     @property

@@ -632,38 +632,53 @@ class TrainerOutput:
 def looks_like_trainer_log(head: bytes) -> bool:
     """Whether the first bytes of a file are a Trainer's console output, not a JSONL stream.
 
-    True on a tqdm bar or a Python-dict log line anywhere in `head`, or when the
-    text is mostly lines that are not JSON objects (warnings, `Map:` bars and
-    messages before the first log). False for JSON-object lines and for empty input.
+    Every line of `head` has its say: a JSON object (or a line that means to be one: it
+    opens with `{"`, as Python never prints a dict of names) against a Python-dict log
+    line, a tqdm bar or any other text (warnings, `Map:` bars and messages before the
+    first log). True when the JSON objects are not the majority, so a stream with a few
+    odd lines (`nan`, a 5,000-digit number, a raw control character) stays a stream.
+    False for empty input.
     """
     text = head[:65_536].decode("utf-8", "replace").lstrip("\ufeff")
     lines = text.split("\n")
-    complete = lines[:-1] if len(lines) > 1 else lines
+    last = len(lines) - 1 if len(lines) > 1 else len(lines)  # a cut last line: no JSON say
     json_lines = other = 0
     for i, line in enumerate(lines):
-        for segment in line.split("\r"):
-            seg = _CSI.sub("", segment).strip() if "\x1b" in segment else segment.strip()
-            if not seg:
-                continue
-            if seg[0] == "{":
-                if i >= len(complete) and len(lines) > 1:
-                    continue  # a cut last line says nothing
-                try:
-                    obj = json.loads(seg)
-                except ValueError:
-                    if parse_metrics_dict(seg) is not None:
-                        return True  # {'loss': ...}: a Python dict, printed
-                    other += 1
-                    continue
-                if isinstance(obj, dict):
-                    json_lines += 1
-                    continue
-            bar = parse_progress(seg)
-            if bar is not None and (bar.total is not None or "%|" in seg):
-                return True
-            if i < len(complete) or len(lines) == 1:
-                other += 1
+        kind = _line_kind(line, complete=i < last)
+        if kind == "json":
+            json_lines += 1
+        elif kind is not None:
+            other += 1
     return other > json_lines
+
+
+def _line_kind(line: str, *, complete: bool) -> str | None:
+    """"json", "trainer" (a dict log line or a bar), "other", or None (blank, or a cut
+    line that may be the start of a JSON object)."""
+    segments = []
+    for segment in line.split("\r"):
+        seg = _CSI.sub("", segment).strip() if "\x1b" in segment else segment.strip()
+        if seg:
+            segments.append(seg)
+    if not segments:
+        return None
+    if len(segments) == 1 and segments[0][0] == "{":
+        if not complete:
+            return None
+        seg = segments[0]
+        try:
+            obj = json.loads(seg)
+        except (ValueError, RecursionError):
+            obj = None
+        if isinstance(obj, dict) or seg.startswith('{"'):
+            return "json"
+    for seg in segments:
+        if seg[0] == "{" and parse_metrics_dict(seg) is not None:
+            return "trainer"  # {'loss': ...}: a Python dict, printed
+        bar = parse_progress(seg)
+        if bar is not None and (bar.total is not None or "%|" in seg):
+            return "trainer"
+    return "other" if complete else None
 
 
 # -- items -> events (shared by every source of Trainer output) ----------------

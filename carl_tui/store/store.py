@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
+import numpy as np
+
 from carl_tui import metric_names as mn
 from carl_tui.events import (
     Event,
@@ -66,7 +68,9 @@ class RunStore:
         self._notices.append(Notice(self._seq, run, kind, step, text, severity))
 
     def apply(self, events: Iterable[Event]) -> None:
-        with self._lock:
+        # Finite values near the float limit (1e308) overflow in sums and products: the
+        # results are inf, shown as such, never a numpy warning on stderr.
+        with self._lock, np.errstate(over="ignore", invalid="ignore"):
             for ev in map(clean_event, events):
                 if isinstance(ev, SourceStatus):
                     self._sources[ev.source] = ev
@@ -116,7 +120,7 @@ class RunStore:
             return max(states, key=lambda st: st.updated_at or 0.0).run
 
     def snapshot(self, run_key: str, max_points: int = 2000) -> RunSnapshot | None:
-        with self._lock:
+        with self._lock, np.errstate(over="ignore", invalid="ignore"):
             st = self._runs.get(run_key)
             return st.snapshot(max_points) if st is not None else None
 

@@ -7,10 +7,20 @@ authorised, no such project or Space, a server error, a reply that is not JSON
 or not Trackio's); an API the server does not offer is `UnknownApi` (older
 Trackio, for the caller to fall back). Error text from the server is cut short
 and has the token masked. The HF token travels only as `Authorization: Bearer`.
+
+Slow and elsewhere: `timeout` bounds each wait for bytes, and a whole request
+(connection, reply and every byte of it) must end within `TOTAL_FACTOR` times
+it: a server that trickles its reply is given up on and said to be too slow,
+never taken for a live one. Redirects are followed only on the same server (host
+and port, or http to https on the same host); one to another server is refused,
+naming where it pointed, so the data shown always comes from the server named.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -22,6 +32,25 @@ from carl_tui.sources.base import SourceError
 
 NOT_AUTHORISED = "not authorised: set HF_TOKEN or run `hf auth login`"
 PAGE_ROWS = 10_000  # the most rows `query_project` returns in one reply
+TOTAL_FACTOR = 3.0  # a whole request may take this many times the timeout
+MAX_REDIRECTS = 5
+REDIRECTS = (301, 302, 303, 307, 308)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status_code: int
+    content: bytes
+    location: str | None = None
+
+
+def same_server(a: httpx.URL, b: httpx.URL) -> bool:
+    """Whether a redirect from `a` to `b` stays on the server named (http -> https too)."""
+    if a.host != b.host:
+        return False
+    if a.scheme == b.scheme:
+        return a.port == b.port
+    return a.scheme == "http" and b.scheme == "https" and a.port is None and b.port is None
 
 
 class UnknownApi(Exception):
@@ -38,12 +67,21 @@ class TrackioHttp:
         self.token = token
         self.timeout = float(timeout)
         self._own_client = client is None
-        self.client = client or httpx.Client(
-            timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 5.0)),
-            follow_redirects=True,
-        )
+        self.client = client or self._new_client()
         self.requests = 0
         self.bytes_received = 0
+
+    def _new_client(self) -> httpx.Client:
+        return httpx.Client(
+            timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 5.0)),
+            follow_redirects=False,
+        )
+
+    def _abort(self, fired: threading.Event) -> None:
+        """At the deadline: close the connection under a request still reading (even its
+        headers, which no check between chunks can bound); a new client serves the next."""
+        fired.set()
+        self.client.close()
 
     def headers(self) -> dict[str, str]:
         return self.token.auth_header() if self.token else {}
@@ -76,26 +114,68 @@ class TrackioHttp:
             raise SourceError(f"malformed reply from {self.url} (no data)")
         return payload["data"]
 
-    def _send(self, method: str, path: str, body: dict[str, Any] | None) -> httpx.Response:
+    def _send(self, method: str, path: str, body: dict[str, Any] | None) -> Reply:
+        deadline = time.monotonic() + self.timeout * TOTAL_FACTOR
+        url = httpx.URL(self.url + path)
+        content = orjson.dumps(body) if body is not None else None
+        for _ in range(MAX_REDIRECTS + 1):
+            reply = self._send_once(method, url, content, deadline)
+            if reply.status_code not in REDIRECTS or not reply.location:
+                return reply
+            target = url.join(reply.location)
+            if not same_server(httpx.URL(self.url), target):
+                where = f"{target.scheme}://{target.netloc.decode()}"
+                raise SourceError(f"{self.url} redirects to another server, {where}: not "
+                                  f"followed (use --trackio {where} if that is the one)",
+                                  retry=False, kind="invalid")
+            url = target
+            if reply.status_code == 303:
+                method, content = "GET", None
+        raise SourceError(f"{self.url} redirected more than {MAX_REDIRECTS} times")
+
+    def _send_once(self, method: str, url: httpx.URL, content: bytes | None,
+                   deadline: float) -> Reply:
+        total = self.timeout * TOTAL_FACTOR
+        too_slow = SourceError(f"{self.url} is answering too slowly: no whole reply within "
+                               f"{total:g} s (it still sends)")
+        if self._own_client and self.client.is_closed:
+            self.client = self._new_client()
+        fired = threading.Event()
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._abort, (fired,))
+        timer.daemon = True
+        if self._own_client:
+            timer.start()
         try:
-            resp = self.client.request(
-                method,
-                self.url + path,
-                content=orjson.dumps(body) if body is not None else None,
+            with self.client.stream(
+                method, url, content=content, follow_redirects=False,
                 headers={"Content-Type": "application/json", **self.headers()},
                 timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 5.0)),
-            )
-        except httpx.ConnectError as exc:
-            raise SourceError(
-                f"cannot connect to {self.url}: connection refused or unreachable"
-            ) from exc
-        except httpx.TimeoutException as exc:
-            raise SourceError(f"{self.url} did not answer within {self.timeout:g} s") from exc
-        except httpx.HTTPError as exc:
-            raise SourceError(f"connection to {self.url} failed ({type(exc).__name__})") from exc
+            ) as resp:
+                chunks = []
+                for chunk in resp.iter_bytes():
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        raise too_slow
+                data = b"".join(chunks)
+        except (httpx.HTTPError, RuntimeError) as exc:
+            if fired.is_set():
+                raise too_slow from exc
+            raise self._failure(exc) from exc
+        finally:
+            timer.cancel()
         self.requests += 1
-        self.bytes_received += len(resp.content)
-        return resp
+        self.bytes_received += len(data)
+        return Reply(resp.status_code, data, resp.headers.get("location"))
+
+    def _failure(self, exc: Exception) -> Exception:
+        """What a failed request means, in words."""
+        if isinstance(exc, httpx.ConnectError):
+            return SourceError(f"cannot connect to {self.url}: connection refused or unreachable")
+        if isinstance(exc, httpx.TimeoutException):
+            return SourceError(f"{self.url} did not answer within {self.timeout:g} s")
+        if isinstance(exc, httpx.HTTPError):
+            return SourceError(f"connection to {self.url} failed ({type(exc).__name__})")
+        return exc
 
     def _not_json(self, status: int) -> SourceError:
         if status >= 500:
