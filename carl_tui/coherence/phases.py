@@ -110,6 +110,7 @@ _CHUNK = 4096  # steps whose conditions are computed at once (doubling)
 _HEAD = 2048  # running sums of the first known values of A kept (their level)
 _CALM = 1.3  # entropy under this times e0 is calm (counts for its noise)
 _MELT_MARGIN = 1.0  # a long spike gives its noise many chances: a wider margin
+_HEADROOM_CAP = 4.0  # headroom counts up to this many times the rise so far
 _SKIP = 2  # values at the start of crystallisation left out of its entropy level
 
 
@@ -149,6 +150,7 @@ class PhaseSettings:
     resume_z: float = 4.0
     resume_fraction: float = 0.25
     slow_fraction: float = 0.25
+    headroom: float = 0.25
 
     def __post_init__(self) -> None:
         if self.baseline_points < 2:
@@ -169,8 +171,10 @@ class PhaseClassifier:
     `PhaseClassifier(settings)` or `PhaseClassifier(melt_ratio=3.0, ...)`: any field of
     `PhaseSettings` by name, the others at their defaults."""
 
-    def __init__(self, settings: PhaseSettings | None = None, **overrides: float) -> None:
+    def __init__(self, settings: PhaseSettings | None = None, *, ceiling: float = math.inf,
+                 **overrides: float) -> None:
         self.settings = replace(settings or PhaseSettings(), **overrides)
+        self.ceiling = float(ceiling)  # the progress metric's best possible value, if any
         # Carried values and calibration.
         self.accuracy = math.nan  # last known A
         self.entropy = math.nan  # last known E
@@ -371,6 +375,18 @@ class PhaseClassifier:
             held &= _flat(self, f, pos, self.settings.settle_fraction, climb=False)
             out[acc_seen & holds & (held | (low_entropy & fell))] = _CONV
         return out
+
+    def _headroom(self, f: _Features, pos: int) -> np.ndarray:
+        """For steps pos..: the room left under the ceiling of A, in units of the rise
+        so far ((ceiling - level) / (level - a0), at most _HEADROOM_CAP), times the
+        `headroom` setting; 0 for a metric without a ceiling."""
+        if not math.isfinite(self.ceiling):
+            return np.zeros(f.end - pos)
+        recent = f.levels(pos)[0]
+        a0 = f.a0[pos:f.end]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            head = (self.ceiling - recent) / np.maximum(recent - a0, _TINY)
+        return self.settings.headroom * np.clip(np.nan_to_num(head), 0.0, _HEADROOM_CAP)
 
     def _lsigma(self) -> float:
         return 0.0 if math.isnan(self._log_sigma_m) else self._log_sigma_m
@@ -663,7 +679,10 @@ def _flat(c: PhaseClassifier, f: _Features, pos: int, fraction: float, *,
     and W values are enough to see that average gain (by stop_z noise units)."""
     n = f.acc_count[pos:f.end] - c._c_trans
     m = np.ceil(fraction * np.maximum(n if climb else f.acc_count[pos:f.end], 0))
-    m = np.clip(m, np.maximum(f.w[pos:f.end], _MIN_CLIMB), _TAIL // 2).astype(np.int64)
+    # far below a ceiling (accuracy at 0.4 of 1.0), a pause is weak evidence of an end:
+    # the climb's windows are at least _MIN_CLIMB * (1 + headroom) values
+    least = _MIN_CLIMB * (1.0 + c._headroom(f, pos)) if climb else _MIN_CLIMB
+    m = np.clip(m, np.maximum(f.w[pos:f.end], np.ceil(least)), _TAIL // 2).astype(np.int64)
     g = f.g[pos:f.end]
     recent, before = f.window_mean(g, m), f.window_mean(g - m, m)
     noise = np.maximum(c._sigma_t, f.floor[pos:f.end]) * np.sqrt(2.0 / m)
