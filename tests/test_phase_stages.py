@@ -99,3 +99,27 @@ def test_the_callbacks_phase_markers_agree_with_its_gate(tmp_path):
     phases = [(x["phase"], x["step"]) for x in lines if x.get("kind") == "phase"]
     at_gate = [p for p, s in phases if s <= gate][-1]
     assert at_gate in ("crystallisation", "converged"), (gate, phases)
+
+
+def test_accuracy_has_a_ceiling_and_a_reward_none():
+    """The store reads token accuracy against its ceiling (1.0) and a task reward
+    without one: the same staircase (0.1 -> 0.3, a pause of 6 steps, -> 0.9) is not
+    crystallised in its pause as accuracy, and is as a reward."""
+    import numpy as np
+
+    from carl_tui.events import RunRef, ScalarBatch
+
+    rng = np.random.default_rng(0)
+    steps = np.arange(200)
+    level = 0.1 + 0.2 * np.clip((steps - 20) / 10, 0, 1) + 0.6 * np.clip((steps - 36) / 30, 0, 1)
+    values = (level + rng.normal(0, 0.01, steps.size)).tolist()
+    first = {}
+    for key in ("mean_token_accuracy", "rewards/accuracy_reward/mean"):
+        ref = RunRef("test", "p", key, "real")
+        store = RunStore()
+        store.apply([ScalarBatch.from_rows(ref, [(int(s), {key: v})
+                                                 for s, v in zip(steps, values)])])
+        hist = store.snapshot(ref.key).phase.history
+        first[key] = min(s for p, s, _ in hist if p == "crystallisation")
+    assert first["mean_token_accuracy"] >= 66, first
+    assert first["rewards/accuracy_reward/mean"] <= 36, first

@@ -376,18 +376,6 @@ class PhaseClassifier:
             out[acc_seen & holds & (held | (low_entropy & fell))] = _CONV
         return out
 
-    def _headroom(self, f: _Features, pos: int) -> np.ndarray:
-        """For steps pos..: the room left under the ceiling of A, in units of the rise
-        so far ((ceiling - level) / (level - a0), at most _HEADROOM_CAP), times the
-        `headroom` setting; 0 for a metric without a ceiling."""
-        if not math.isfinite(self.ceiling):
-            return np.zeros(f.end - pos)
-        recent = f.levels(pos)[0]
-        a0 = f.a0[pos:f.end]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            head = (self.ceiling - recent) / np.maximum(recent - a0, _TINY)
-        return self.settings.headroom * np.clip(np.nan_to_num(head), 0.0, _HEADROOM_CAP)
-
     def _lsigma(self) -> float:
         return 0.0 if math.isnan(self._log_sigma_m) else self._log_sigma_m
 
@@ -681,7 +669,7 @@ def _flat(c: PhaseClassifier, f: _Features, pos: int, fraction: float, *,
     m = np.ceil(fraction * np.maximum(n if climb else f.acc_count[pos:f.end], 0))
     # far below a ceiling (accuracy at 0.4 of 1.0), a pause is weak evidence of an end:
     # the climb's windows are at least _MIN_CLIMB * (1 + headroom) values
-    least = _MIN_CLIMB * (1.0 + c._headroom(f, pos)) if climb else _MIN_CLIMB
+    least = _MIN_CLIMB * (1.0 + _headroom(c, f, pos)) if climb else _MIN_CLIMB
     m = np.clip(m, np.maximum(f.w[pos:f.end], np.ceil(least)), _TAIL // 2).astype(np.int64)
     g = f.g[pos:f.end]
     recent, before = f.window_mean(g, m), f.window_mean(g - m, m)
@@ -693,6 +681,19 @@ def _flat(c: PhaseClassifier, f: _Features, pos: int, fraction: float, *,
         if climb:
             limit = np.maximum(limit, c.settings.slow_fraction * pace)
         return (recent - before <= limit) & (pace >= z * noise) & (n >= 2 * m)
+
+
+def _headroom(c: PhaseClassifier, f: _Features, pos: int) -> np.ndarray:
+    """For steps pos..: the room left under the ceiling of A, in units of the rise
+    so far ((ceiling - level) / (level - a0), at most _HEADROOM_CAP), times the
+    `headroom` setting; 0 for a metric without a ceiling."""
+    if not math.isfinite(c.ceiling):
+        return np.zeros(f.end - pos)
+    recent = f.levels(pos)[0]
+    a0 = f.a0[pos:f.end]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        head = (c.ceiling - recent) / np.maximum(recent - a0, _TINY)
+    return c.settings.headroom * np.clip(np.nan_to_num(head), 0.0, _HEADROOM_CAP)
 
 
 def _quarter_rise(f: _Features, pos: int, sigma: np.ndarray, st: PhaseSettings) -> np.ndarray:
