@@ -3,7 +3,8 @@
 It reads a progress metric A (token accuracy, or the task reward of an RL run)
 and the entropy E, each against its own history: nothing assumes A lies in
 [0, 1] (a GRPO reward from -1 to 3 gets the same phases as the same story in
-[0, 1]) and E is only compared with itself. Every label uses only the past;
+[0, 1]; only a metric given a `ceiling`, token accuracy's 1.0, is read against
+it) and E is only compared with itself. Every label uses only the past;
 missing values are carried forward. The rules were fitted to, and are checked
 on, a corpus of real training histories (tests/data/real_runs) and the spec's
 phase table (README, "The phases of a run", says them in words).
@@ -52,7 +53,11 @@ Phases (constants are `PhaseSettings` fields):
     window: the last window is not above the one before by stop_z standard
     errors of the difference, or gained less than slow_fraction of the climb's
     average gain per W values; both windows inside the climb, and W values
-    enough to see that average gain (stop_z standard errors).
+    enough to see that average gain (stop_z standard errors). A metric with a
+    `ceiling` (token accuracy: 1.0; the store and the training callback pass it)
+    that stops far below it has most of its room left: W is at least
+    3 * (1 + headroom * r), r = (ceiling - level) / (level - a0) up to 4, the room
+    left in units of the rise so far. A reward has no ceiling (r = 0).
   - CONVERGED: held near its best for `hold` times as long as the climb took
     (last calm value to crystallisation) and flat over windows of
     settle_fraction of all the values (as above, without the "slowed" case); or
@@ -66,11 +71,12 @@ Phases (constants are `PhaseSettings` fields):
   stays converged.
 
 What it cannot know. Online, a pause in a climb looks like its end
-(crystallisation; it returns to transition when the climb resumes). A climb of
-a few noise units is seen late, its end later. Without the entropy, a small
-early rise of A that holds is a transition. A run without A reads every phase
-from the entropy spike, or stays in baseline; with very noisy entropy (8% a
-step) and no A, its transition comes up to a few steps late rather than early.
+(crystallisation; it returns to transition when the climb resumes), unless it
+is short and far below the ceiling. A climb of a few noise units is seen late,
+its end later. Without the entropy, a small early rise of A that holds is a
+transition. A run without A reads every phase from the entropy spike, or stays
+in baseline; with very noisy entropy (8% a step) and no A, its transition comes
+up to a few steps late rather than early.
 
 `update` is `update_many` on one step, and `update_many` gives the same labels
 and state however the steps are cut into batches (O(n) numpy per batch).
