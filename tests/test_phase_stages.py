@@ -123,3 +123,22 @@ def test_accuracy_has_a_ceiling_and_a_reward_none():
         first[key] = min(s for p, s, _ in hist if p == "crystallisation")
     assert first["mean_token_accuracy"] >= 66, first
     assert first["rewards/accuracy_reward/mean"] <= 36, first
+
+
+def test_the_panel_shows_a_phase_the_run_went_back_from():
+    """A climb that resumes goes back from crystallisation to transition: the panel
+    marks the phase left behind "↺" at the step it was reached, not as still ahead
+    or current."""
+    run = load_run(CORPUS / "tiny-sft-h64-lr1e-2-fast.json")
+    store = RunStore()
+    from carl_tui.events import RunRef, ScalarBatch
+
+    ref = RunRef("corpus", "p", "r", "real")
+    store.apply([ScalarBatch.from_rows(ref, run.rows)])
+    snap = store.snapshot(ref.key)
+    steps = {p: s for p, s, _ in snap.phase.history}
+    assert snap.phase.phase == "transition" and steps["crystallisation"] < steps["transition"]
+    text = panel_text(snap, 100)
+    assert f"●transition@{steps['transition']}" in text, text
+    assert f"↺crystallisation@{steps['crystallisation']}" in text, text
+    assert "○baseline@1" in text and "·converged" in text, text
