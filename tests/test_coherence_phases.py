@@ -488,3 +488,32 @@ def test_conditions_in_chunks_give_the_same_labels(monkeypatch, chunk):
         monkeypatch.setattr(module, "_CHUNK", 4096)
         assert np.array_equal(got, want)
         assert _state(small) == _state(whole)
+
+
+def _staircase(seed: int):
+    """Token accuracy 0.1 -> 0.3 over steps 20-30, a pause of 6 steps, then 0.3 -> 0.9
+    over steps 36-66, flat to step 200 (noise 0.01)."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(200)
+    level = 0.1 + 0.2 * np.clip((steps - 20) / 10, 0, 1) + 0.6 * np.clip((steps - 36) / 30, 0, 1)
+    return steps, level + rng.normal(0, 0.01, steps.size)
+
+
+def test_a_pause_far_below_the_ceiling_is_not_the_end_of_the_climb():
+    """Token accuracy has a ceiling (1.0): a climb that stops at 0.3 has most of its
+    room left, and its stop is judged over longer windows. A short pause there is
+    not crystallisation; the same numbers as a reward (no ceiling) crystallise in it."""
+    paused = 0
+    for seed in range(8):
+        steps, acc = _staircase(seed)
+        nan = np.full(steps.size, NAN)
+        bounded = PhaseClassifier(ceiling=1.0)
+        bounded.update_many(steps, acc, nan)
+        names = [(p.value, s) for p, s in bounded.timeline]
+        assert [p for p, _ in names] == ["baseline", "transition", "crystallisation"], names
+        assert names[2][1] >= 66, names  # at the top, not in the pause
+        free = PhaseClassifier()
+        free.update_many(steps, acc, nan)
+        first = next(s for p, s in free.timeline if p is Phase.CRYSTALLISATION)
+        paused += first <= 36
+    assert paused >= 6  # without a ceiling, the pause passes for the end

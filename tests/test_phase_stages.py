@@ -99,3 +99,46 @@ def test_the_callbacks_phase_markers_agree_with_its_gate(tmp_path):
     phases = [(x["phase"], x["step"]) for x in lines if x.get("kind") == "phase"]
     at_gate = [p for p, s in phases if s <= gate][-1]
     assert at_gate in ("crystallisation", "converged"), (gate, phases)
+
+
+def test_accuracy_has_a_ceiling_and_a_reward_none():
+    """The store reads token accuracy against its ceiling (1.0) and a task reward
+    without one: the same staircase (0.1 -> 0.3, a pause of 6 steps, -> 0.9) is not
+    crystallised in its pause as accuracy, and is as a reward."""
+    import numpy as np
+
+    from carl_tui.events import RunRef, ScalarBatch
+
+    rng = np.random.default_rng(0)
+    steps = np.arange(200)
+    level = 0.1 + 0.2 * np.clip((steps - 20) / 10, 0, 1) + 0.6 * np.clip((steps - 36) / 30, 0, 1)
+    values = (level + rng.normal(0, 0.01, steps.size)).tolist()
+    first = {}
+    for key in ("mean_token_accuracy", "rewards/accuracy_reward/mean"):
+        ref = RunRef("test", "p", key, "real")
+        store = RunStore()
+        store.apply([ScalarBatch.from_rows(ref, [(int(s), {key: v})
+                                                 for s, v in zip(steps, values)])])
+        hist = store.snapshot(ref.key).phase.history
+        first[key] = min(s for p, s, _ in hist if p == "crystallisation")
+    assert first["mean_token_accuracy"] >= 66, first
+    assert first["rewards/accuracy_reward/mean"] <= 36, first
+
+
+def test_the_panel_shows_a_phase_the_run_went_back_from():
+    """A climb that resumes goes back from crystallisation to transition: the panel
+    marks the phase left behind "↺" at the step it was reached, not as still ahead
+    or current."""
+    run = load_run(CORPUS / "tiny-sft-h64-lr1e-2-fast.json")
+    store = RunStore()
+    from carl_tui.events import RunRef, ScalarBatch
+
+    ref = RunRef("corpus", "p", "r", "real")
+    store.apply([ScalarBatch.from_rows(ref, run.rows)])
+    snap = store.snapshot(ref.key)
+    steps = {p: s for p, s, _ in snap.phase.history}
+    assert snap.phase.phase == "transition" and steps["crystallisation"] < steps["transition"]
+    text = panel_text(snap, 100)
+    assert f"●transition@{steps['transition']}" in text, text
+    assert f"↺crystallisation@{steps['crystallisation']}" in text, text
+    assert "○baseline@1" in text and "·converged" in text, text

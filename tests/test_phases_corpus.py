@@ -51,8 +51,7 @@ KNOWN = {
         "classifier still sees it climbing",
     **{("early", name): _PAUSE for name in (
         "tiny-sft-h16-lr3e-2", "tiny-sft-h32-lr1e-3-slow", "tiny-sft-h32-lr3e-3",
-        "tiny-sft-h64-lr1e-2-b64", "tiny-sft-h64-lr1e-2-fast", "tiny-sft-h64-lr5e-3-b32",
-        "tiny-sft-h64-lr5e-3-ls5")},
+        "tiny-sft-h64-lr1e-2-b64", "tiny-sft-h64-lr1e-2-fast", "tiny-sft-h64-lr5e-3-b32")},
     ("outlier", "demo-seed1"):
         "the GRPO climb is seen at the margin (about 3 noise units); one value back at the "
         "start level in the last quarter hides it until the run ends",

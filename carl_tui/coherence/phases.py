@@ -3,7 +3,8 @@
 It reads a progress metric A (token accuracy, or the task reward of an RL run)
 and the entropy E, each against its own history: nothing assumes A lies in
 [0, 1] (a GRPO reward from -1 to 3 gets the same phases as the same story in
-[0, 1]) and E is only compared with itself. Every label uses only the past;
+[0, 1]; only a metric given a `ceiling`, token accuracy's 1.0, is read against
+it) and E is only compared with itself. Every label uses only the past;
 missing values are carried forward. The rules were fitted to, and are checked
 on, a corpus of real training histories (tests/data/real_runs) and the spec's
 phase table (README, "The phases of a run", says them in words).
@@ -52,7 +53,11 @@ Phases (constants are `PhaseSettings` fields):
     window: the last window is not above the one before by stop_z standard
     errors of the difference, or gained less than slow_fraction of the climb's
     average gain per W values; both windows inside the climb, and W values
-    enough to see that average gain (stop_z standard errors).
+    enough to see that average gain (stop_z standard errors). A metric with a
+    `ceiling` (token accuracy: 1.0; the store and the training callback pass it)
+    that stops far below it has most of its room left: W is at least
+    3 * (1 + headroom * r), r = (ceiling - level) / (level - a0) up to 4, the room
+    left in units of the rise so far. A reward has no ceiling (r = 0).
   - CONVERGED: held near its best for `hold` times as long as the climb took
     (last calm value to crystallisation) and flat over windows of
     settle_fraction of all the values (as above, without the "slowed" case); or
@@ -66,11 +71,12 @@ Phases (constants are `PhaseSettings` fields):
   stays converged.
 
 What it cannot know. Online, a pause in a climb looks like its end
-(crystallisation; it returns to transition when the climb resumes). A climb of
-a few noise units is seen late, its end later. Without the entropy, a small
-early rise of A that holds is a transition. A run without A reads every phase
-from the entropy spike, or stays in baseline; with very noisy entropy (8% a
-step) and no A, its transition comes up to a few steps late rather than early.
+(crystallisation; it returns to transition when the climb resumes), unless it
+is short and far below the ceiling. A climb of a few noise units is seen late,
+its end later. Without the entropy, a small early rise of A that holds is a
+transition. A run without A reads every phase from the entropy spike, or stays
+in baseline; with very noisy entropy (8% a step) and no A, its transition comes
+up to a few steps late rather than early.
 
 `update` is `update_many` on one step, and `update_many` gives the same labels
 and state however the steps are cut into batches (O(n) numpy per batch).
@@ -110,6 +116,7 @@ _CHUNK = 4096  # steps whose conditions are computed at once (doubling)
 _HEAD = 2048  # running sums of the first known values of A kept (their level)
 _CALM = 1.3  # entropy under this times e0 is calm (counts for its noise)
 _MELT_MARGIN = 1.0  # a long spike gives its noise many chances: a wider margin
+_HEADROOM_CAP = 4.0  # headroom counts up to this many times the rise so far
 _SKIP = 2  # values at the start of crystallisation left out of its entropy level
 
 
@@ -149,6 +156,7 @@ class PhaseSettings:
     resume_z: float = 4.0
     resume_fraction: float = 0.25
     slow_fraction: float = 0.25
+    headroom: float = 0.25
 
     def __post_init__(self) -> None:
         if self.baseline_points < 2:
@@ -169,8 +177,10 @@ class PhaseClassifier:
     `PhaseClassifier(settings)` or `PhaseClassifier(melt_ratio=3.0, ...)`: any field of
     `PhaseSettings` by name, the others at their defaults."""
 
-    def __init__(self, settings: PhaseSettings | None = None, **overrides: float) -> None:
+    def __init__(self, settings: PhaseSettings | None = None, *, ceiling: float = math.inf,
+                 **overrides: float) -> None:
         self.settings = replace(settings or PhaseSettings(), **overrides)
+        self.ceiling = float(ceiling)  # the progress metric's best possible value, if any
         # Carried values and calibration.
         self.accuracy = math.nan  # last known A
         self.entropy = math.nan  # last known E
@@ -663,7 +673,10 @@ def _flat(c: PhaseClassifier, f: _Features, pos: int, fraction: float, *,
     and W values are enough to see that average gain (by stop_z noise units)."""
     n = f.acc_count[pos:f.end] - c._c_trans
     m = np.ceil(fraction * np.maximum(n if climb else f.acc_count[pos:f.end], 0))
-    m = np.clip(m, np.maximum(f.w[pos:f.end], _MIN_CLIMB), _TAIL // 2).astype(np.int64)
+    # far below a ceiling (accuracy at 0.4 of 1.0), a pause is weak evidence of an end:
+    # the climb's windows are at least _MIN_CLIMB * (1 + headroom) values
+    least = _MIN_CLIMB * (1.0 + _headroom(c, f, pos)) if climb else _MIN_CLIMB
+    m = np.clip(m, np.maximum(f.w[pos:f.end], np.ceil(least)), _TAIL // 2).astype(np.int64)
     g = f.g[pos:f.end]
     recent, before = f.window_mean(g, m), f.window_mean(g - m, m)
     noise = np.maximum(c._sigma_t, f.floor[pos:f.end]) * np.sqrt(2.0 / m)
@@ -674,6 +687,19 @@ def _flat(c: PhaseClassifier, f: _Features, pos: int, fraction: float, *,
         if climb:
             limit = np.maximum(limit, c.settings.slow_fraction * pace)
         return (recent - before <= limit) & (pace >= z * noise) & (n >= 2 * m)
+
+
+def _headroom(c: PhaseClassifier, f: _Features, pos: int) -> np.ndarray:
+    """For steps pos..: the room left under the ceiling of A, in units of the rise
+    so far ((ceiling - level) / (level - a0), at most _HEADROOM_CAP), times the
+    `headroom` setting; 0 for a metric without a ceiling."""
+    if not math.isfinite(c.ceiling):
+        return np.zeros(f.end - pos)
+    recent = f.levels(pos)[0]
+    a0 = f.a0[pos:f.end]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        head = (c.ceiling - recent) / np.maximum(recent - a0, _TINY)
+    return c.settings.headroom * np.clip(np.nan_to_num(head), 0.0, _HEADROOM_CAP)
 
 
 def _quarter_rise(f: _Features, pos: int, sigma: np.ndarray, st: PhaseSettings) -> np.ndarray:

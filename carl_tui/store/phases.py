@@ -15,6 +15,7 @@ it does not depend on markers arriving in order with the metrics.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -73,7 +74,9 @@ class PhaseTrack:
         for a, b in itertools.pairwise(bounds):
             name = ACCURACY_STAGE if carried[a] == 1 else REWARD_STAGE
             if self.current is None or self.current.kind != name:
-                self.stages.append(Stage(name, int(steps[a]), ""))
+                ceiling = 1.0 if name == ACCURACY_STAGE else math.inf  # accuracy: at most 1
+                self.stages.append(Stage(name, int(steps[a]), "", PhaseClassifier(
+                    ceiling=ceiling)))
             st = self.current
             if not st.metric:
                 if name == REWARD_STAGE:

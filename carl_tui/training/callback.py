@@ -13,6 +13,7 @@ sees a torn line.
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from carl_tui.metric_names import ACCURACY
 from carl_tui.training.stream import StreamWriter, finite, json_safe, phi_of
 
 __all__ = ["CarlCallback", "StreamWriter", "method_of"]
@@ -147,11 +149,12 @@ class CarlCallback(TrainerCallback):
 
     # -- stages and stopping ---------------------------------------------------
 
-    @staticmethod
-    def _new_classifier():
+    def _new_classifier(self):
+        """A classifier for `phase_metric`: token accuracy has a ceiling (1.0), as in
+        the store's phases; a reward has none."""
         from carl_tui.coherence.phases import PhaseClassifier
 
-        return PhaseClassifier()
+        return PhaseClassifier(ceiling=1.0 if self.phase_metric == ACCURACY else math.inf)
 
     def begin_stage(self, stage: str, *, phase_metric: str | None = None, **meta: Any) -> None:
         """Continue the stream with a new trainer (e.g. GRPO after SFT): its steps

@@ -58,13 +58,18 @@ class PhasePanel(Static):
             title.append(f"  {PROVISIONAL} provisional: {_history_text(snap)}", style="dim italic")
 
         # The timeline as one line that wraps only between phases.
+        # A phase after the current one that was reached before is one the run went
+        # back from (the climb resumed): "↺", dim, at the step it was reached.
         strip = Text()
         seen = dict(phase.timeline)
+        now = PHASE_ORDER.index(phase.phase) if phase.phase in PHASE_ORDER else -1
         for i, name in enumerate(PHASE_ORDER):
             if i:
                 strip.append(" → ", style="dim")
-            style = self._color(name) if name in seen else "dim"
-            mark = "●" if name == phase.phase else ("○" if name in seen else "·")
+            left = name in seen and now >= 0 and i > now
+            style = self._color(name) if name in seen and not left else "dim"
+            mark = ("●" if name == phase.phase else "↺" if left
+                    else "○" if name in seen else "·")
             at = f"@{seen[name]}" if name in seen else ""
             strip.append(f"{mark}{name}{at}", style=style)
 
