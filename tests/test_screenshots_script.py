@@ -167,11 +167,24 @@ def test_published_pictures_are_made_from_the_current_recording(make):
     stamp = make.recording_stamp()
     snap_words = re.search(r"last step (\d+), crystallised at (\d+), CARL on at (\d+)", stamp)
     assert snap_words, stamp
-    svgs = sorted(SCRIPTS.glob("*.svg"))
+    svgs = sorted(p for p in SCRIPTS.glob("*.svg") if p.name != PHASES_FIGURE)
     assert len(svgs) >= 14
     stale = [p.name for p in svgs if make.svg_stamp(p.read_text(encoding="utf-8")) != stamp]
     assert stale == [], f"made from another recording: {stale}; now {stamp}"
     assert gif_comments(SCRIPTS / "demo.gif") == [f"carl-tui screencast {stamp}"]
+
+
+PHASES_FIGURE = "phases-real-runs.svg"  # drawn from the corpus of real runs, not the recording
+
+
+def test_the_phases_figure_is_what_the_current_phase_model_draws():
+    """The README's picture of real curves and their phases (screenshots/phases_figure.py):
+    when the phase model or the corpus changes, this fails until it is drawn again."""
+    figure = load("phases_figure", "carl_screenshots_phases_figure")
+    drawn = figure.figure()
+    assert drawn.count("<svg") == 1 and "crystallisation" in drawn
+    assert drawn == (SCRIPTS / PHASES_FIGURE).read_text(encoding="utf-8"), (
+        "screenshots/phases-real-runs.svg is stale: python screenshots/phases_figure.py")
 
 
 def test_a_stamp_is_read_back_and_leaves_the_svg_an_svg(make, tmp_path):
