@@ -49,6 +49,18 @@ class ScriptedSource:
         pass
 
 
+async def wait_for(pilot, predicate, timeout: float = 5.0, what: str = "condition") -> None:
+    """Let the app run until `predicate()` holds; fail saying `what` after `timeout` s."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await pilot.pause(0.05)
+        if predicate():
+            return
+    raise AssertionError(f"{what} not met in time")
+
+
 def plain_text(widget, width: int = 120) -> str:
     """What a Static-based widget shows, as plain text."""
     import io

@@ -16,7 +16,7 @@ from carl_tui.ui.widgets.metrics_table import MetricsTable
 from carl_tui.ui.widgets.phase_panel import PhasePanel
 from carl_tui.ui.widgets.plots import MetricPlot
 from carl_tui.ui.widgets.status_bar import StatusBar
-from tests.conftest import ScriptedSource, plain_text, spec_trajectory
+from tests.conftest import ScriptedSource, plain_text, spec_trajectory, wait_for
 
 SIZE = (160, 45)
 
@@ -25,12 +25,6 @@ def make_app(source, **kw):
     return build_app(DashboardConfig(sources=[source], refresh_interval=0.05, **kw))
 
 
-async def wait_for(pilot, predicate, timeout=5.0):
-    for _ in range(int(timeout / 0.05)):
-        await pilot.pause(0.05)
-        if predicate():
-            return
-    raise AssertionError("condition not met in time")
 
 
 def pick_keys(app, run_id):

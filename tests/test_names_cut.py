@@ -17,6 +17,7 @@ from carl_tui.ui.format import cut_middle, cut_names
 from carl_tui.ui.widgets.metrics_table import METRIC_WIDTH, MetricsTable
 from carl_tui.ui.widgets.plots import MetricPlot
 from tests.conftest import ScriptedSource
+from tests.conftest import wait_for as _wait
 
 RUN = RunRef("test", "p", "grpo", "grpo-run")
 # What TRL's profiling_decorator / profiling_context log (trl/extras/profiling.py,
@@ -46,12 +47,6 @@ def test_the_seven_profiling_timings_stay_seven_names_at_any_width():
     assert len(set(labels.values())) == 2 and all(len(x) == 10 for x in labels.values())
 
 
-async def _wait(pilot, predicate, timeout=5.0):
-    for _ in range(int(timeout / 0.05)):
-        await pilot.pause(0.05)
-        if predicate():
-            return
-    raise AssertionError("condition not met in time")
 
 
 def _screen(app) -> str:

@@ -14,6 +14,7 @@ send to its own server), the CLI's stdout/stderr and what was logged. No secret,
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import logging
@@ -41,6 +42,7 @@ from carl_tui.ui.screens.diagnosis import DiagnosisScreen
 from carl_tui.ui.screens.jobs import JobsScreen
 from carl_tui.ui.screens.launch import LaunchScreen
 from carl_tui.ui.screens.pickers import RunPicker
+from tests.conftest import wait_for as pilot_wait
 from tests.fakes.anthropic_api import AnthropicState, Reply, install_messages_routes
 from tests.fakes.hub_jobs import JobsState, install_jobs_routes
 from tests.fakes.hub_repos import HubState, install_job_launch_routes, install_repo_routes
@@ -127,13 +129,7 @@ def screen(app, scan: Scan, step: str) -> str:
     return text
 
 
-async def wait_for(pilot, predicate, timeout=15.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        await pilot.pause(0.05)
-        if predicate():
-            return
-    raise AssertionError(f"{what} not met in time")
+wait_for = functools.partial(pilot_wait, timeout=15.0)
 
 
 # -- the inputs, each with secrets planted ------------------------------------------------

@@ -3,6 +3,8 @@ rendered plot draws it, is at least 3:1 (WCAG contrast) against the plot's backg
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 from rich.style import Style
 from rich.text import Text
@@ -12,6 +14,7 @@ from carl_tui.ui.app import DashboardConfig, build_app
 from carl_tui.ui.themes import theme_names
 from carl_tui.ui.widgets.plots import MetricPlot
 from tests.conftest import ScriptedSource, spec_trajectory
+from tests.conftest import wait_for as pilot_wait
 
 MARKS = {chr(c) for c in range(0x2801, 0x2900)} | {"●"}  # braille dots and the peak
 
@@ -51,12 +54,7 @@ def events(name: str):
             ScalarBatch.from_rows(ref, spec_trajectory(), wall_time=1_700_000_000.0)]
 
 
-async def wait_for(pilot, predicate, timeout=10.0):
-    for _ in range(int(timeout / 0.05)):
-        await pilot.pause(0.05)
-        if predicate():
-            return
-    raise AssertionError("condition not met in time")
+wait_for = functools.partial(pilot_wait, timeout=10.0)
 
 
 async def test_every_theme_draws_every_plot_line_at_3_to_1_or_more():

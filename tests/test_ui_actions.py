@@ -3,6 +3,7 @@ launch (l), stop (s), push (p), diagnosis (d), jobs panel (j)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import textwrap
@@ -28,6 +29,7 @@ from carl_tui.ui.screens.launch import LaunchScreen
 from carl_tui.ui.screens.push import PushScreen
 from carl_tui.ui.widgets.job_bar import JobBar
 from tests.conftest import ScriptedSource, plain_text, spec_trajectory
+from tests.conftest import wait_for as pilot_wait
 from tests.fakes.anthropic_api import TEST_KEY, AnthropicState, Reply, install_messages_routes
 from tests.fakes.hub_jobs import JobsState, install_jobs_routes
 from tests.fakes.hub_repos import (
@@ -76,12 +78,7 @@ def make_app(srv, sources=(), **kw):
     return build_app(config)
 
 
-async def wait_for(pilot, predicate, timeout=8.0, what="condition"):
-    for _ in range(int(timeout / 0.05)):
-        await pilot.pause(0.05)
-        if predicate():
-            return
-    raise AssertionError(f"{what} not met in time")
+wait_for = functools.partial(pilot_wait, timeout=8.0)
 
 
 def job_bar(app) -> str:

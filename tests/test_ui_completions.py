@@ -4,6 +4,7 @@ stdout, its Trackio store, its W&B run), and at the edges of the phases."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 
 import pytest
@@ -13,16 +14,12 @@ from carl_tui.completions.open import reader_factory
 from carl_tui.sources.open import SourceRequest
 from carl_tui.ui.app import DashboardConfig, build_app
 from tests.conftest import ScriptedSource, plain_text
+from tests.conftest import wait_for as pilot_wait
 
 SIZE = (160, 45)
 
 
-async def wait_for(pilot, predicate, timeout=20.0):
-    for _ in range(int(timeout / 0.05)):
-        await pilot.pause(0.05)
-        if predicate():
-            return
-    raise AssertionError("condition not met in time")
+wait_for = functools.partial(pilot_wait, timeout=20.0)
 
 
 def app_for(req: SourceRequest):
