@@ -62,10 +62,11 @@ def _to_the_end(tail: _Tail, chunk: Any) -> list[tuple[int, Any, CompletionTable
             return out
 
 
-class StdoutReader:
-    """The rich tables printed in a Trainer's stdout (`train.log`, a job's log)."""
+class _TailReader:
+    """A reader of one growing file, indexed chunk by chunk (`_index` of the bytes read
+    from `base`)."""
 
-    origin = "stdout"
+    origin = ""
 
     def __init__(self, path: str | Path):
         self._tail = _Tail(path)
@@ -78,11 +79,24 @@ class StdoutReader:
         data = self._tail.new_bytes()
         if self._tail.offset != base:  # started over
             base = 0
-        panels, consumed = find_panels(data, base)
+        out, consumed = self._index(data, base)
         self._tail.offset = base + consumed
+        return out
+
+    def _index(self, data: bytes, base: int) -> tuple[list, int]:
+        raise NotImplementedError
+
+
+class StdoutReader(_TailReader):
+    """The rich tables printed in a Trainer's stdout (`train.log`, a job's log)."""
+
+    origin = "stdout"
+
+    def _index(self, data: bytes, base: int) -> tuple[list, int]:
+        panels, consumed = find_panels(data, base)
         # Indexed, not parsed: a table is parsed (and redacted) when it is looked at.
         return [(step, (start, end), None) for start, end, step in panels
-                if b"Prompt" in data[start - base:end - base]]
+                if b"Prompt" in data[start - base:end - base]], consumed
 
     def load(self, locator: tuple[int, int]) -> CompletionTable | None:
         return parse_panel(self._tail.read_range(*locator).decode("utf-8", "replace"))
@@ -106,22 +120,12 @@ def stream_table(obj: Any) -> CompletionTable | None:
     return CompletionTable(step=step, rows=out, origin="stream")
 
 
-class StreamReader:
+class StreamReader(_TailReader):
     """The `completions` lines of a JSONL stream (the CARL callback's, a recording)."""
 
     origin = "stream"
 
-    def __init__(self, path: str | Path):
-        self._tail = _Tail(path)
-
-    def scan(self) -> list[tuple[int, Any, CompletionTable | None]]:
-        return _to_the_end(self._tail, self._chunk)
-
-    def _chunk(self) -> list[tuple[int, Any, CompletionTable | None]]:
-        base = self._tail.offset
-        data = self._tail.new_bytes()
-        if self._tail.offset != base:
-            base = 0
+    def _index(self, data: bytes, base: int) -> tuple[list, int]:
         out, pos = [], 0
         while True:
             nl = data.find(b"\n", pos)
@@ -133,8 +137,7 @@ class StreamReader:
                 if step is not None:  # the table is made when it is looked at
                     out.append((step, (base + pos, base + nl), None))
             pos = nl + 1
-        self._tail.offset = base + pos
-        return out
+        return out, pos
 
     def load(self, locator: tuple[int, int]) -> CompletionTable | None:
         return _table_of_line(self._tail.read_range(*locator))
