@@ -65,14 +65,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from carl_tui.sources import rotated
-from carl_tui.sources.base import SourceError
+from carl_tui.sources.base import WAITING, SourceError
 
 HEAD_BYTES = 1024
 TAIL_BYTES = 256
 BOM = b"\xef\xbb\xbf"
 EXAMPLE_BYTES = 80
 DEFAULT_MAX_LINE_BYTES = 32 << 20
-WAITING = "waiting"  # SourceError.kind of a wait for a file: looked at again within a second
 
 _O_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 

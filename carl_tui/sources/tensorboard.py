@@ -65,7 +65,7 @@ import numpy as np
 from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch
 from carl_tui.metric_names import canonical, is_metric_key
 from carl_tui.sources import tfevents as tfe
-from carl_tui.sources.base import PolledSource, SourceError, short_path
+from carl_tui.sources.base import WAITING, PolledSource, SourceError, short_path
 from carl_tui.sources.run_config import describe_config, loads_json
 from carl_tui.sources.tally import InputTally
 
@@ -413,7 +413,7 @@ class TensorBoardSource(PolledSource):
     def _discover(self) -> list[_Run]:
         """The runs with something new, most recently written first."""
         if not self.logdir.exists():
-            raise SourceError(f"waiting for {self.logdir}", kind="waiting")
+            raise SourceError(f"waiting for {self.logdir}", kind=WAITING)
         if not self.logdir.is_dir():
             raise SourceError(
                 f"{self.logdir} is not a directory (name the folder that holds the event files)",
@@ -447,7 +447,7 @@ class TensorBoardSource(PolledSource):
                 raise SourceError(
                     f"waiting for run {', '.join(self.runs)} in {self.logdir}"
                 )
-            raise SourceError(f"waiting for event files in {self.logdir}", kind="waiting")
+            raise SourceError(f"waiting for event files in {self.logdir}", kind=WAITING)
         active = [
             r for r in self._runs.values()
             if any(p in self._stats and f.pending(self._stats[p]) for p, f in r.files.items())
