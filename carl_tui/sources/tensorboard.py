@@ -445,7 +445,7 @@ class TensorBoardSource(PolledSource):
         if not self._runs:
             if self.runs is not None:
                 raise SourceError(
-                    f"waiting for run {', '.join(self.runs)} in {self.logdir}"
+                    f"waiting for run {', '.join(self.runs)} in {self.logdir}", kind=WAITING
                 )
             raise SourceError(f"waiting for event files in {self.logdir}", kind=WAITING)
         active = [
