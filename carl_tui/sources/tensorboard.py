@@ -62,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch
+from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch, ends_with_path
 from carl_tui.metric_names import canonical, is_metric_key
 from carl_tui.sources import tfevents as tfe
 from carl_tui.sources.base import WAITING, PolledSource, SourceError, short_path
@@ -407,8 +407,8 @@ class TensorBoardSource(PolledSource):
     def _wanted(self, name: str) -> bool:
         if self.runs is None:
             return True
-        return any(name == r or name.startswith(r.rstrip("/") + "/")
-                   or name.endswith("/" + r.strip("/")) for r in self.runs)
+        return any(name == r or name.startswith(r.rstrip("/") + "/") or ends_with_path(name, r)
+                   for r in self.runs)
 
     def _discover(self) -> list[_Run]:
         """The runs with something new, most recently written first."""
