@@ -44,8 +44,14 @@ class RunRef:
         a name that is a path (a TensorBoard run `exp/Nov26_host` answers to `Nov26_host`)."""
         if wanted in (self.key, self.run_id, self.name):
             return True
-        tail = "/" + wanted.strip("/")
-        return tail != "/" and (self.name.endswith(tail) or self.run_id.endswith(tail))
+        return ends_with_path(self.name, wanted) or ends_with_path(self.run_id, wanted)
+
+
+def ends_with_path(name: str, wanted: str) -> bool:
+    """Whether the path-like `name` ends with the parts `wanted` (`exp/Nov26_host` ends
+    with `Nov26_host` and with `Nov26_host/`, not with `26_host`)."""
+    tail = "/" + wanted.strip("/")
+    return tail != "/" and name.endswith(tail)
 
 
 @dataclass(frozen=True, slots=True)

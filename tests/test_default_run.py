@@ -68,3 +68,14 @@ async def test_a_tensorboard_folder_says_which_run_it_shows(tmp_path, capsys):
     label, told = await shown_run(TensorBoardSource(tmp_path / "tb"))
     assert label == "alpha-new"
     assert told == [f"showing alpha-new: {CHOICE}"]
+
+
+def test_run_answers_to_its_key_id_name_or_its_last_folders():
+    """`--run` picks a run by key, id or name, or by the last parts of a path-like name
+    (a TensorBoard run folder's own name); never by a part of a folder's name."""
+    from carl_tui.events import RunRef
+
+    ref = RunRef("tensorboard", "logs", "exp/Nov26_host", "exp/Nov26_host")
+    named = ("tensorboard:logs:exp/Nov26_host", "exp/Nov26_host", "Nov26_host", "Nov26_host/")
+    assert [w for w in named if not ref.answers_to(w)] == []
+    assert [w for w in ("26_host", "exp", "/", "", "Nov26") if ref.answers_to(w)] == []

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import math
+import os
 import random
 
 import pytest
@@ -208,8 +209,6 @@ def test_a_remote_source_says_what_it_waits_for(capsys):
 def test_export_to_a_file_that_cannot_be_written_is_one_line(tmp_path, capsys):
     """-o into a missing folder or onto a folder is a bad flag, said before reading (it
     was a traceback after reading); a write that fails is one line and exit 1."""
-    import os
-
     path = tmp_path / "run.jsonl"
     write_stream(path, [(0, {"loss": 1.0})], {"name": "r"})
     for target, says in [(tmp_path / "no" / "out.csv", f"no such directory: {tmp_path / 'no'}"),
@@ -220,6 +219,22 @@ def test_export_to_a_file_that_cannot_be_written_is_one_line(tmp_path, capsys):
     if os.path.exists("/dev/full"):  # every write fails: no space left
         rc, out, err = cli(["export", str(path), "-o", "/dev/full"], capsys)
         assert rc == 1 and err.count("\n") == 1 and "-o: cannot write /dev/full" in err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_export_of_completions_to_a_file_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    """`export --completions -o FILE`: a write that fails is one line and exit 1, as for
+    the metrics (it was a traceback)."""
+    path = tmp_path / "run.jsonl"
+    write_stream(path, [(1, {"loss": 1.0})], {"name": "r"})
+    with open(path, "a") as f:
+        f.write(json.dumps({"event": "completions", "step": 1,
+                            "rows": [{"prompt": "2+2?", "completion": "4"}]}) + "\n")
+    rc, out, err = cli(["export", str(path), "--completions"], capsys)
+    assert rc == 0 and json.loads(out)["completion"] == "4", err
+    rc, out, err = cli(["export", str(path), "--completions", "-o", "/dev/full"], capsys)
+    assert (rc, out) == (1, "") and err.count("\n") == 1, err
+    assert err.startswith("carl-tui: -o: cannot write /dev/full: ")
 
 
 def test_asking_for_a_run_that_is_not_there(tmp_path, capsys):

@@ -205,6 +205,10 @@ def test_hparams_run_is_a_nested_run(torch_logdir):
     assert {e.run.run_id for e in only if isinstance(e, ScalarBatch)} == {"run-a/hp"}
     under = drain(tb.TensorBoardSource(root, runs=["run-a"]))  # a run and the runs under it
     assert {e.run.run_id for e in under if isinstance(e, ScalarBatch)} == {"run-a", "run-a/hp"}
+    tail = drain(tb.TensorBoardSource(root, runs=["hp/"]))  # the run folder's own name
+    assert {e.run.run_id for e in tail if isinstance(e, ScalarBatch)} == {"run-a/hp"}
+    with pytest.raises(SourceError, match="waiting for run a/hp"):  # whole names only
+        tb.TensorBoardSource(root, runs=["a/hp"]).poll()
 
 
 def test_matches_tensorboards_own_loader(torch_logdir):

@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 from carl_tui.cli import EXIT_NO_DATA, UsageError, source_request
 from carl_tui.errors import CarlError
@@ -45,6 +47,17 @@ def _check_output(path: str | None) -> None:
         raise UsageError(f"-o: {path} is a directory; give a file name")
     if not p.parent.is_dir():
         raise UsageError(f"-o: no such directory: {p.parent}")
+
+
+def write_output(path: str, write: Callable[[TextIO], int]) -> int | None:
+    """`write` into the file `path` (`-o`): the count it returns, or None once it is said
+    in one line why the file could not be written."""
+    try:
+        with open(path, "w", encoding="utf-8", newline="") as out:
+            return write(out)
+    except OSError as exc:
+        _fail(f"-o: cannot write {path}: {exc.strerror or exc}")
+        return None
 
 
 EXIT_PIPE = 128 + 13  # what a shell reports for a tool ended by SIGPIPE
@@ -126,11 +139,9 @@ def _export(args, batches: BatchCollector, key: str, snap) -> int:
                          f"(logged: {', '.join(sorted(columns))})") from None
     write = write_csv if args.out_format == "csv" else write_jsonl
     if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8", newline="") as out:
-                n = write(out, steps, columns, names)
-        except OSError as exc:
-            return _fail(f"-o: cannot write {args.output}: {exc.strerror or exc}")
+        n = write_output(args.output, lambda out: write(out, steps, columns, names))
+        if n is None:
+            return EXIT_NO_DATA
         print(f"carl-tui: wrote {n} steps to {args.output}", file=sys.stderr)
     else:
         write(sys.stdout, steps, columns, names)

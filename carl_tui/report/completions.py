@@ -10,6 +10,7 @@ from carl_tui.completions.export import write_csv, write_jsonl
 from carl_tui.completions.log import CompletionLog
 from carl_tui.completions.open import reader_factory
 from carl_tui.errors import CarlError
+from carl_tui.report.cli import write_output
 
 
 def open_log(args: Any, opened: Any, run: Any, meta: Any) -> CompletionLog:
@@ -50,11 +51,12 @@ def export_completions(args: Any, opened: Any, run: Any, meta: Any) -> int:
         return EXIT_NO_DATA
     write = write_csv if args.out_format == "csv" else write_jsonl
     if args.output:
-        with open(args.output, "w", encoding="utf-8", newline="") as out:
-            n = write(out, log)
+        n = write_output(args.output, lambda out: write(out, log))
+        if n is None:
+            return EXIT_NO_DATA
         origins = ", ".join(sorted({log.origin(s) for s in log.steps}))
         print(f"carl-tui: wrote {n} completions of {len(log.steps)} steps (from {origins}) "
               f"to {args.output}", file=sys.stderr)
     else:
-        n = write(sys.stdout, log)
+        write(sys.stdout, log)
     return 0

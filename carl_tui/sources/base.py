@@ -30,8 +30,10 @@ from carl_tui.errors import (
 from carl_tui.events import Event, SourceStatus
 from carl_tui.sources.tally import InputTally
 
-#: How often a source waiting for a local file to appear (SourceError kind "waiting")
-#: looks again: checking costs a stat, and a file that appears is read at once.
+#: SourceError.kind of a wait for a local file or folder to appear: looked at again
+#: every WAIT_POLL_S, with no growing backoff (checking costs a stat, and a file that
+#: appears is read at once).
+WAITING = "waiting"
 WAIT_POLL_S = 1.0
 
 #: The longest a source that sent a preview waits for the screen to show it (its
@@ -191,7 +193,7 @@ class SourceRunner:
                 delay = max(self.backoff.cap, 30.0)
                 self._status("error", describe(exc), retry_in=delay)
                 return delay
-            if getattr(exc, "kind", "") == "waiting":
+            if getattr(exc, "kind", "") == WAITING:
                 delay = WAIT_POLL_S  # a file to appear: no growing backoff
             else:
                 delay = self.backoff.next_delay()

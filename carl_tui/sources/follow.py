@@ -65,14 +65,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from carl_tui.sources import rotated
-from carl_tui.sources.base import SourceError
+from carl_tui.sources.base import WAITING, SourceError
+from carl_tui.sources.rotated import pread as _pread
 
 HEAD_BYTES = 1024
 TAIL_BYTES = 256
 BOM = b"\xef\xbb\xbf"
 EXAMPLE_BYTES = 80
 DEFAULT_MAX_LINE_BYTES = 32 << 20
-WAITING = "waiting"  # SourceError.kind of a wait for a file: looked at again within a second
 
 _O_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -127,13 +127,6 @@ def stat_path(path: Path | str) -> os.stat_result | None:
         raise SourceError(f"cannot read {path}: permission denied") from None
     except OSError as exc:
         raise SourceError(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
-def _pread(fd: int, n: int, pos: int) -> bytes:
-    if hasattr(os, "pread"):
-        return os.pread(fd, n, pos)
-    os.lseek(fd, pos, os.SEEK_SET)  # pragma: no cover - platforms without pread
-    return os.read(fd, n)  # pragma: no cover
 
 
 def _gone(path: Path, predecessor: bool) -> SourceError:
@@ -388,10 +381,7 @@ class FileFollower:
             return None
         if size < self._pos:
             return "was truncated"
-        head, tail = self._head, self._tail
-        if head and _pread(fd, len(head), 0) != head:
-            return "was truncated and written again"
-        if tail and _pread(fd, len(tail), self._pos - len(tail)) != tail:
+        if not rotated.holds_read(fd, self._head, self._tail, self._pos):
             return "was truncated and written again"
         return None
 

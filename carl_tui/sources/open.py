@@ -289,9 +289,9 @@ class AutoFileSource:
         if self.inner is None:
             fmt = self._decide()
             if fmt is None:
-                from carl_tui.sources.base import SourceError
+                from carl_tui.sources.base import WAITING, SourceError
 
-                raise SourceError(f"waiting for {self.path}", kind="waiting")
+                raise SourceError(f"waiting for {self.path}", kind=WAITING)
             self.inner = _file_source(self.path, fmt, self._run, self._since)
             for attr in ("preview", "hold"):  # set by the dashboard before the file existed
                 if attr in self.__dict__ and hasattr(self.inner, attr):

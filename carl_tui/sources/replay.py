@@ -28,7 +28,7 @@ import orjson
 
 from carl_tui.events import Event, RunRef
 from carl_tui.identity import file_run
-from carl_tui.sources.base import SourceError
+from carl_tui.sources.base import WAITING, SourceError
 from carl_tui.sources.follow import BOM, stat_path, unusable
 from carl_tui.sources.jsonl import StreamParser
 from carl_tui.sources.rows import TIME_KEY
@@ -104,7 +104,7 @@ class ReplaySource:
     def _read(self) -> bytes:
         st = stat_path(self.path)
         if st is None:
-            raise SourceError(f"waiting for {self.path}", kind="not_found")
+            raise SourceError(f"waiting for {self.path}", kind=WAITING)
         if stat.S_ISFIFO(st.st_mode):
             raise SourceError(
                 f"{self.path} is a pipe (FIFO), not a recording; follow it with --watch",
@@ -120,7 +120,7 @@ class ReplaySource:
                     raise SourceError(f"{self.path} is not a file", retry=False, kind="invalid")
                 return fh.read()
         except FileNotFoundError:
-            raise SourceError(f"waiting for {self.path}", kind="not_found") from None
+            raise SourceError(f"waiting for {self.path}", kind=WAITING) from None
         except IsADirectoryError:  # became one since the stat
             raise SourceError(f"{self.path} is a directory, not a file; give the path of a file",
                               retry=False, kind="invalid") from None

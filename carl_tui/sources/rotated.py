@@ -7,6 +7,8 @@
 - Copied and truncated while being read: the lines written between the last read and
   the copy are only in NAME.1. When NAME.1 starts with the bytes read from NAME and
   holds them where they were read, `copy_rest` returns what follows them.
+
+`holds_read` is that check (the file read from is checked the same way), on `pread`.
 """
 
 from __future__ import annotations
@@ -19,8 +21,19 @@ SUFFIX = ".1"  # where logrotate (and most rotations) put the previous file
 CTIME_SLACK_S = 1.0  # file-system timestamps may lag the clock a little
 
 
-def _pread(fd: int, n: int, pos: int) -> bytes:
-    return os.pread(fd, n, pos)
+def pread(fd: int, n: int, pos: int) -> bytes:
+    """`n` bytes of `fd` at `pos`, the file offset left alone."""
+    if hasattr(os, "pread"):
+        return os.pread(fd, n, pos)
+    os.lseek(fd, pos, os.SEEK_SET)  # pragma: no cover - platforms without pread
+    return os.read(fd, n)  # pragma: no cover
+
+
+def holds_read(fd: int, head: bytes, tail: bytes, pos: int) -> bool:
+    """Whether the file `fd` holds what was read up to `pos` where it was read: its first
+    bytes are `head` and the bytes before `pos` end with `tail` (an empty one says nothing)."""
+    return ((not head or pread(fd, len(head), 0) == head)
+            and (not tail or pread(fd, len(tail), pos - len(tail)) == tail))
 
 
 def open_predecessor(path: Path, st: os.stat_result | None, since: float,
@@ -55,12 +68,11 @@ def copy_rest(path: Path, ident: tuple[int, int] | None, head: bytes, tail: byte
     try:
         st = os.fstat(fd)
         if (not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) == ident
-                or st.st_size <= pos or not head or _pread(fd, len(head), 0) != head
-                or (tail and _pread(fd, len(tail), pos - len(tail)) != tail)):
+                or st.st_size <= pos or not head or not holds_read(fd, head, tail, pos)):
             return None
         out = []
         while pos < st.st_size:
-            data = _pread(fd, min(chunk, st.st_size - pos), pos)
+            data = pread(fd, min(chunk, st.st_size - pos), pos)
             if not data:
                 break
             out.append(data)

@@ -62,10 +62,10 @@ from typing import Any
 
 import numpy as np
 
-from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch
+from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch, ends_with_path
 from carl_tui.metric_names import canonical, is_metric_key
 from carl_tui.sources import tfevents as tfe
-from carl_tui.sources.base import PolledSource, SourceError, short_path
+from carl_tui.sources.base import WAITING, PolledSource, SourceError, short_path
 from carl_tui.sources.run_config import describe_config, loads_json
 from carl_tui.sources.tally import InputTally
 
@@ -407,13 +407,13 @@ class TensorBoardSource(PolledSource):
     def _wanted(self, name: str) -> bool:
         if self.runs is None:
             return True
-        return any(name == r or name.startswith(r.rstrip("/") + "/")
-                   or name.endswith("/" + r.strip("/")) for r in self.runs)
+        return any(name == r or name.startswith(r.rstrip("/") + "/") or ends_with_path(name, r)
+                   for r in self.runs)
 
     def _discover(self) -> list[_Run]:
         """The runs with something new, most recently written first."""
         if not self.logdir.exists():
-            raise SourceError(f"waiting for {self.logdir}", kind="waiting")
+            raise SourceError(f"waiting for {self.logdir}", kind=WAITING)
         if not self.logdir.is_dir():
             raise SourceError(
                 f"{self.logdir} is not a directory (name the folder that holds the event files)",
@@ -445,9 +445,9 @@ class TensorBoardSource(PolledSource):
         if not self._runs:
             if self.runs is not None:
                 raise SourceError(
-                    f"waiting for run {', '.join(self.runs)} in {self.logdir}"
+                    f"waiting for run {', '.join(self.runs)} in {self.logdir}", kind=WAITING
                 )
-            raise SourceError(f"waiting for event files in {self.logdir}", kind="waiting")
+            raise SourceError(f"waiting for event files in {self.logdir}", kind=WAITING)
         active = [
             r for r in self._runs.values()
             if any(p in self._stats and f.pending(self._stats[p]) for p, f in r.files.items())

@@ -88,7 +88,7 @@ from typing import Any
 import numpy as np
 
 from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch
-from carl_tui.sources.base import PolledSource, SourceError, short_path
+from carl_tui.sources.base import WAITING, PolledSource, SourceError, short_path
 from carl_tui.sources.rows import build_columns
 from carl_tui.sources.run_config import describe_config, loads_json
 from carl_tui.sources.tally import InputTally
@@ -767,7 +767,7 @@ class WandbSource(PolledSource):
         if self._record_cls is None:
             self._record_cls = _record_class()
         if not self.path.exists():
-            raise SourceError(f"waiting for {self.path}")
+            raise SourceError(f"waiting for {self.path}", kind=WAITING)
         if self.single is None:
             self.single = _is_run_dir(self.path)
         if self.single:
@@ -777,14 +777,16 @@ class WandbSource(PolledSource):
                     self.path, self.tally, self._record_cls
                 )
             if reader._locate() is None:
-                raise SourceError(f"waiting for the run's .wandb log in {self.path}")
+                raise SourceError(f"waiting for the run's .wandb log in {self.path}",
+                                  kind=WAITING)
             return [reader]
         for d in _run_dirs(self.path):
             if d not in self._readers:
                 self._readers[d] = _RunReader(d, self.tally, self._record_cls)
         if not self._readers:
             raise SourceError(
-                f"waiting for a W&B run in {self.path} (no run-* or offline-run-* directory yet)"
+                f"waiting for a W&B run in {self.path} (no run-* or offline-run-* directory yet)",
+                kind=WAITING,
             )
         live = [r for r in self._readers.values() if r.wanted is not False and not r.complete]
         for r in live:

@@ -80,7 +80,9 @@ def connect(path: Path) -> sqlite3.Connection:
     """A read-only connection to a project's database (it is written by the training
     process); SourceError while the file does not exist yet."""
     if not path.exists():
-        raise SourceError(f"waiting for {path}")
+        from carl_tui.sources.base import WAITING  # (not loaded for the first frame)
+
+        raise SourceError(f"waiting for {path}", kind=WAITING)
     uri = f"file:{quote(str(path))}?mode=ro"
     conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, check_same_thread=False)
     conn.execute("PRAGMA query_only = ON")

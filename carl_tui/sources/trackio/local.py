@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
-from carl_tui.sources.base import HOLD_MAX_S, PolledSource, SourceError
+from carl_tui.sources.base import HOLD_MAX_S, WAITING, PolledSource, SourceError
 from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio import preview as pv
@@ -181,7 +181,8 @@ class TrackioLocalSource(PolledSource):
             try:
                 cols = retry(table_columns, conn, "metrics")
                 if not cols:
-                    raise SourceError(f"waiting for the metrics table in {self.path}")
+                    raise SourceError(f"waiting for the metrics table in {self.path}",
+                                      kind=WAITING)
                 self._key = run_column(cols)
                 self._has_configs = bool(retry(table_columns, conn, "configs"))
             except BaseException:
