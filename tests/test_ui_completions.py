@@ -38,6 +38,14 @@ def head(app) -> str:
     return plain_text(app.screen.query_one("#compl-head"), 200)
 
 
+def stream_app(spec_events, reader):
+    """The dashboard on the spec's events, its completions from `reader` alone."""
+    src = ScriptedSource()
+    src.push(spec_events)
+    return build_app(DashboardConfig(sources=[src], refresh_interval=0.05,
+                                     completions=lambda run, meta: [reader]))
+
+
 def parquet_rows(run, step):
     pq = pytest.importorskip("pyarrow.parquet")
     path = run / "out" / "completions" / f"completions_{step:05d}.parquet"
@@ -119,10 +127,7 @@ async def test_phase_edges_jump_to_what_the_model_said_then(spec_events, run_ref
 
     stream = tmp_path / "c.jsonl"
     completions_stream(stream, range(1, 47, 3))  # every third step logs completions
-    src = ScriptedSource()
-    src.push(spec_events)
-    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05,
-                                    completions=lambda run, meta: [StreamReader(stream)]))
+    app = stream_app(spec_events, StreamReader(stream))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.snapshot is not None and len(
             app.snapshot.phase.history) >= 4)
@@ -223,10 +228,7 @@ async def test_the_view_follows_new_steps_unless_stepped_back(spec_events, tmp_p
         with open(stream, "a") as f:
             f.write(json.dumps(completions_line(logs, step, 1)) + "\n")
 
-    src = ScriptedSource()
-    src.push(spec_events)
-    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05,
-                                    completions=lambda run, meta: [StreamReader(stream)]))
+    app = stream_app(spec_events, StreamReader(stream))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.snapshot is not None)
         await pilot.press("a")
@@ -268,10 +270,7 @@ async def test_no_secret_reaches_the_view(spec_events, tmp_path):
     row = {"prompt": f"key {token}", "completion": f"Authorization: Bearer {token}",
            "rewards": {"r": 1.0}, "advantage": 0.0}
     stream.write_text(json.dumps({"event": "completions", "step": 1, "rows": [row]}) + "\n")
-    src = ScriptedSource()
-    src.push(spec_events)
-    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05,
-                                    completions=lambda run, meta: [StreamReader(stream)]))
+    app = stream_app(spec_events, StreamReader(stream))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.snapshot is not None)
         await pilot.press("a")
