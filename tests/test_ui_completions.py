@@ -279,3 +279,70 @@ async def test_no_secret_reaches_the_view(spec_events, tmp_path):
         shown = " ".join(" ".join(r) for r in cells(app))
         shown += plain_text(app.screen.query_one("#compl-detail"), 200) + head(app)
         assert "[REDACTED]" in shown and token not in shown and token[:10] not in shown
+
+
+async def test_a_poll_that_ran_beside_a_step_back_does_not_undo_it(spec_events, tmp_path):
+    """`[` reads its step in a worker; a poll waiting behind that read (the log's lock),
+    which reads the screen before the step is shown, must not put back the step the
+    view was on."""
+    import threading
+
+    from carl_tui.completions.files import StreamReader
+
+    stream = tmp_path / "c.jsonl"
+    completions_stream(stream, [1, 2, 3])
+    reading, release, shown = threading.Event(), threading.Event(), threading.Event()
+
+    class Held(StreamReader):
+        """While held: step 2 is read back once the test says so, and a scan ends only
+        once that step is on its way to the screen."""
+
+        held = False
+
+        def load(self, locator):
+            if self.held:
+                reading.set()
+                release.wait(10)
+            return super().load(locator)
+
+        def scan(self):
+            if self.held:
+                shown.wait(10)
+            return super().scan()
+
+    reader = Held(stream)
+    app = stream_app(spec_events, reader)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("a")
+        view = app.screen
+        await wait_for(pilot, lambda: view.step == 3)
+        to_screen, handed = app.call_from_thread, []
+        both_handed = threading.Event()
+
+        def spy(callback, *args, **kwargs):
+            handed.append(callback)
+            shown.set()
+            if len(handed) >= 2:
+                both_handed.set()
+            return to_screen(callback, *args, **kwargs)
+
+        app.call_from_thread = spy
+        with view.shared.lock:
+            view.shared.log._cache.clear()  # step 2 is read back from its file
+            reader.held = True
+        await pilot.press("left_square_bracket")
+        await wait_for(pilot, reading.is_set, what="step 2 being read")
+        before = set(app.workers)
+        view._poll()  # a poll begins while the step back holds the log
+        poll = next(w for w in app.workers if w not in before)
+        await wait_for(pilot, lambda: poll.is_running, what="the poll's thread started")
+        release.set()
+        # The screen's loop is held here until step 2 and the poll's result are both
+        # handed to it: the poll, behind the lock, read the view while it showed step 3.
+        assert both_handed.wait(10)
+        await wait_for(pilot, lambda: not any(w.is_running for w in app.workers),
+                       what="the workers done")
+        await pilot.pause()
+        assert view.step == 2 and cells(app)[0][2] == "said at 2"
+        assert "(2 of 3)" in head(app) and "following" not in head(app)
