@@ -96,7 +96,12 @@ async def test_view_on_the_trainer_stdout(grpo_completions, tmp_path):
 @pytest.mark.slow
 async def test_view_on_trackio(grpo_completions):
     req = SourceRequest(trackio_dir=str(grpo_completions / "trackio"), project="compl")
-    await view_on(app_for(req), "trackio", grpo_completions)
+    app = app_for(req)
+    await view_on(app, "trackio", grpo_completions)
+    # the database the view read its tables from is closed with the app
+    readers = [r for shared in app._completion_logs.values() for r in shared.log.readers]
+    assert [r.origin for r in readers] == ["trackio"]
+    assert readers[0]._conn is None
 
 
 @pytest.mark.slow

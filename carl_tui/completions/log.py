@@ -104,6 +104,13 @@ class CompletionLog:
             self._remember(step, table)
         return table
 
+    def close(self) -> None:
+        """Close what the readers hold open (a local Trackio database's connection)."""
+        for reader in self.readers:
+            close = getattr(reader, "close", None)
+            if close is not None:
+                close()
+
     def origin(self, step: int) -> str:
         where = self._where.get(step)
         return self.readers[where[0]].origin if where else ""

@@ -36,6 +36,15 @@ class SharedLog:
         self.log = log
         self.lock = threading.Lock()
 
+    def close(self, timeout: float = 1.0) -> None:
+        """Close the log's readers once no worker is in them (one still reading after
+        `timeout`, from a slow server, keeps them: the app is ending)."""
+        if self.lock.acquire(timeout=timeout):
+            try:
+                self.log.close()
+            finally:
+                self.lock.release()
+
 
 class CompletionsScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
