@@ -304,3 +304,24 @@ def test_tables_far_apart_in_a_long_log_are_all_found(run, tmp_path, monkeypatch
     stream.write_bytes(b'{"step": 0, "loss": 1.0}\n' * 3000 + lines)
     reader = StreamReader(stream)
     assert [s for s, _, _ in reader.scan()] == list(range(1, MAX_STEPS + 1))
+
+
+def test_a_conversation_reads_the_same_from_the_stream_as_from_parquet():
+    """A conversational prompt (messages, content in typed blocks) in the CARL stream's
+    sample reads as TRL's own table of it does: roles kept, block text, not a repr."""
+    from carl_tui.completions.files import stream_table
+    from carl_tui.completions.model import from_records
+    from carl_tui.training.completions import completions_line
+
+    prompt = [{"role": "system", "content": "reverse it"},
+              {"role": "user", "content": [{"type": "text", "text": "abc"}]}]
+    completion = [{"role": "assistant", "content": "cba"}]
+    logs = {"prompt": [prompt], "completion": [completion],
+            "rewards": {"reverse_reward": [1.0]}, "advantages": [0.25]}
+    line = json.loads(json.dumps(completions_line(logs, 7, 1)))
+    got = stream_table(line).rows[0]
+    want = from_records(7, [{"prompt": prompt, "completion": completion,
+                             "reverse_reward": 1.0, "advantage": 0.25}], "parquet").rows[0]
+    assert (got.prompt, got.completion) == ("SYSTEM: reverse it\nUSER: abc", "ASSISTANT: cba")
+    assert (got.prompt, got.completion, got.rewards, got.advantage) == (
+        want.prompt, want.completion, want.rewards, want.advantage)

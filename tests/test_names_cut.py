@@ -14,6 +14,7 @@ from carl_tui.events import RunRef, ScalarBatch
 from carl_tui.store import RunStore
 from carl_tui.ui.app import DashboardConfig, build_app
 from carl_tui.ui.format import cut_middle, cut_names
+from carl_tui.ui.screens.pickers import MetricPicker
 from carl_tui.ui.widgets.metrics_table import METRIC_WIDTH, MetricsTable
 from carl_tui.ui.widgets.plots import MetricPlot
 from tests.conftest import ScriptedSource
@@ -71,10 +72,15 @@ async def test_the_table_and_the_metric_picker_tell_the_timings_apart():
         assert all(label in screen for label in labels)
         # the metric picker: the same, at its width
         await pilot.press("m")
-        await pilot.pause(0.2)
-        checklist = app.screen.query_one(SelectionList)
-        shown = [str(checklist.get_option_at_index(i).prompt)
-                 for i in range(checklist.option_count)]
+
+        def shown() -> list[str]:
+            checklist = app.screen.query_one(SelectionList)
+            return [str(checklist.get_option_at_index(i).prompt)
+                    for i in range(checklist.option_count)]
+
+        await _wait(pilot, lambda: isinstance(app.screen, MetricPicker)
+                    and "…" in "".join(shown()), what="the picker's labels cut")
+        checklist, shown = app.screen.query_one(SelectionList), shown()
         assert len(set(shown)) == 8 and shown[0] == "loss"
         assert all(any(x.endswith(end[-10:]) for x in shown) for end in ENDS)
         room = checklist.scrollable_content_region.width - 4
@@ -108,8 +114,10 @@ async def test_plot_titles_cut_in_the_middle_differ_and_refit_on_resize():
                                             for s in range(1, 6)])])
     app = _Plots(store.snapshot(RUN.key))
     async with app.run_test(size=(300, 20)) as pilot:
-        await pilot.pause(0.2)
         plots = list(app.query(MetricPlot))
+        await _wait(pilot, lambda: all(  # each drawn with its data at its own size
+            not p.view.empty and p.size.width and p._drawn == (p._key, p.size)
+            for p in plots), what="the plots drawn")
         titles = [str(p.border_title) for p in plots]
         assert len(set(titles)) == 7
         assert all(t.endswith((end, end[-12:])) for t, end in zip(titles, ENDS))
@@ -117,5 +125,6 @@ async def test_plot_titles_cut_in_the_middle_differ_and_refit_on_resize():
         screen = _screen(app)
         assert all(t in screen for t in titles)  # Textual does not cut them again
         plots[0].styles.width = 80  # room for the whole name: shown whole
-        await pilot.pause(0.2)
+        await _wait(pilot, lambda: str(plots[0].border_title) == PROFILING[0],
+                    what="the title refitted")
         assert str(plots[0].border_title) == PROFILING[0]

@@ -11,6 +11,7 @@ from rich.style import Style
 from carl_tui.sources.replay import ReplaySource
 from carl_tui.ui.app import DashboardConfig, build_app
 from carl_tui.ui.widgets.plots import MetricPlot
+from tests.conftest import wait_for
 
 RECORDING = Path(__file__).resolve().parents[1] / "recordings" / "tiny-demo.jsonl"
 
@@ -34,15 +35,19 @@ async def test_phi_entropy_and_grid_plots_share_x_and_their_markers_line_up():
     app = build_app(DashboardConfig(sources=[source], refresh_interval=0.05,
                                     plot_metrics=("reward",), clock=lambda: 0.0))
     async with app.run_test(size=(160, 45)) as pilot:
-        for _ in range(200):
-            await pilot.pause(0.05)
-            if source.finished and app.snapshot is not None and app.snapshot.last_step:
-                break
-        await pilot.pause(0.3)
-        snap = app.snapshot
         phi = app.query_one("#phi-plot", MetricPlot)
         entropy = app.query_one("#entropy-plot", MetricPlot)
         reward = next(p for p in app.query(MetricPlot) if p.metric == "reward")
+
+        def drawn_to_the_end() -> bool:  # the whole recording read and drawn in each plot
+            snap = app.snapshot
+            return source.finished and snap is not None and snap.last_step is not None and all(
+                not p.view.empty and p.view.xlim[1] == snap.last_step
+                for p in (phi, entropy, reward))
+
+        await wait_for(pilot, drawn_to_the_end, timeout=10.0, what="the recording drawn")
+        await pilot.pause()  # the plots' AxisChanged handled
+        snap = app.snapshot
         assert snap.series["phi"].steps.min() < 10
         assert snap.series["entropy"].steps.min() >= 150
         assert phi.view.xlim == entropy.view.xlim == reward.view.xlim

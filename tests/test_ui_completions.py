@@ -38,6 +38,14 @@ def head(app) -> str:
     return plain_text(app.screen.query_one("#compl-head"), 200)
 
 
+def stream_app(spec_events, reader):
+    """The dashboard on the spec's events, its completions from `reader` alone."""
+    src = ScriptedSource()
+    src.push(spec_events)
+    return build_app(DashboardConfig(sources=[src], refresh_interval=0.05,
+                                     completions=lambda run, meta: [reader]))
+
+
 def parquet_rows(run, step):
     pq = pytest.importorskip("pyarrow.parquet")
     path = run / "out" / "completions" / f"completions_{step:05d}.parquet"
@@ -88,7 +96,12 @@ async def test_view_on_the_trainer_stdout(grpo_completions, tmp_path):
 @pytest.mark.slow
 async def test_view_on_trackio(grpo_completions):
     req = SourceRequest(trackio_dir=str(grpo_completions / "trackio"), project="compl")
-    await view_on(app_for(req), "trackio", grpo_completions)
+    app = app_for(req)
+    await view_on(app, "trackio", grpo_completions)
+    # the database the view read its tables from is closed with the app
+    readers = [r for shared in app._completion_logs.values() for r in shared.log.readers]
+    assert [r.origin for r in readers] == ["trackio"]
+    assert readers[0]._conn is None
 
 
 @pytest.mark.slow
@@ -119,10 +132,7 @@ async def test_phase_edges_jump_to_what_the_model_said_then(spec_events, run_ref
 
     stream = tmp_path / "c.jsonl"
     completions_stream(stream, range(1, 47, 3))  # every third step logs completions
-    src = ScriptedSource()
-    src.push(spec_events)
-    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05,
-                                    completions=lambda run, meta: [StreamReader(stream)]))
+    app = stream_app(spec_events, StreamReader(stream))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.snapshot is not None and len(
             app.snapshot.phase.history) >= 4)
@@ -206,8 +216,9 @@ async def test_the_key_is_in_the_footer_help_and_palette(spec_events):
         commands = [c.title for c in app.get_system_commands(app.screen)]
         assert "Completions" in commands
         await pilot.press("a")  # this source names no completions: said, not raised
-        await pilot.pause(0.1)
-        assert any("holds no completions" in str(n.message) for n in app._notifications)
+        await wait_for(pilot, lambda: any(
+            "holds no completions" in str(n.message) for n in app._notifications))
+        assert app.screen is app.dashboard
 
 
 async def test_the_view_follows_new_steps_unless_stepped_back(spec_events, tmp_path):
@@ -223,10 +234,7 @@ async def test_the_view_follows_new_steps_unless_stepped_back(spec_events, tmp_p
         with open(stream, "a") as f:
             f.write(json.dumps(completions_line(logs, step, 1)) + "\n")
 
-    src = ScriptedSource()
-    src.push(spec_events)
-    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05,
-                                    completions=lambda run, meta: [StreamReader(stream)]))
+    app = stream_app(spec_events, StreamReader(stream))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.snapshot is not None)
         await pilot.press("a")
@@ -268,10 +276,7 @@ async def test_no_secret_reaches_the_view(spec_events, tmp_path):
     row = {"prompt": f"key {token}", "completion": f"Authorization: Bearer {token}",
            "rewards": {"r": 1.0}, "advantage": 0.0}
     stream.write_text(json.dumps({"event": "completions", "step": 1, "rows": [row]}) + "\n")
-    src = ScriptedSource()
-    src.push(spec_events)
-    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05,
-                                    completions=lambda run, meta: [StreamReader(stream)]))
+    app = stream_app(spec_events, StreamReader(stream))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.snapshot is not None)
         await pilot.press("a")
@@ -279,3 +284,70 @@ async def test_no_secret_reaches_the_view(spec_events, tmp_path):
         shown = " ".join(" ".join(r) for r in cells(app))
         shown += plain_text(app.screen.query_one("#compl-detail"), 200) + head(app)
         assert "[REDACTED]" in shown and token not in shown and token[:10] not in shown
+
+
+async def test_a_poll_that_ran_beside_a_step_back_does_not_undo_it(spec_events, tmp_path):
+    """`[` reads its step in a worker; a poll waiting behind that read (the log's lock),
+    which reads the screen before the step is shown, must not put back the step the
+    view was on."""
+    import threading
+
+    from carl_tui.completions.files import StreamReader
+
+    stream = tmp_path / "c.jsonl"
+    completions_stream(stream, [1, 2, 3])
+    reading, release, shown = threading.Event(), threading.Event(), threading.Event()
+
+    class Held(StreamReader):
+        """While held: step 2 is read back once the test says so, and a scan ends only
+        once that step is on its way to the screen."""
+
+        held = False
+
+        def load(self, locator):
+            if self.held:
+                reading.set()
+                release.wait(10)
+            return super().load(locator)
+
+        def scan(self):
+            if self.held:
+                shown.wait(10)
+            return super().scan()
+
+    reader = Held(stream)
+    app = stream_app(spec_events, reader)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("a")
+        view = app.screen
+        await wait_for(pilot, lambda: view.step == 3)
+        to_screen, handed = app.call_from_thread, []
+        both_handed = threading.Event()
+
+        def spy(callback, *args, **kwargs):
+            handed.append(callback)
+            shown.set()
+            if len(handed) >= 2:
+                both_handed.set()
+            return to_screen(callback, *args, **kwargs)
+
+        app.call_from_thread = spy
+        with view.shared.lock:
+            view.shared.log._cache.clear()  # step 2 is read back from its file
+            reader.held = True
+        await pilot.press("left_square_bracket")
+        await wait_for(pilot, reading.is_set, what="step 2 being read")
+        before = set(app.workers)
+        view._poll()  # a poll begins while the step back holds the log
+        poll = next(w for w in app.workers if w not in before)
+        await wait_for(pilot, lambda: poll.is_running, what="the poll's thread started")
+        release.set()
+        # The screen's loop is held here until step 2 and the poll's result are both
+        # handed to it: the poll, behind the lock, read the view while it showed step 3.
+        assert both_handed.wait(10)
+        await wait_for(pilot, lambda: not any(w.is_running for w in app.workers),
+                       what="the workers done")
+        await pilot.pause()
+        assert view.step == 2 and cells(app)[0][2] == "said at 2"
+        assert "(2 of 3)" in head(app) and "following" not in head(app)

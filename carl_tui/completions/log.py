@@ -104,15 +104,12 @@ class CompletionLog:
             self._remember(step, table)
         return table
 
-    def latest(self) -> CompletionTable | None:
-        return self.table(self._steps[-1]) if self._steps else None
-
-    def nearest(self, step: int) -> int | None:
-        """The logged step closest to `step` at or after it (else the last before it)."""
-        if not self._steps:
-            return None
-        i = bisect.bisect_left(self._steps, step)
-        return self._steps[min(i, len(self._steps) - 1)]
+    def close(self) -> None:
+        """Close what the readers hold open (a local Trackio database's connection)."""
+        for reader in self.readers:
+            close = getattr(reader, "close", None)
+            if close is not None:
+                close()
 
     def origin(self, step: int) -> str:
         where = self._where.get(step)

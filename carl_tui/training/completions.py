@@ -12,25 +12,11 @@ batched forward pass) and returns the stream line:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-
-def _text(entry: Any) -> str:
-    """A prompt or completion as text (a conversation: each message's content)."""
-    if isinstance(entry, list):
-        return "\n".join(str(m.get("content", "")) if isinstance(m, Mapping) else str(m)
-                         for m in entry)
-    return str(entry)
-
-
-def _number(value: Any) -> float | None:
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
+from carl_tui.completions.model import text_of
+from carl_tui.training.stream import finite
 
 
 def pick(n: int, k: int) -> list[int]:
@@ -49,7 +35,7 @@ def carl_scores(model, tokenizer, prompts: Sequence[Any], completions: Sequence[
     from carl_tui.training.reward import CarlReward
 
     scorer = CarlReward(model, tokenizer, log_components=False)
-    return [_number(s.composite) for s in scorer.scores(list(prompts), list(completions))]
+    return [finite(s.composite) for s in scorer.scores(list(prompts), list(completions))]
 
 
 def completions_line(logs: Mapping[str, Any], step: int, k: int, model=None,
@@ -69,11 +55,11 @@ def completions_line(logs: Mapping[str, Any], step: int, k: int, model=None,
     rows = []
     for j, i in enumerate(idx):
         rows.append({
-            "prompt": _text(prompts[i]),
-            "completion": _text(completions[i]),
-            "rewards": {name: _number(v[i]) if i < len(v) else None
+            "prompt": text_of(prompts[i]),
+            "completion": text_of(completions[i]),
+            "rewards": {name: finite(v[i]) if i < len(v) else None
                         for name, v in rewards.items()},
-            "advantage": _number(advantages[i]) if i < len(advantages) else None,
+            "advantage": finite(advantages[i]) if i < len(advantages) else None,
             "carl": scores[j],
         })
     return {"event": "completions", "step": int(step), "rows": rows}

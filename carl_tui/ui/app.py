@@ -196,6 +196,8 @@ class CarlApp(ReadablePlots, App[None]):
         self._quitting = True
         if self._follower is not None:
             self._follower.stop(timeout=0.3)
+        for shared in self._completion_logs.values():
+            shared.close()  # the completions view's readers (a Trackio database)
         if self.config.on_exit is not None:
             self.config.on_exit()
 

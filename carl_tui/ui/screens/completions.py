@@ -36,6 +36,15 @@ class SharedLog:
         self.log = log
         self.lock = threading.Lock()
 
+    def close(self, timeout: float = 1.0) -> None:
+        """Close the log's readers once no worker is in them (one still reading after
+        `timeout`, from a slow server, keeps them: the app is ending)."""
+        if self.lock.acquire(timeout=timeout):
+            try:
+                self.log.close()
+            finally:
+                self.lock.release()
+
 
 class CompletionsScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -84,6 +93,7 @@ class CompletionsScreen(Screen[None]):
         self.search_text = ""
         self.problem = ""
         self.shown_rows: list[int] = []  # positions (as logged) of the rows on screen
+        self._asked = 0  # steps asked for by a key so far
 
     def compose(self) -> ComposeResult:
         yield Static("", id="compl-head")
@@ -99,35 +109,43 @@ class CompletionsScreen(Screen[None]):
 
     # -- reading (worker threads) -------------------------------------------------------
 
-    def _poll(self) -> None:
-        self.run_worker(self._poll_work, thread=True, exclusive=True, group="completions",
-                        exit_on_error=False, description="reading completions")
+    # What the screen wants is read here, on its thread, and handed to the worker: a
+    # worker's table is shown only if no step was asked for since it began (`_asked`).
 
-    def _poll_work(self) -> None:
+    def _poll(self) -> None:
+        want = None if self.follow else self.step  # None: the latest
+        have, asked = self.table, self._asked
+        self.run_worker(lambda: self._poll_work(want, have, asked), thread=True,
+                        exclusive=True, group="completions", exit_on_error=False,
+                        description="reading completions")
+
+    def _poll_work(self, want: int | None, have: CompletionTable | None, asked: int) -> None:
         with self.shared.lock:
             log = self.shared.log
             changed = log.poll()
             steps = log.steps
-            target = steps[-1] if (self.follow or self.step is None) and steps else self.step
-            reload = changed or target != self.step or self.table is None
-            table = log.table(target) if reload and target is not None else self.table
+            target = steps[-1] if want is None and steps else want
+            reload = changed or have is None or target != have.step
+            table = log.table(target) if reload and target is not None else None
             errors = list(log.errors)
-        self.app.call_from_thread(self._arrived, steps, table, errors)
+        self.app.call_from_thread(self._arrived, steps, table, errors, asked)
 
     def _load(self, step: int, *, find: int = 0) -> None:
         """Show `step` (with `find`: the first step from there on, that way, with a match)."""
-        self.run_worker(lambda: self._load_work(step, find), thread=True, exclusive=True,
-                        group="completions", exit_on_error=False,
+        self._asked += 1
+        asked, query = self._asked, self.search_text
+        self.run_worker(lambda: self._load_work(step, find, query, asked), thread=True,
+                        exclusive=True, group="completions", exit_on_error=False,
                         description="reading completions")
 
-    def _load_work(self, step: int, find: int) -> None:
+    def _load_work(self, step: int, find: int, query: str, asked: int) -> None:
         with self.shared.lock:
             log = self.shared.log
             table = log.table(step)
             if find:
                 steps = log.steps
                 i = steps.index(step) if step in steps else 0
-                while table is not None and not cv.ordered(table, "as logged", self.search_text):
+                while table is not None and not cv.ordered(table, "as logged", query):
                     i += find
                     if not 0 <= i < len(steps):
                         table = None
@@ -135,18 +153,18 @@ class CompletionsScreen(Screen[None]):
                     table = log.table(steps[i])
             steps = log.steps
         if table is None and find:
-            self.app.call_from_thread(self.notify, f"no other step holds {self.search_text!r}",
+            self.app.call_from_thread(self.notify, f"no other step holds {query!r}",
                                       severity="warning", timeout=3)
             return
-        self.app.call_from_thread(self._arrived, steps, table, [])
+        self.app.call_from_thread(self._arrived, steps, table, [], asked)
 
     # -- showing (UI thread) --------------------------------------------------------------
 
     def _arrived(self, steps: list[int], table: CompletionTable | None,
-                 errors: list[str]) -> None:
+                 errors: list[str], asked: int) -> None:
         self.steps = steps
         self.problem = "; ".join(errors)
-        if table is not None:
+        if table is not None and asked == self._asked:
             redraw = table is not self.table
             self.table, self.step = table, table.step
             self.follow = bool(steps) and table.step == steps[-1] and self.follow

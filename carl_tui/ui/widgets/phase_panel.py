@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from rich.console import Group
@@ -47,9 +48,9 @@ class PhasePanel(Static):
             title.append(f" {phase.phase.upper()} ", style=style)
             if phase.since_step is not None:
                 title.append(f"  since step {phase.since_step}", style="dim")
-            ended = _ended_stages(phase)
+            ended = _last_ended_stage(phase)
             if ended:  # the stage before keeps its last phase beside this one's
-                kind, last, since, _end = ended[-1]
+                kind, last, since = ended
                 title.append(f"  · {phase.stage} · {kind} ended ", style="dim")
                 title.append(f"{last.upper()}@{since}", style=f"bold {self._color(last)}")
         else:
@@ -99,34 +100,30 @@ def _at_step(step: int | None) -> str:
     return "" if step is None else f" at step {step}"
 
 
-def _ended_stages(phase) -> list[tuple[str, str, int, int]]:
-    """(kind, last phase, its first step, the step the stage ended) of each stage
-    before the current one: a stage that ended keeps its last phase on screen."""
-    out: list[tuple[str, str, int, int]] = []
+def _last_ended_stage(phase) -> tuple[str, str, int] | None:
+    """(kind, last phase, its first step) of the latest stage that ended before the
+    current one: a stage that ended keeps its last phase on screen."""
     history = list(phase.history)
-    for i, (name, step, kind) in enumerate(history):
-        nxt = history[i + 1] if i + 1 < len(history) else None
-        if nxt is not None and nxt[2] != kind:
-            out.append((kind, name, step, nxt[1] - 1))
-    return out
+    ends = [(kind, name, step) for (name, step, kind), nxt in pairwise(history)
+            if nxt[2] != kind]
+    return ends[-1] if ends else None
 
 
 def _gate_rows(snap: RunSnapshot) -> list[tuple[str, str, str]]:
     """The gate's state, and why it may disagree with the phase."""
     gate, phase = snap.gate, snap.phase.phase
     if gate.fired:
-        rows = [("gate", "CRYSTALLISED" + _at_step(gate.trigger_step), "bold")]
+        fired = "CRYSTALLISED" + _at_step(gate.trigger_step)
         start = snap.phase.stage_start
-        if phase in PHASE_ORDER[:3] and start is not None and (
-                gate.trigger_step is None or gate.trigger_step < start):
+        if phase not in PHASE_ORDER[:3]:
+            return [("gate", fired, "bold")]
+        if start is not None and (gate.trigger_step is None or gate.trigger_step < start):
             # why this stage's phase may read earlier than the gate: it is a later stage
-            rows = [("gate", "CRYSTALLISED" + _at_step(gate.trigger_step)
-                     + f", in the stage before ({snap.phase.stage} stage from {start})",
-                     "bold")]
-        elif phase in PHASE_ORDER[:3]:
-            rows.append(("why", (f"the gate reads {gate.metric}; the phases read "
-                         f"{snap.phase.inputs or 'another metric'}"), "dim"))
-        return rows
+            stage = f"{snap.phase.stage} stage from {start}"
+            return [("gate", f"{fired}, in the stage before ({stage})", "bold")]
+        return [("gate", fired, "bold"),
+                ("why", (f"the gate reads {gate.metric}; the phases read "
+                 f"{snap.phase.inputs or 'another metric'}"), "dim")]
     if gate.metric not in snap.series:
         return [("gate", f"{gate.metric} not logged (--gate-metric picks another)", "dim")]
     last = gate.window_values[-1] if gate.window_values else None
