@@ -21,6 +21,7 @@ from carl_tui.completions.log import CompletionLog
 from carl_tui.completions.open import readers_for
 from carl_tui.completions.stdout import find_panels, parse_panel
 from carl_tui.events import RunRef
+from carl_tui.report import completions as completions_report
 from carl_tui.sources.open import SourceRequest
 from tests.data.make_grpo_completions import MAX_STEPS, PROJECT
 
@@ -258,6 +259,29 @@ def test_trackio_server_tables_equal_parquet(run, tmp_path):
         code, out, err = export("--trackio", srv.url, "--project", PROJECT, "--timeout", "60")
     assert code == 0, err
     assert jsonl(out) == parquet_rows(run)
+
+
+def test_export_closes_what_it_opened(run, monkeypatch):
+    """export --completions closes the completions' log (its Trackio database) once the
+    rows are written, not before: an older step may be read again while writing."""
+    events = []
+    real_close = CompletionLog.close
+    real_write = completions_report.write_jsonl
+
+    def close(self):
+        events.append("close")
+        real_close(self)
+
+    def write(out, log):
+        events.append("write")
+        return real_write(out, log)
+
+    monkeypatch.setattr(CompletionLog, "close", close)
+    monkeypatch.setattr(completions_report, "write_jsonl", write)
+    code, out, err = export("--trackio-dir", str(run / "trackio"), "--project", PROJECT)
+    assert code == 0, err
+    assert jsonl(out) == parquet_rows(run)
+    assert events == ["write", "close"]
 
 
 def test_completions_lines_are_not_skipped_input(tmp_path):

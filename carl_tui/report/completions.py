@@ -13,23 +13,19 @@ from carl_tui.errors import CarlError
 from carl_tui.report.cli import write_output
 
 
-def open_log(args: Any, opened: Any, run: Any, meta: Any) -> CompletionLog:
+def open_log(args: Any, opened: Any, run: Any, meta: Any, made: list) -> CompletionLog:
     """The completions of `run` from what the command line named, read to the end (a
-    server is asked through a new connection: the metrics' is closed once read)."""
-    made: list = []
+    server is asked through new connections, kept in `made` for the caller to close: the
+    metrics' is closed once read, and older steps are read again when written)."""
 
     def sources() -> list:
         if not made:
             made.extend(opened.make())
         return made
 
-    try:
-        log = CompletionLog(reader_factory(source_request(args), sources)(run, meta), keep=8)
-        while log.poll():
-            pass
-    finally:
-        for s in made:
-            s.close()
+    log = CompletionLog(reader_factory(source_request(args), sources)(run, meta), keep=8)
+    while log.poll():
+        pass
     return log
 
 
@@ -38,11 +34,22 @@ def export_completions(args: Any, opened: Any, run: Any, meta: Any) -> int:
         print("carl-tui: --metrics: not with --completions (a completion's columns are "
               "step, prompt, completion, rewards, advantage)", file=sys.stderr)
         return EXIT_USAGE
+    made: list = []
+    log = None
     try:
-        log = open_log(args, opened, run, meta)
+        log = open_log(args, opened, run, meta, made)
+        return _write(args, log, run)
     except CarlError as exc:
         print(f"carl-tui: {exc}", file=sys.stderr)
         return EXIT_NO_DATA
+    finally:
+        if log is not None:
+            log.close()
+        for s in made:
+            s.close()
+
+
+def _write(args: Any, log: CompletionLog, run: Any) -> int:
     for err in log.errors:
         print(f"carl-tui: {err}", file=sys.stderr)
     if not log.steps:
