@@ -14,7 +14,8 @@ PY_OLDEST ?= $(call find_python,3.10)
 PY_NEWEST ?= $(call find_python,3.13)
 BUILD  := build/ci
 
-.PHONY: demo test suite lint wheel-check base-suites base-suite-on base-suite bench install screenshots screencast tools browser
+.PHONY: demo test suite lint wheel-check base-suites base-suite-on base-suite bench install screenshots screencast tools browser \
+	screenshot-browser
 
 $(BIN)/carl-tui: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,7 +49,7 @@ browser:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
 	  { command -v apt-get >/dev/null && $(SUDO) apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; } || \
-	  echo "make: no Chromium here (not root, or no apt-get): the browser tests will skip"
+	  echo "make: no Chromium here (not root nor password-less sudo, or no apt-get): the browser tests will skip"
 
 lint: install
 	$(BIN)/ruff check carl_tui tests benchmarks screenshots
@@ -93,7 +94,6 @@ screenshots: install
 	$(BIN)/python screenshots/make.py
 
 # The README's picture of `carl-tui serve` in a browser (needs Chromium: see browser).
-.PHONY: screenshot-browser
 screenshot-browser: install browser
 	$(BIN)/python screenshots/browser.py
 
