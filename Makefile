@@ -14,7 +14,8 @@ PY_OLDEST ?= $(call find_python,3.10)
 PY_NEWEST ?= $(call find_python,3.13)
 BUILD  := build/ci
 
-.PHONY: demo test suite lint wheel-check base-suites base-suite-on base-suite bench install screenshots screencast tools browser
+.PHONY: demo test suite lint wheel-check base-suites base-suite-on base-suite bench install screenshots screencast tools browser \
+	screenshot-browser
 
 $(BIN)/carl-tui: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,19 +37,20 @@ suite: install tools
 # Test tools from the system's package manager, installed where it can (root, or sudo
 # without a password, with apt-get; brew for logrotate): logrotate for the tests of following
 # a rotated file, Chromium for the browser tests of `carl-tui serve`. Elsewhere those tests
-# skip saying why (under CI the browser tests fail instead).
+# skip saying why (under CI the browser tests fail instead). `env` passes DEBIAN_FRONTEND
+# through sudo, which drops the environment it is given: no package may stop to ask.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 tools: browser
 	@command -v logrotate >/dev/null 2>&1 || test -x /usr/sbin/logrotate || \
-	  { command -v apt-get >/dev/null 2>&1 && $(SUDO) apt-get install -y -qq logrotate >/dev/null; } || \
+	  { command -v apt-get >/dev/null 2>&1 && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq logrotate >/dev/null; } || \
 	  { command -v brew >/dev/null 2>&1 && brew install logrotate; } || \
 	  echo "logrotate is not installed: the log rotation tests will skip"
 
 browser:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || \
 	  { command -v apt-get >/dev/null && $(SUDO) apt-get update -qq && \
-	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; } || \
-	  echo "make: no Chromium here (not root, or no apt-get): the browser tests will skip"
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "make: no Chromium here (not root nor password-less sudo, or no apt-get): the browser tests will skip"
 
 lint: install
 	$(BIN)/ruff check carl_tui tests benchmarks screenshots
@@ -93,7 +95,6 @@ screenshots: install
 	$(BIN)/python screenshots/make.py
 
 # The README's picture of `carl-tui serve` in a browser (needs Chromium: see browser).
-.PHONY: screenshot-browser
 screenshot-browser: install browser
 	$(BIN)/python screenshots/browser.py
 

@@ -43,7 +43,7 @@ async def _hold(served, n: int) -> tuple[float, list]:
 
         server = psutil.Process(served.proc.pid)
         procs = served.sessions()
-        mem = [(p.memory_full_info().rss, p.memory_full_info().uss) for p in procs]
+        mem = [(m.rss, m.uss) for m in (p.memory_full_info() for p in procs)]
         mem.append((server.memory_info().rss, None))
         cpu0 = [p.cpu_times() for p in procs]
         await asyncio.sleep(IDLE_S)

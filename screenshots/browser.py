@@ -10,35 +10,16 @@ dashboard to be drawn and its start-up notices to go, and saves the page as a PN
 from __future__ import annotations
 
 import argparse
-import os
-import re
 import shutil
-import signal
-import subprocess
 import sys
-import threading
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 VIEWPORT = {"width": 1400, "height": 850}
 NOTICES_GONE_MS = 12_000  # the start-up notices stay 10 s
-
-
-def start_server() -> tuple[subprocess.Popen, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "carl_tui", "serve", "--port", "0",
-                             "--watch", "recordings/tiny-demo.jsonl"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-    line: list[str] = []
-    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(60)
-    found = re.search(r"http://\S+", line[0]) if line else None
-    if found is None:
-        proc.kill()
-        raise SystemExit("carl-tui serve printed no URL")
-    return proc, found.group(0)
 
 
 def shoot(url: str, chromium: str, out: Path) -> None:
@@ -71,12 +52,13 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=HERE / "browser.png")
     p.add_argument("--chromium", default=shutil.which("chromium") or "/usr/bin/chromium")
     args = p.parse_args()
-    proc, url = start_server()
+    from tests.serving import start_serving
+
+    served = start_serving("--watch", "recordings/tiny-demo.jsonl", plant=False)
     try:
-        shoot(url, args.chromium, args.out)
+        shoot(served.url, args.chromium, args.out)
     finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(30)
+        served.stop()
     print(f"wrote {args.out}")
     return 0
 

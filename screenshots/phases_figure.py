@@ -47,6 +47,10 @@ def panel(run, title: str, y0: float) -> list[str]:
     def x(s: float) -> float:
         return PAD + (W - 2 * PAD) * (s - lo_s) / max(hi_s - lo_s, 1)
 
+    def points(steps, values, lo: float, hi: float) -> str:  # a curve, lo..hi the panel's height
+        return " ".join(f"{x(s):.1f},{top + h - h * (v - lo) / max(hi - lo, 1e-12):.1f}"
+                        for s, v in zip(steps, values))
+
     hist = list(snap.phase.history)
     for i, (name, step, _kind) in enumerate(hist):
         end = hist[i + 1][1] if i + 1 < len(hist) else hi_s
@@ -57,15 +61,11 @@ def panel(run, title: str, y0: float) -> list[str]:
             out.append(f'<text x="{left + 2:.1f}" y="{top + 11}" class="p">{name}</text>')
     for st in run.stages:
         lo, hi = float(min(st.values)), float(max(st.values))
-        pts = " ".join(f"{x(s):.1f},{top + h - h * (v - lo) / max(hi - lo, 1e-12):.1f}"
-                       for s, v in zip(st.steps, st.values))
-        out.append(f'<polyline points="{pts}" class="c"/>')
+        out.append(f'<polyline points="{points(st.steps, st.values, lo, hi)}" class="c"/>')
         k = max(3, len(st.values) // 20)  # its level: the mean of the last k values
         level = [sum(st.values[max(0, i - k + 1):i + 1]) / (i + 1 - max(0, i - k + 1))
                  for i in range(len(st.values))]
-        pts = " ".join(f"{x(s):.1f},{top + h - h * (v - lo) / max(hi - lo, 1e-12):.1f}"
-                       for s, v in zip(st.steps, level))
-        out.append(f'<polyline points="{pts}" class="l"/>')
+        out.append(f'<polyline points="{points(st.steps, level, lo, hi)}" class="l"/>')
         label = "token accuracy" if st.kind == "accuracy" else "task reward"
         out.append(f'<text x="{x(st.steps[0]) + 2:.1f}" y="{top + h - 4}" class="a">'
                    f'{label} {lo:.2f} .. {hi:.2f}</text>')

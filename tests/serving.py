@@ -67,9 +67,11 @@ def _alive(proc) -> bool:
 
 
 def start_serving(*args: str, cwd: Path = ROOT, timeout: float = 60.0,
-                  env: dict[str, str] | None = None) -> Served:
-    """`carl-tui serve --port 0 ARGS`, once it has printed its URL."""
-    env = {**os.environ, "HF_TOKEN": HF_SECRET, "PYTHONPATH": str(ROOT), **(env or {})}
+                  env: dict[str, str] | None = None, plant: bool = True) -> Served:
+    """`carl-tui serve --port 0 ARGS`, once it has printed its URL; `plant`: with HF_SECRET
+    as its HF_TOKEN (the tests look for it everywhere a secret must not be)."""
+    planted = {"HF_TOKEN": HF_SECRET} if plant else {}
+    env = {**os.environ, **planted, "PYTHONPATH": str(ROOT), **(env or {})}
     proc = subprocess.Popen([sys.executable, "-m", "carl_tui", "serve", "--port", "0", *args],
                             cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)

@@ -79,3 +79,41 @@ def test_make_test_skips_a_missing_python_with_one_line_but_not_under_ci(tmp_pat
                                 PY_NEWEST=sys.executable)
     assert rc == 0 and not any(line.startswith("make test: skipping") for line in out.splitlines())
     assert "build/ci/base-oldest/bin/python -m pytest -q -p no:cacheprovider" in out.splitlines()
+
+
+SUDO_STUB = """#!/bin/sh
+# sudo as Debian configures it: -n (never ask), the environment reset (env_reset), the
+# system's folders on PATH (secure_path), after the stubs
+[ "$1" = -n ] && shift
+exec /usr/bin/env -i PATH="$PATH:/usr/sbin:/usr/bin:/sbin:/bin" "$@"
+"""
+APT_STUB = """#!/bin/sh
+echo "$* DEBIAN_FRONTEND=$DEBIAN_FRONTEND" >> "{log}"
+"""
+
+
+def test_make_installs_the_test_tools_without_questions_through_sudo(tmp_path):
+    """`make browser` (part of `make test`) through sudo: apt-get must get
+    DEBIAN_FRONTEND=noninteractive, which sudo drops from the environment it was given (a
+    package asking a question would stop `make test`). A stub sudo and apt-get on a PATH
+    where Chromium is not found."""
+    import os
+    import shutil
+    import subprocess
+
+    import pytest
+
+    make = shutil.which("make")
+    if make is None or not os.path.exists("/usr/bin/env"):
+        pytest.skip("make or /usr/bin/env is not here")
+    apt_stub = APT_STUB.replace("{log}", str(tmp_path / "apt.log"))
+    for name, text in (("sudo", SUDO_STUB), ("apt-get", apt_stub)):
+        (tmp_path / name).write_text(text)
+        (tmp_path / name).chmod(0o755)
+    env = {"PATH": str(tmp_path), "HOME": str(tmp_path)}
+    res = subprocess.run([make, "-C", str(ROOT), "browser", "SUDO=sudo -n"], env=env,
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    calls = (tmp_path / "apt.log").read_text().splitlines()
+    installs = [c for c in calls if c.startswith("install")]
+    assert installs == ["install -y -qq chromium DEBIAN_FRONTEND=noninteractive"], calls

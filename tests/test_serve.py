@@ -207,3 +207,23 @@ async def test_a_dashboard_that_does_not_quit_when_its_tab_closes_is_killed(monk
     finally:
         serving.cancel()
         await asyncio.gather(serving, return_exceptions=True)
+
+
+def test_the_demo_tabs_get_every_view_option_given():
+    """`serve demo` rebuilds the tabs' options from the parsed ones (the demo's own, --seed
+    and --stream, stay with the training): each view option must reach the tabs."""
+    from carl_tui.cli import _add_view_options, build_parser
+    from carl_tui.serve.cli import _view_options
+
+    view = argparse.ArgumentParser()
+    _add_view_options(view)
+    dests = {a.dest for a in view._actions if a.dest != "help"}
+    given = ["demo", "--seed", "3", "--theme", "carl-light", "--gate-metric", "reward",
+             "--vocab-size", "64", "--keymap", "app.quit=ctrl+q", "--output-dir", "out",
+             "--push-repo", "me/tiny", "--read-only"]
+    demo = build_parser().parse_args(given)
+    default = build_parser().parse_args(["demo"])
+    assert [d for d in dests if getattr(demo, d) == getattr(default, d)] == []  # all given
+    tab = build_parser().parse_args(["--watch", "s.jsonl", *_view_options(demo)])
+    assert {d: getattr(tab, d) for d in dests} == {d: getattr(demo, d) for d in dests}
+    assert tab.read_only is True and tab.theme == "carl-light"

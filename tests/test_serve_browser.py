@@ -33,8 +33,8 @@ def chromium() -> str | None:
 def browser():
     path = chromium()
     if path is None:
-        why = ("no Chromium on this machine (`make test` installs it where it runs as root with "
-               "apt-get; or: apt-get install chromium)")
+        why = ("no Chromium on this machine (`make test` installs it with apt-get as root or "
+               "with password-less sudo; or: apt-get install chromium)")
         if os.environ.get("CI"):
             pytest.fail(f"under CI the browser tests must run: {why}")
         pytest.skip(why)
