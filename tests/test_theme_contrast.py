@@ -112,3 +112,44 @@ async def test_a_theme_file_that_paints_its_plots_in_its_background_still_draws_
         drawn = set().union(*(drawn_colours(p) for p in plots))
         assert {bg for _, bg in drawn} == {(0x77, 0x77, 0x77)}
         assert min(contrast(fg, bg) for fg, bg in drawn) >= 3.0, drawn
+
+
+def bar_colours(bar) -> set[tuple]:
+    """The colour of every coloured span of the status bar's text."""
+    text = bar._shown
+    out = set()
+    for span in (text.spans if text is not None else []):
+        style = span.style if isinstance(span.style, Style) else Style.parse(span.style)
+        if style.color is not None:
+            out.add(tuple(style.color.get_truecolor()))
+    return out
+
+
+async def test_every_theme_draws_the_status_bars_states_at_4_5_to_1_or_more():
+    """live, finished, connecting, retrying and error, the skipped count and a source's
+    limitation: in the theme's own colours, readable as text on the bar's background."""
+    from carl_tui.events import SourceStatus
+    from carl_tui.ui.widgets.status_bar import StatusBar
+
+    src = ScriptedSource()
+    src.push(events("run-a") + [
+        SourceStatus("aa", "live", limitation="no incremental reads"),
+        SourceStatus("bb", "finished"), SourceStatus("cc", "connecting"),
+        SourceStatus("dd", "retrying", "refused", last_good=1.0, skipped=2),
+        SourceStatus("ee", "error", "gone")])
+    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05))
+    async with app.run_test(size=(300, 40)) as pilot:
+        bar = app.query_one(StatusBar)
+        await wait_for(pilot, lambda: "ee error" in (bar._shown or Text()).plain)
+        worst, kinds = {}, {}
+        for name in sorted(app.available_themes):
+            app.theme = name
+            await wait_for(pilot, lambda: app.theme_variables["status-bad"] in str(bar._shown
+                                                                                 .spans))
+            background = tuple(bar.background_colors[1].rgb)
+            drawn = bar_colours(bar)
+            kinds[name] = len(drawn)
+            worst[name] = min(contrast(fg, background) for fg in drawn)
+        assert all(n >= 4 for n in kinds.values()), kinds  # good, done, wait, bad
+        assert all(c >= 4.5 for c in worst.values()), {
+            k: round(v, 2) for k, v in worst.items() if v < 4.5}
