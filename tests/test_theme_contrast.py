@@ -153,3 +153,33 @@ async def test_every_theme_draws_the_status_bars_states_at_4_5_to_1_or_more():
         assert all(n >= 4 for n in kinds.values()), kinds  # good, done, wait, bad
         assert all(c >= 4.5 for c in worst.values()), {
             k: round(v, 2) for k, v in worst.items() if v < 4.5}
+
+
+def hue_gap(a, b) -> float:
+    """Degrees between two colours' hues (0 to 180)."""
+    d = abs(a.hsl[0] - b.hsl[0]) * 360
+    return min(d, 360 - d)
+
+
+async def test_every_theme_has_eight_run_colours_of_distinct_hues_at_3_to_1():
+    """The run and up to seven compared runs (c): eight colours, no two of a hue closer
+    than 25 degrees, each at 3:1 or more against the plot's background."""
+    from textual.color import Color
+
+    from carl_tui.ui.screens.dashboard import OVERLAY_COLORS
+
+    assert len(OVERLAY_COLORS) >= 7
+    app = build_app(DashboardConfig(sources=[ScriptedSource()], refresh_interval=0.05))
+    async with app.run_test(size=(120, 36)) as pilot:
+        bad = {}
+        for name in sorted(app.available_themes):
+            app.theme = name
+            await pilot.pause()
+            v = app.theme_variables
+            surface = Color.parse(v["background"]) + Color.parse(v["surface"])
+            runs = [Color.parse(v[k]) for k in ("plot-phi", *OVERLAY_COLORS)]
+            gaps = [hue_gap(a, b) for i, a in enumerate(runs) for b in runs[i + 1:]]
+            worst = min(contrast(c.rgb, surface.rgb) for c in runs)
+            if min(gaps) < 25 or worst < 3.0:
+                bad[name] = (round(min(gaps)), round(worst, 2))
+        assert not bad, bad
