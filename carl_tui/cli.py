@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from carl_tui import __version__
@@ -218,7 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="train a tiny model on the CPU and watch it live")
     d.add_argument("--seed", type=int, default=0)
     d.add_argument("--stream", metavar="PATH", type=_path, help="where the run's stream is written "
-                   "(default: a temporary file)")
+                   "(default: a temporary file); an existing file is refused unless --overwrite")
+    d.add_argument("--overwrite", action="store_true",
+                   help="replace the file at --stream if there is one")
     _add_view_options(d)
 
     s = sub.add_parser("summary", help="print a run's story and exit (no screen)",
@@ -434,7 +436,6 @@ def run_dashboard(args) -> int:
 def run_demo(args) -> int:
     """Train the tiny model in a child process and watch its stream."""
     import importlib.util
-    import tempfile
 
     missing = [m for m in ("torch", "transformers", "trl", "datasets")
                if importlib.util.find_spec(m) is None]
@@ -447,14 +448,12 @@ def run_demo(args) -> int:
     from carl_tui.identity import demo_run
     from carl_tui.sources.open import Opened, open_file
 
-    if args.stream:
-        stream = Path(args.stream)
-        stream.unlink(missing_ok=True)  # a fresh run, not the tail of an old one
-    else:
-        stream = Path(tempfile.mkdtemp(prefix="carl-demo-")) / "stream.jsonl"
+    stream = _demo_stream(args)
     argv = [sys.executable, "-m", "carl_tui.training.demo", "--stream", str(stream),
             "--seed", str(args.seed)]
     check_terminal()  # before the training starts
+    if args.stream:
+        stream.unlink(missing_ok=True)  # a fresh run, not the tail of an old one
     job = LocalJob.start(argv, stream, tie_to_parent=True)  # training ends with the dashboard
     print(f"carl-tui demo: training a tiny model on the CPU; stream {stream}, "
           f"log {job.log_path}", file=sys.stderr)
@@ -463,7 +462,7 @@ def run_demo(args) -> int:
     from carl_tui.completions.open import reader_factory
     from carl_tui.sources.open import SourceRequest
 
-    config = _config(args, opened, on_exit=lambda: job.stop(grace=10, term_grace=5),
+    config = _config(args, opened, on_exit=stop_soon(job),
                      local_jobs=[(run, job)],
                      completions=reader_factory(SourceRequest(watch=str(stream),
                                                               file_format="jsonl"),
@@ -471,7 +470,38 @@ def run_demo(args) -> int:
     try:
         return _run_app(config)
     finally:
-        job.stop(grace=10, term_grace=5)
+        if job.returncode is None:
+            print("carl-tui demo: stopping the training", file=sys.stderr)
+        job.stop(grace=10, term_grace=5)  # waits for the stop on_exit started, if any
+
+
+def _demo_stream(args) -> Path:
+    """Where the demo writes: `--stream` (an existing file only with `--overwrite`: it
+    would be deleted), else a new temporary folder."""
+    import tempfile
+
+    if not args.stream:
+        return Path(tempfile.mkdtemp(prefix="carl-demo-")) / "stream.jsonl"
+    stream = Path(args.stream)
+    if stream.is_dir():
+        raise UsageError(f"--stream {stream} is a folder; name a file")
+    if stream.exists() and not args.overwrite:
+        raise UsageError(f"--stream {stream} exists; the demo would replace it: pass "
+                         "--overwrite, or name another file")
+    return stream
+
+
+def stop_soon(job) -> Callable[[], None]:
+    """The dashboard's `on_exit` for a run tied to it: ask the run to stop on a thread and
+    return at once (a trainer that ignores its signals takes up to 15 s to be killed;
+    the screen must not hang meanwhile). `run_demo` waits for the stop afterwards."""
+    import threading
+
+    def on_exit() -> None:
+        threading.Thread(target=job.stop, kwargs={"grace": 10, "term_grace": 5},
+                         name="carl-demo-stop", daemon=True).start()
+
+    return on_exit
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -72,15 +72,18 @@ async def test_crystallisation_is_flagged_at_the_gate_step(run_ref):
     src = ScriptedSource()
     app = make_app(src)
     async with app.run_test(size=SIZE) as pilot:
-        # Points arrive a few at a time, as from a live run.
+        # Points arrive a few at a time, as from a live run: once each batch is on screen,
+        # the panel is flagged exactly when the gate's step is among the steps shown.
+        flagged = []
         for i in range(0, len(rows), 4):
             src.push([ScalarBatch.from_rows(run_ref, rows[i : i + 4])])
-            await pilot.pause(0.08)
-            before_gate = rows[min(i + 3, len(rows) - 1)][0] < expected.trigger_step
-            if before_gate:
-                assert not app.query_one("#phase").has_class("-crystallised")
-        await wait_for(pilot, lambda: app.snapshot and app.snapshot.last_step == rows[-1][0])
-        assert app.query_one("#phase").has_class("-crystallised")
+            last = rows[min(i + 3, len(rows) - 1)][0]
+            await wait_for(pilot, lambda last=last: app.snapshot is not None
+                           and app.snapshot.last_step == last, what=f"step {last} shown")
+            await pilot.pause()
+            flagged.append((last, app.query_one("#phase").has_class("-crystallised")))
+        assert flagged == [(last, last >= expected.trigger_step) for last, _ in flagged]
+        assert flagged[-1][1]
         flags = [t for t in app.notices_shown if t.startswith("Crystallised")]
         assert len(flags) == 1 and f"at step {expected.trigger_step}" in flags[0]
         # No vocabulary size: phi cannot be derived, and its plot says so.

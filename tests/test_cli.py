@@ -50,3 +50,17 @@ def test_empty_trackio_store_is_a_clear_error(tmp_path, capsys):
         assert err.count("\n") == 1 and "no Trackio projects" in err
     assert main(["summary", "--trackio-dir", str(tmp_path), "--project", "p"]) == 1
     assert "no Trackio project 'p'" in capsys.readouterr().err
+
+
+def test_demo_refuses_to_replace_an_existing_stream(tmp_path, capsys):
+    """`demo --stream PATH` where PATH exists: one line, exit 2, the file as it was; with
+    --overwrite it goes on (here to the terminal check, which fails first: still intact)."""
+    stream = tmp_path / "run.jsonl"
+    stream.write_text('{"step": 1}\n')
+    assert main(["demo", "--stream", str(stream)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "exists" in err and "--overwrite" in err, err
+    assert main(["demo", "--stream", str(stream), "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert "terminal" in err and "exists" not in err, err
+    assert stream.read_text() == '{"step": 1}\n'

@@ -284,3 +284,44 @@ def test_phase_panel_never_says_none():
     assert "None" not in shown
     assert "CRYSTALLISED" in shown and "since step" not in shown
     assert f"peak entropy {snap.gate.peak_entropy:.3g}" in " ".join(shown.split())
+
+
+# A trainer that ignores SIGINT and SIGTERM until a file appears, then exits 0.
+DEAF_TRAINER = (
+    "import pathlib, signal, sys, time\n"
+    "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print('deaf', flush=True)\n"
+    "while not pathlib.Path(sys.argv[1]).exists():\n"
+    "    time.sleep(0.02)\n"
+)
+
+
+async def test_quitting_the_demo_does_not_wait_for_a_trainer_that_ignores_signals(tmp_path):
+    """The dashboard's on_exit (the UI thread, as the screen closes) only asks the run to
+    stop: the app is gone while the deaf trainer still runs; what `run_demo` does next
+    (its `finally`) waits for the stop, and nothing is left running."""
+    from carl_tui.actions.local_job import LocalJob
+    from carl_tui.cli import stop_soon
+    from carl_tui.identity import demo_run
+    from carl_tui.ui.app import DashboardConfig, build_app
+    from tests.conftest import ScriptedSource
+
+    release = tmp_path / "release"
+    job = LocalJob.start([sys.executable, "-c", DEAF_TRAINER, str(release)],
+                         tmp_path / "stream.jsonl", tie_to_parent=True)
+    try:
+        wait_for(lambda: "deaf" in job.log_path.read_text(), "the trainer to ignore signals")
+        app = build_app(DashboardConfig(sources=[ScriptedSource()], on_exit=stop_soon(job),
+                                        local_jobs=[(demo_run(0), job)]))
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.press("q")
+        assert job.returncode is None  # the screen closed without waiting for the run
+        wait_for(lambda: job.poll() == "stopping", "the stop to be asked")
+        release.touch()  # the trainer gives in (as a real one ends its step)
+        assert job.stop(grace=10, term_grace=5) == "canceled"  # run_demo's finally
+        assert job.returncode == 0 and group_members(job.pid) == []
+    finally:
+        release.touch()
+        if job.returncode is None:
+            os.killpg(job.pid, signal.SIGKILL)

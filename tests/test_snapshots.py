@@ -13,6 +13,8 @@ import pytest
 
 from carl_tui.sources.replay import ReplaySource
 from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.screens.help import HelpScreen
+from tests.conftest import wait_for
 
 RECORDING = Path(__file__).resolve().parents[1] / "recordings" / "tiny-demo.jsonl"
 SIZE = (160, 45)
@@ -25,18 +27,37 @@ def replay_app(theme: str = "carl-dark", **kw):
     return app, source
 
 
-def settle(app, source, *keys):
+def on_screen(app, source) -> bool:
+    """The whole recording is read and the dashboard shows all of it."""
+    snap = app.snapshot
+    if not source.finished or snap is None or app.current_run is None:
+        return False
+    latest = app.store.snapshot(app.current_run)
+    return latest is not None and snap.last_step == latest.last_step
+
+
+async def idle(pilot) -> None:
+    """Until nothing is left to do: animations done, every pending message handled."""
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+
+
+def settle(app, source, *keys, until=None):
+    """`run_before` for `snap_compare`: wait (on conditions, never a fixed time) until
+    the recording is on screen, press `keys`, wait until `until()` holds (the screen they
+    open, its content), then until the app is idle."""
     async def run_before(pilot):
-        for _ in range(200):
-            await pilot.pause(0.05)
-            if source.finished and app.snapshot is not None and app.snapshot.last_step:
-                break
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: on_screen(app, source), timeout=30.0,
+                       what="the whole recording on screen")
+        await idle(pilot)
         app.clear_notifications()
         for key in keys:
             await pilot.press(key)
-        await pilot.pause(0.3)
+        if until is not None:
+            await wait_for(pilot, until, timeout=30.0, what="the screen the keys open")
+        await idle(pilot)
         app.clear_notifications()
+        await idle(pilot)
 
     return run_before
 
@@ -57,5 +78,6 @@ def test_layout_at_each_size(snap_compare, size):
 
 def test_help_screen(snap_compare):
     app, source = replay_app()
-    assert snap_compare(app, terminal_size=SIZE, run_before=settle(app, source, "question_mark"))
+    assert snap_compare(app, terminal_size=SIZE, run_before=settle(
+        app, source, "question_mark", until=lambda: isinstance(app.screen, HelpScreen)))
 

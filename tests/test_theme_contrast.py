@@ -112,3 +112,74 @@ async def test_a_theme_file_that_paints_its_plots_in_its_background_still_draws_
         drawn = set().union(*(drawn_colours(p) for p in plots))
         assert {bg for _, bg in drawn} == {(0x77, 0x77, 0x77)}
         assert min(contrast(fg, bg) for fg, bg in drawn) >= 3.0, drawn
+
+
+def bar_colours(bar) -> set[tuple]:
+    """The colour of every coloured span of the status bar's text."""
+    text = bar._shown
+    out = set()
+    for span in (text.spans if text is not None else []):
+        style = span.style if isinstance(span.style, Style) else Style.parse(span.style)
+        if style.color is not None:
+            out.add(tuple(style.color.get_truecolor()))
+    return out
+
+
+async def test_every_theme_draws_the_status_bars_states_at_4_5_to_1_or_more():
+    """live, finished, connecting, retrying and error, the skipped count and a source's
+    limitation: in the theme's own colours, readable as text on the bar's background."""
+    from carl_tui.events import SourceStatus
+    from carl_tui.ui.widgets.status_bar import StatusBar
+
+    src = ScriptedSource()
+    src.push(events("run-a") + [
+        SourceStatus("aa", "live", limitation="no incremental reads"),
+        SourceStatus("bb", "finished"), SourceStatus("cc", "connecting"),
+        SourceStatus("dd", "retrying", "refused", last_good=1.0, skipped=2),
+        SourceStatus("ee", "error", "gone")])
+    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05))
+    async with app.run_test(size=(300, 40)) as pilot:
+        bar = app.query_one(StatusBar)
+        await wait_for(pilot, lambda: "ee error" in (bar._shown or Text()).plain)
+        worst, kinds = {}, {}
+        for name in sorted(app.available_themes):
+            app.theme = name
+            await wait_for(pilot, lambda: app.theme_variables["status-bad"] in str(bar._shown
+                                                                                 .spans))
+            background = tuple(bar.background_colors[1].rgb)
+            drawn = bar_colours(bar)
+            kinds[name] = len(drawn)
+            worst[name] = min(contrast(fg, background) for fg in drawn)
+        assert all(n >= 4 for n in kinds.values()), kinds  # good, done, wait, bad
+        assert all(c >= 4.5 for c in worst.values()), {
+            k: round(v, 2) for k, v in worst.items() if v < 4.5}
+
+
+def hue_gap(a, b) -> float:
+    """Degrees between two colours' hues (0 to 180)."""
+    d = abs(a.hsl[0] - b.hsl[0]) * 360
+    return min(d, 360 - d)
+
+
+async def test_every_theme_has_eight_run_colours_of_distinct_hues_at_3_to_1():
+    """The run and up to seven compared runs (c): eight colours, no two of a hue closer
+    than 25 degrees, each at 3:1 or more against the plot's background."""
+    from textual.color import Color
+
+    from carl_tui.ui.screens.dashboard import OVERLAY_COLORS
+
+    assert len(OVERLAY_COLORS) >= 7
+    app = build_app(DashboardConfig(sources=[ScriptedSource()], refresh_interval=0.05))
+    async with app.run_test(size=(120, 36)) as pilot:
+        bad = {}
+        for name in sorted(app.available_themes):
+            app.theme = name
+            await pilot.pause()
+            v = app.theme_variables
+            surface = Color.parse(v["background"]) + Color.parse(v["surface"])
+            runs = [Color.parse(v[k]) for k in ("plot-phi", *OVERLAY_COLORS)]
+            gaps = [hue_gap(a, b) for i, a in enumerate(runs) for b in runs[i + 1:]]
+            worst = min(contrast(c.rgb, surface.rgb) for c in runs)
+            if min(gaps) < 25 or worst < 3.0:
+                bad[name] = (round(min(gaps)), round(worst, 2))
+        assert not bad, bad

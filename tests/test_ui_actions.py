@@ -584,3 +584,74 @@ async def test_read_only_hides_and_refuses_the_keys_that_act(hub, read_only):
             assert jobs.jobs["job-ro"].stage == "RUNNING"
         else:
             await wait_for(pilot, lambda: "CANCELED" in job_bar(app), what="CANCELED shown")
+
+
+# -- snapshots of the dialogs (pytest-textual-snapshot; see tests/test_snapshots.py) ---
+
+
+def opened(app, key: str, screen_type, ready):
+    """`run_before`: press `key`, wait until its dialog is up and `ready(screen)` holds,
+    with no notice over it (the run's notices are not what these pictures are of), then
+    until the app is idle."""
+    def no_toasts() -> bool:
+        app.clear_notifications()
+        return not app.screen.query("Toast")
+
+    async def run_before(pilot):
+        await wait_for(pilot, no_toasts, what="the notices gone")
+        await pilot.press(key)
+        await wait_for(pilot, lambda: isinstance(app.screen, screen_type), what="the dialog")
+        await wait_for(pilot, lambda: ready(app.screen), what="the dialog's content")
+        await wait_for(pilot, no_toasts, what="the notices gone")
+        for field in app.screen.query(Input):
+            field.cursor_blink = False  # the cursor drawn whatever the moment
+        await pilot.wait_for_scheduled_animations()
+        await pilot.pause()
+
+    return run_before
+
+
+def test_launch_dialog_snapshot(hub, snap_compare):
+    srv, _, _ = hub
+    app = make_app(srv)
+    assert snap_compare(app, terminal_size=SIZE, run_before=opened(
+        app, "l", LaunchScreen, lambda s: s._flavors))
+
+
+def test_push_dialog_snapshot(hub, snap_compare, tmp_path, monkeypatch):
+    srv, _, _ = hub
+    monkeypatch.chdir(tmp_path)  # the folder is shown as given: the same in every run
+    make_output(tmp_path / "out")
+    app = make_app(srv, output_dir="out", push_repo="alice/carl-ckpt")
+    assert snap_compare(app, terminal_size=SIZE, run_before=opened(
+        app, "p", PushScreen, lambda s: s.folder is not None))
+
+
+def test_diagnosis_dialog_snapshot(hub, snap_compare, monkeypatch, tmp_path):
+    srv, _, _ = hub
+    install_messages_routes(srv, AnthropicState(replies=[Reply(ANSWER, chunk=7)]))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.url)
+    monkeypatch.chdir(tmp_path)
+    app = make_app(srv, sources=[diagnosis_source()], clock=lambda: 1_700_000_000.0,
+                   diagnoser_factory=lambda: Diagnoser(max_retries=0))
+
+    async def run_before(pilot):
+        await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.log_total == 3)
+        await opened(app, "d", DiagnosisScreen, lambda s: s.history and not s.busy
+                     and app.focused is s.query_one("#question"))(pilot)
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
+
+
+def test_jobs_dialog_snapshot(hub, snap_compare):
+    srv, _, jobs = hub
+    now = time.time()
+    jobs.add_job("job-new", flavor="a10g-small", stage="RUNNING", labels={"app": "carl-tui"},
+                 created_at=now - 125)
+    jobs.add_job("job-old", flavor="t4-small", stage="COMPLETED", created_at=now - 3 * 3600,
+                 command=["python", "train.py", "--fast"])
+    app = make_app(srv)
+    assert snap_compare(app, terminal_size=SIZE, run_before=opened(
+        app, "j", JobsScreen, lambda s: len(s.rows) == 2
+        and "2 jobs in alice" in plain_text(s.query_one("#jobs-status"))))

@@ -75,7 +75,17 @@ PLOT_COLORS = {
 }
 # A compared run's colour, where the theme sets none: the primary colour's hue turned by
 # these degrees (themes often repeat one colour as accent and warning, or secondary).
-OVERLAY_TURNS = (150, 60, 240, 300)
+# Eight, for up to seven compared runs and the run itself (the primary colour, at 0):
+# nine hues at least 30 degrees apart.
+OVERLAY_TURNS = (150, 60, 240, 300, 105, 195, 30, 330)
+# The status bar's state colours (read as `status-*`), and the theme colour each derives
+# from when the theme does not set it (`status_defaults`); drawn on the `panel` colour,
+# as text: at least 4.5:1 (WCAG AA).
+STATUS_COLORS = {
+    "status-good": "success", "status-done": "primary", "status-wait": "warning",
+    "status-bad": "error",
+}
+MIN_TEXT_CONTRAST = 4.5
 
 
 def luminance(color: Color) -> float:
@@ -132,6 +142,10 @@ def plot_variables(variables: dict[str, str]) -> dict[str, str]:
         var = f"plot-overlay-{i}"
         color = _parse(variables.get(var), _turned(primary, turn))
         out[var] = readable(background + color, surface).hex
+    panel = background + _parse(variables.get("panel"), background)
+    for var, base in STATUS_COLORS.items():
+        color = _parse(variables.get(var) or variables.get(base), foreground)
+        out[var] = readable(background + color, panel, MIN_TEXT_CONTRAST).hex
     return out
 
 
@@ -142,9 +156,21 @@ def _turned(color: Color, degrees: float) -> Color:
 
 class ReadablePlots:
     """For the App: the CSS variables of whichever theme is on, with readable plot colours
-    (what the plots and their legends read through `theme_variables`)."""
+    (what the plots and their legends read through `theme_variables`) and readable status
+    colours (the status bar's)."""
 
     theme_variables: dict[str, str]
+
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        """A theme without `status-*` colours (Textual's own) gets its own success,
+        primary, warning and error colours."""
+        theme = self.current_theme  # type: ignore[attr-defined]
+        out = dict(super().get_theme_variable_defaults())  # type: ignore[misc]
+        for var, base in STATUS_COLORS.items():
+            color = getattr(theme, base, None)
+            if isinstance(color, str) and color:
+                out.setdefault(var, color)
+        return out
 
     def get_css_variables(self) -> dict[str, str]:
         variables = plot_variables(super().get_css_variables())  # type: ignore[misc]

@@ -38,7 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.ui.app import CarlApp
     from carl_tui.ui.chart import Overlay
 
-OVERLAY_COLORS = tuple(f"plot-overlay-{i}" for i in range(4))
+OVERLAY_COLORS = tuple(f"plot-overlay-{i}" for i in range(8))  # 7 compared runs at most
 
 
 class DashboardScreen(ChartKeys, Screen[None]):

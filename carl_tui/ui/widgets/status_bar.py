@@ -13,13 +13,14 @@ from carl_tui.ui.format import age_text
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store.snapshot import RunSnapshot, StoreSummary
 
+# Each state's colour: a theme variable (readable on the bar's `panel` in every theme,
+# see ui/themes.py), and whether it is bold.
 STATE_STYLE = {
-    "live": "bold green",
-    "finished": "bold cyan",
-    "connecting": "yellow",
-    "retrying": "bold red",
-    "error": "bold red",
-    "idle": "dim",
+    "live": ("status-good", True),
+    "finished": ("status-done", True),
+    "connecting": ("status-wait", False),
+    "retrying": ("status-bad", True),
+    "error": ("status-bad", True),
 }
 
 
@@ -36,11 +37,12 @@ class StatusBar(Static):
         """Sources in trouble first (what the user must know), then the run, what was
         skipped, and healthy sources last: a narrow terminal cuts the least important."""
         now = time.time() if now is None else now
+        colors = getattr(self.app, "theme_variables", {})
         t = Text(no_wrap=True, overflow="ellipsis")
         sources = list(summary.sources.items())
         trouble = [(n, st) for n, st in sources if st.state in ("retrying", "error")]
         for name, st in trouble:
-            _source(t, name, st, now)
+            _source(t, name, st, now, colors)
         if snap is not None:
             t.append("run ", style="dim")
             t.append(snap.run.label, style="bold")
@@ -50,29 +52,38 @@ class StatusBar(Static):
             t.append(f" · updated {age_text(snap.updated_at, now)}")
             t.append("  │  ", style="dim")
         what = summary.skipped_text(most=2) if summary.skipped else "0"
-        t.append(f"skipped {what}", style="yellow" if summary.skipped else "dim")
+        t.append(f"skipped {what}",
+                 style=colors.get("status-wait", "") if summary.skipped else "dim")
         if summary.skipped:
             t.append(" (k: why)", style="dim")
         for name, st in sources:
             if (name, st) not in trouble:
                 t.append("  │  ", style="dim")
-                _source(t, name, st, now, sep=False)
+                _source(t, name, st, now, colors, sep=False)
         if t != self._shown:  # ages tick every second; an unchanged bar costs nothing
             self._shown = t
             self.update(t, layout=False)  # one row, full width: nothing else moves
 
 
-def _source(t: Text, name: str, st, now: float, sep: bool = True) -> None:
+def _state_style(state: str, colors: dict[str, str]) -> str:
+    var, bold = STATE_STYLE.get(state, ("", False))
+    if not var:
+        return "dim" if state == "idle" else ""
+    return f"{'bold ' if bold else ''}{colors.get(var, '')}".strip()
+
+
+def _source(t: Text, name: str, st, now: float, colors: dict[str, str],
+            sep: bool = True) -> None:
     t.append(f"{name} ", style="bold")
-    t.append(st.state, style=STATE_STYLE.get(st.state, ""))
+    t.append(st.state, style=_state_style(st.state, colors))
     bad = st.state in ("retrying", "error")
     if st.message:
-        t.append(f" ({st.message})", style="red" if bad else "")
+        t.append(f" ({st.message})", style=colors.get("status-bad", "") if bad else "")
     if st.state == "retrying" and st.retry_in:
         t.append(f" retry in {st.retry_in:.0f}s", style="dim")
     if bad:
         t.append(f" · last good {age_text(st.last_good, now)}", style="dim")
     if st.limitation:
-        t.append(f" · {st.limitation}", style="yellow")
+        t.append(f" · {st.limitation}", style=colors.get("status-wait", ""))
     if sep:
         t.append("  │  ", style="dim")
