@@ -433,10 +433,15 @@ def run_dashboard(args) -> int:
     return _run_app(_config(args, opened, completions=completions))
 
 
-def run_demo(args) -> int:
-    """Train the tiny model in a child process and watch its stream."""
+def start_demo_training(args, who: str, before_start: Callable[[], None] | None = None):
+    """The demo's training, in a child process that ends with this one: its stream checked
+    (`_demo_stream`), then `before_start` and the packages it needs; started, and said on
+    stderr as `who`."""
     import importlib.util
 
+    stream = _demo_stream(args)
+    if before_start is not None:
+        before_start()
     missing = [m for m in ("torch", "transformers", "trl", "datasets")
                if importlib.util.find_spec(m) is None]
     if missing:
@@ -445,18 +450,24 @@ def run_demo(args) -> int:
             "pip install 'carl-tui[train]' (or run `make demo`)"
         )
     from carl_tui.actions.local_job import LocalJob
-    from carl_tui.identity import demo_run
-    from carl_tui.sources.open import Opened, open_file
 
-    stream = _demo_stream(args)
     argv = [sys.executable, "-m", "carl_tui.training.demo", "--stream", str(stream),
             "--seed", str(args.seed)]
-    check_terminal()  # before the training starts
     if args.stream:
         stream.unlink(missing_ok=True)  # a fresh run, not the tail of an old one
     job = LocalJob.start(argv, stream, tie_to_parent=True)  # training ends with the dashboard
-    print(f"carl-tui demo: training a tiny model on the CPU; stream {stream}, "
-          f"log {job.log_path}", file=sys.stderr)
+    print(f"{who}: training a tiny model on the CPU; stream {stream}, log {job.log_path}",
+          file=sys.stderr)
+    return stream, job
+
+
+def run_demo(args) -> int:
+    """Train the tiny model in a child process and watch its stream."""
+    from carl_tui.identity import demo_run
+    from carl_tui.sources.open import Opened, open_file
+
+    stream, job = start_demo_training(args, "carl-tui demo",
+                                      before_start=check_terminal)  # before the training
     run = demo_run(args.seed)
     opened = Opened(lambda: [open_file(stream, "jsonl", run=run)], "carl-tui · demo")
     from carl_tui.completions.open import reader_factory

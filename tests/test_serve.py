@@ -92,6 +92,17 @@ def test_read_only_reaches_the_dashboard_wherever_the_flag_stands(argv):
     assert _config(build_parser().parse_args(without), Opened(list, "t")).read_only is False
 
 
+def test_serve_demo_refuses_to_replace_an_existing_stream(tmp_path, capsys):
+    """As `carl-tui demo`: an existing --stream is one line and exit 2, the file as it was,
+    before anything is served or trained."""
+    stream = tmp_path / "run.jsonl"
+    stream.write_text('{"step": 1}\n')
+    assert main(["serve", "--port", "0", "demo", "--stream", str(stream)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "exists" in err and "--overwrite" in err, err
+    assert stream.read_text() == '{"step": 1}\n'
+
+
 @pytest.mark.parametrize("argv, says", [
     (["--port", "99999"], "--port: '99999': give a port number"),
     (["--max-sessions", "0"], "--max-sessions: '0': give a whole number >= 1"),

@@ -24,6 +24,7 @@ from carl_tui.cli import (
     check_view_args,
     open_request,
     source_request,
+    start_demo_training,
 )
 
 DESCRIPTION = """\
@@ -112,24 +113,7 @@ def _view_options(args: argparse.Namespace) -> list[str]:
 def start_demo(args: argparse.Namespace):
     """Train the tiny model once, in a child process that ends with this one; returns the
     job and what each tab runs to watch it."""
-    import importlib.util
-    import tempfile
-    from pathlib import Path
-
-    missing = [m for m in ("torch", "transformers", "trl", "datasets")
-               if importlib.util.find_spec(m) is None]
-    if missing:
-        raise UsageError(f"the demo trains a model and needs {', '.join(missing)}: "
-                         "pip install 'carl-tui[train]'")
-    from carl_tui.actions.local_job import LocalJob
-
-    stream = Path(args.stream) if args.stream else \
-        Path(tempfile.mkdtemp(prefix="carl-demo-")) / "stream.jsonl"
-    stream.unlink(missing_ok=True)
-    job = LocalJob.start([sys.executable, "-m", "carl_tui.training.demo", "--stream",
-                          str(stream), "--seed", str(args.seed)], stream, tie_to_parent=True)
-    print(f"carl-tui serve: training a tiny model on the CPU; stream {stream}, "
-          f"log {job.log_path}", file=sys.stderr)
+    stream, job = start_demo_training(args, "carl-tui serve")
     return job, ["--watch", str(stream), "--file-format", "jsonl", *_view_options(args)]
 
 
