@@ -116,24 +116,20 @@ class _Divergence:
         out: list[tuple[int, float, float]] = []
         i, n = 0, values.shape[0]
         while i < n:
-            if self.streak or self.alerted:
-                hit = self._one(values[i])
-                if hit is not None:
-                    out.append((int(steps[i]), float(values[i]), hit))
-                i += 1
-                continue
-            chunk = values[i : i + self.CHUNK]
-            _, bars = _bars(np.fromiter(self.recent, np.float64, len(self.recent)), chunk,
-                            self.window, self.k, self.lo, self.hi)
-            over = np.flatnonzero(chunk > bars)  # NaN bars: never over
-            stop = int(over[0]) if over.shape[0] else chunk.shape[0]
-            self._take(chunk[:stop])
-            i += stop
-            if stop < chunk.shape[0]:
-                hit = self._one(values[i])
-                if hit is not None:
-                    out.append((int(steps[i]), float(values[i]), hit))
-                i += 1
+            if not (self.streak or self.alerted):  # quiet: take values up to one over
+                chunk = values[i : i + self.CHUNK]
+                _, bars = _bars(np.fromiter(self.recent, np.float64, len(self.recent)),
+                                chunk, self.window, self.k, self.lo, self.hi)
+                over = np.flatnonzero(chunk > bars)  # NaN bars: never over
+                stop = int(over[0]) if over.shape[0] else chunk.shape[0]
+                self._take(chunk[:stop])
+                i += stop
+                if stop == chunk.shape[0]:
+                    continue
+            hit = self._one(values[i])
+            if hit is not None:
+                out.append((int(steps[i]), float(values[i]), hit))
+            i += 1
         return out
 
     def _take(self, values: np.ndarray) -> None:
