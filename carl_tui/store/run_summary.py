@@ -12,10 +12,15 @@ row has it, as a Trainer log's end line does) and `train_summary_step`.
 
 `train_loss` is taken only from a row that holds one of the other end-of-training
 keys (a run that logs a per-step `train_loss` of its own keeps its curve).
+
+A source can also hand the summary over as meta (`SUMMARY`, `SUMMARY_STEP`): a JSONL
+`meta` line can hold anything there, so `meta_update` keeps only numbers, at an integer
+step, and counts what it left out.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -67,3 +72,31 @@ def merged(meta: Mapping, step: int | None, values: Mapping[str, float]) -> dict
     if step is not None:
         out[SUMMARY_STEP] = step
     return out
+
+
+def meta_update(current: Mapping, meta: Mapping) -> tuple[dict, int]:
+    """The entries of `meta` to add to a run's meta `current`, its summary (SUMMARY,
+    SUMMARY_STEP) merged into the run's; and how many of those were left out (a
+    summary that is not {name: number}, a value not a number, a step not an integer)."""
+    out = {k: v for k, v in meta.items() if k not in (SUMMARY, SUMMARY_STEP)}
+    raw, step = meta.get(SUMMARY), meta.get(SUMMARY_STEP)
+    left_out = 0
+    if step is not None and not _integer(step):
+        step, left_out = None, 1
+    if isinstance(raw, Mapping):
+        values = {k: v for k, v in raw.items() if _number(v)}
+        left_out += len(raw) - len(values)
+        out.update(merged(current, None if step is None else int(step), values))
+    else:
+        left_out += raw is not None
+        if step is not None:
+            out[SUMMARY_STEP] = int(step)
+    return out, left_out
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _integer(v) -> bool:
+    return _number(v) and math.isfinite(v) and float(v).is_integer()
