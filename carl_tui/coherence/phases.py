@@ -427,7 +427,8 @@ class PhaseClassifier:
     def _enter(self, index: int, f: _Features, t: np.ndarray, j: int, s: np.ndarray) -> None:
         """Enter phase `index` at batch position j."""
         old = self._index
-        if old == _TRANS and not self.melted:  # the best level includes this step
+        if old < _CRYST <= index and not self.melted:  # the best level includes this step
+            # (from baseline too: the gate can crystallise a climb never seen as one)
             self._best_level = float(_stopped(self, f, j)[1][0])
         self._index = index
         self.timeline.append((PHASES[index], int(s[j])))
