@@ -21,6 +21,7 @@ step, and counts what it left out.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 
 import numpy as np
@@ -95,7 +96,7 @@ def meta_update(current: Mapping, meta: Mapping) -> tuple[dict, int]:
 
 
 def _number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)  # numpy's too
 
 
 def _integer(v) -> bool:
