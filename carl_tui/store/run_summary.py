@@ -14,19 +14,18 @@ row has it, as a Trainer log's end line does) and `train_summary_step`.
 keys (a run that logs a per-step `train_loss` of its own keeps its curve).
 
 A source can also hand the summary over as meta (`SUMMARY`, `SUMMARY_STEP`): a JSONL
-`meta` line can hold anything there, so `meta_update` keeps only numbers, at an integer
-step, and counts what it left out.
+`meta` line can hold anything there, so `meta_update` keeps only finite numbers
+(`valid_number`, as for any metric value), at an integer step, and counts what it
+left out.
 """
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Mapping
 
 import numpy as np
 
-from carl_tui.metric_names import END_OF_TRAINING_KEYS, RUN_SUMMARY_KEYS
+from carl_tui.metric_names import END_OF_TRAINING_KEYS, RUN_SUMMARY_KEYS, valid_number
 
 SUMMARY = "train_summary"
 SUMMARY_STEP = "train_summary_step"
@@ -78,26 +77,22 @@ def merged(meta: Mapping, step: int | None, values: Mapping[str, float]) -> dict
 def meta_update(current: Mapping, meta: Mapping) -> tuple[dict, int]:
     """The entries of `meta` to add to a run's meta `current`, its summary (SUMMARY,
     SUMMARY_STEP) merged into the run's; and how many of those were left out (a
-    summary that is not {name: number}, a value not a number, a step not an integer)."""
+    summary that is not {name: number}, a value not a finite number, a step not an
+    integer)."""
     out = {k: v for k, v in meta.items() if k not in (SUMMARY, SUMMARY_STEP)}
     raw, step = meta.get(SUMMARY), meta.get(SUMMARY_STEP)
     left_out = 0
-    if step is not None and not _integer(step):
-        step, left_out = None, 1
+    if step is not None:
+        v = valid_number(step)
+        step = int(v) if v is not None and v.is_integer() else None
+        left_out += step is None
     if isinstance(raw, Mapping):
-        values = {k: v for k, v in raw.items() if _number(v)}
+        values = {k: v for k, v in ((k, valid_number(v)) for k, v in raw.items())
+                  if v is not None}
         left_out += len(raw) - len(values)
-        out.update(merged(current, None if step is None else int(step), values))
+        out.update(merged(current, step, values))
     else:
         left_out += raw is not None
         if step is not None:
-            out[SUMMARY_STEP] = int(step)
+            out[SUMMARY_STEP] = step
     return out, left_out
-
-
-def _number(v) -> bool:
-    return isinstance(v, numbers.Real) and not isinstance(v, bool)  # numpy's too
-
-
-def _integer(v) -> bool:
-    return _number(v) and math.isfinite(v) and float(v).is_integer()
