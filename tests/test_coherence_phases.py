@@ -450,6 +450,26 @@ def test_the_gate_crystallises_its_stage_from_its_step():
     assert [loop.update(i, a, e).index for i, (a, e) in enumerate(zip(acc, ent))] == list(got)
 
 
+def test_a_gate_that_fires_in_baseline_does_not_stop_the_run_converging():
+    """An accuracy that jumps to its top within the first few steps: the gate fires while
+    the phases are still in baseline (too few values to call a transition). The gate
+    makes it crystallisation; once the accuracy has held there, it converges, as it
+    does without the gate."""
+    rng = np.random.default_rng(0)
+    n = 400
+    acc = np.minimum(np.where(np.arange(n) < 3, 0.3, 0.995) + rng.normal(0, 0.001, n), 1.0)
+    ent = 1.0 + rng.normal(0, 0.01, n)
+    plain = PhaseClassifier(ceiling=1.0)
+    plain.update_many(np.arange(n), acc, ent)
+    assert plain.phase is Phase.CONVERGED
+    gated = PhaseClassifier(ceiling=1.0)
+    gated.gate_fired(5)
+    got = gated.update_many(np.arange(n), acc, ent)
+    assert [p.value for p, _ in gated.timeline][:2] == ["baseline", "crystallisation"]
+    assert gated.timeline[1][1] == 5 and gated.phase is Phase.CONVERGED, gated.timeline
+    assert (got[5:] >= Phase.CRYSTALLISATION.index).all()
+
+
 def test_a_resumed_climb_returns_to_transition():
     """A climb that stops (crystallisation) and then climbs again well beyond its level
     is back in transition, and crystallises again at its new top."""

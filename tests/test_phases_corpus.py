@@ -176,7 +176,9 @@ def test_a_still_run_stays_in_baseline(run):
 
 
 def _same(a, b) -> bool:
-    """The same phases, each starting within a step (by position in the rows)."""
+    """The same phases in the same order. Only the names are compared: an outlier late in
+    a run can move where a phase starts (demo-seed3, tiny-sft-h64-lr1e-2-b64: by more
+    than one row), it must not add or drop one."""
     return [e[0] for e in a] == [e[0] for e in b]
 
 

@@ -105,3 +105,26 @@ def test_snapshot_is_bounded_for_long_runs():
     s = snap.series["loss"]
     assert s.count == n and len(s.values) <= 1100
     assert s.whole_mean == pytest.approx(np.linspace(1, 0, n).mean())
+
+
+@pytest.mark.parametrize(("meta", "values", "step"), [
+    ({"train_summary": 5}, {"train_loss": 0.5}, 30),
+    ({"train_summary": "done", "train_summary_step": 40}, {"train_loss": 0.5}, 40),
+    ({"train_summary": {"train_runtime": "12s", "total_flos": 3.0}, "train_summary_step": "x"},
+     {"train_loss": 0.5, "total_flos": 3.0}, 30),
+])
+def test_a_malformed_run_summary_is_said_and_the_rest_kept(meta, values, step):
+    """A run summary in a run's meta (a JSONL `meta` line can hold anything) that is not
+    {name: number} at an integer step: what is good is kept, the rest is said in one
+    line, and the store goes on."""
+    store = RunStore()
+    store.apply([RunMeta(RUN, {"train_summary": {"train_loss": 0.5},
+                               "train_summary_step": 30})])
+    store.apply([RunMeta(RUN, {**meta, "model": "tiny"}),
+                 ScalarBatch.from_rows(RUN, [(41, {"loss": 1.0})])])
+    snap = store.snapshot(RUN.key)
+    assert snap.meta["model"] == "tiny" and snap.series["loss"].count == 1
+    assert snap.meta["train_summary"] == values
+    assert snap.meta["train_summary_step"] == step
+    texts = [n.text for n in store.take_notices() if n.kind == "train_summary"]
+    assert len(texts) == 1 and "\n" not in texts[0] and "not a number" in texts[0], texts

@@ -215,8 +215,6 @@ class PhaseClassifier:
         self._t_start: float = math.nan  # where the climb began (the last calm step)
         self._prefix: list[float] = [0.0]  # running sums of known A, the last _TAIL + 1
         self._head: list[float] = [0.0]  # running sums of the first _HEAD known A
-        self._seen_climb = False  # the climb was seen rising, window against window
-        self._t_rise: float = math.nan  # the last step it was seen rising (before)
         self._best_level = math.nan  # the highest level of A since the transition began
         self._sigma_t = math.nan  # sigma frozen when the transition began
         self._c_trans = 0  # known values of A when the climb began (its last calm one)
@@ -364,7 +362,7 @@ class PhaseClassifier:
         acc_seen = f.acc_cal[sl]
         out = np.zeros(acc_seen.size, dtype=np.int8)
         if self._index == _TRANS:
-            settled, _, _ = _stopped(self, f, pos)
+            settled = _stopped(self, f, pos)[0]
             settled &= acc_seen & _flat(self, f, pos, self.settings.climb_fraction,
                                         climb=True)
             out[settled] = _CRYST
@@ -410,9 +408,7 @@ class PhaseClassifier:
         if b <= a:
             return
         if self._index == _TRANS and not self.melted:
-            _, seen, best = _stopped(self, f, a)
-            self._seen_climb = bool(seen[b - a - 1])
-            self._best_level = float(best[b - a - 1])
+            self._best_level = float(_stopped(self, f, a)[1][b - a - 1])
         elif self._index == _MELT:
             known = f.acc_known[a:b]
             self._ref_sum = _sum_after(self._ref_sum, f.acc_raw[a:b][known])
@@ -431,8 +427,9 @@ class PhaseClassifier:
     def _enter(self, index: int, f: _Features, t: np.ndarray, j: int, s: np.ndarray) -> None:
         """Enter phase `index` at batch position j."""
         old = self._index
-        if old == _TRANS and not self.melted:  # the best level includes this step
-            self._best_level = float(_stopped(self, f, j)[2][0])
+        if old < _CRYST <= index and not self.melted:  # the best level includes this step
+            # (from baseline too: the gate can crystallise a climb never seen as one)
+            self._best_level = float(_stopped(self, f, j)[1][0])
         self._index = index
         self.timeline.append((PHASES[index], int(s[j])))
         le = f.log_e[j]
@@ -452,14 +449,11 @@ class PhaseClassifier:
             f.freeze_a = j
             calm = f.last_calm[j]
             self._t_start = float(t[j]) if math.isnan(calm) else float(calm)
-            rise = f.last_rise[j]
-            self._seen_climb = not math.isnan(rise) and (math.isnan(calm) or rise > calm)
+            calm_n = f.last_calm_n[j]
+            self._c_trans = 0 if math.isnan(calm_n) else int(calm_n)  # no calm: from the start
         if old < _CRYST <= index:
             self._t_cryst = float(t[j])
             self._cryst_level = self._best_level
-        if old < _TRANS <= index:
-            calm_n = f.last_calm_n[j]
-            self._c_trans = 0 if math.isnan(calm_n) else int(calm_n)  # no calm: from the start
 
 
 class _Features:
@@ -471,7 +465,7 @@ class _Features:
         self.end = t.size  # conditions are computed for steps pos..end-1
         self.freeze_e: int | None = None  # batch index where the run left baseline
         self._progress(c, t, acc)
-        self._climb(c, t)
+        self._climb(c)
         self._entropy(c, ent)
 
     def _progress(self, c: PhaseClassifier, t: np.ndarray, acc: np.ndarray) -> None:
@@ -512,17 +506,12 @@ class _Features:
             if head < _HEAD else np.asarray(c._head)
         self._c0 = c.acc_count  # known values before the batch
 
-    def _climb(self, c: PhaseClassifier, t: np.ndarray) -> None:
-        """Level of A one window against the window before: the climb seen rising."""
+    def _climb(self, c: PhaseClassifier) -> None:
+        """The level of A: the mean of its last W known values."""
         w = c.settings.window(self.acc_count)
         g = self.g = self.acc_count - self._c0 - 1  # the last known value, batch numbering
-        self.recent, self.before, self.w = self.window_mean(g, w), self.window_mean(g - w, w), w
+        self.recent, self.w = self.window_mean(g, w), w
         self.floor = self.rounding(g)
-        recent, before, floor = self.recent, self.before, self.floor
-        noise = np.maximum(self.sigma_before, floor) * np.sqrt(2.0 / w)
-        with np.errstate(invalid="ignore"):
-            rising = recent - before > (c.settings.stop_z + 1) * noise
-        self.last_rise = _last_time(c._t_rise, np.where(rising, t, -np.inf))
 
     def _entropy(self, c: PhaseClassifier, ent: np.ndarray) -> None:
         """The entropy E: carried values, baseline, ratio to it, noise of log E, peak."""
@@ -558,10 +547,10 @@ class _Features:
         self._peak_last = float(peak_known[-1])
 
     def levels(self, pos: int):
-        """For steps pos..: the level of A (mean of its last W known values), the
-        level of the W values before them, W, and the rounding floor of the noise."""
+        """For steps pos..: the level of A (mean of its last W known values), W, and
+        the rounding floor of the noise."""
         e = self.end
-        return self.recent[pos:e], self.before[pos:e], self.w[pos:e], self.floor[pos:e]
+        return self.recent[pos:e], self.w[pos:e], self.floor[pos:e]
 
     def window_mean(self, g: np.ndarray, m: int) -> np.ndarray:
         """Mean of the m known values of A ending at each new known value g (batch
@@ -588,11 +577,9 @@ class _Features:
         if self.freeze_a is not None:
             c._t_calm = float(self.last_calm[self.freeze_a])
             c._n_calm = float(self.last_calm_n[self.freeze_a])
-            c._t_rise = float(self.last_rise[self.freeze_a])
         elif c._index < _TRANS:
             c._t_calm = float(self.last_calm[-1])
             c._n_calm = float(self.last_calm_n[-1])
-            c._t_rise = float(self.last_rise[-1])
         c._prefix = self._prefix[-(_TAIL + 1):].tolist()
         c._head = self._head.tolist()
         hist, k = self._hist, self._k
@@ -646,20 +633,15 @@ def _from_baseline(c: PhaseClassifier, f: _Features, pos: int, spiking: np.ndarr
 
 def _stopped(c: PhaseClassifier, f: _Features, pos: int):
     """For steps pos..: whether the level of A is near its best (above a0 + level *
-    (best - a0)); whether the climb was seen rising (a level clearly above the
-    level one window earlier, by stop_z + 1 noise units); the best level."""
-    recent, before, w, floor = f.levels(pos)
-    noise = np.maximum(c._sigma_t, floor) * np.sqrt(2.0 / w)
-    with np.errstate(invalid="ignore"):
-        rising = recent - before > (c.settings.stop_z + 1) * noise
-    seen = c._seen_climb | np.logical_or.accumulate(rising)
+    (best - a0)); the best level."""
+    recent = f.levels(pos)[0]
     start_best = -np.inf if math.isnan(c._best_level) else c._best_level
     best = np.maximum.accumulate(np.concatenate([[start_best], np.nan_to_num(
         recent, nan=-np.inf)]))[1:]
     a0 = f.a0[pos:f.end]
     with np.errstate(invalid="ignore"):
         near = recent >= a0 + c.settings.level * (best - a0)
-    return near, seen, best
+    return near, best
 
 
 def _flat(c: PhaseClassifier, f: _Features, pos: int, fraction: float, *,
@@ -722,7 +704,7 @@ def _resumed(c: PhaseClassifier, f: _Features, pos: int) -> np.ndarray:
     if c.melted or c._index < _CRYST:
         return np.zeros(f.end - pos, dtype=bool)
     st = c.settings
-    recent, _, w, floor = f.levels(pos)
+    recent, w, floor = f.levels(pos)
     noise = np.maximum(c._sigma_t, floor) * np.sqrt(2.0 / w)
     rise = c._cryst_level - f.a0[pos:f.end]
     with np.errstate(invalid="ignore"):

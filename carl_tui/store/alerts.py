@@ -44,9 +44,10 @@ def is_loss(name: str) -> bool:
 
 
 def _bars(history: np.ndarray, chunk: np.ndarray, window: int, k: float,
-          lo: float, hi: float) -> np.ndarray:
-    """The bar each value of `chunk` is measured against, if every value before it
-    was taken into the level (NaN where fewer than MIN_HISTORY values are known)."""
+          lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    """The level and the bar each value of `chunk` is measured against, if every value
+    before it was taken into the level (bar NaN where fewer than MIN_HISTORY values are
+    known). A value's own bar does not depend on it, only on the values before it."""
     x = np.concatenate([history, chunk])
     r, n = history.shape[0], chunk.shape[0]
     x0 = x - (x[0] if x.shape[0] else 0.0)  # nearer zero: the sums of squares keep digits
@@ -73,7 +74,7 @@ def _bars(history: np.ndarray, chunk: np.ndarray, window: int, k: float,
     if moving.shape[0]:  # (rare: a loss that has just started to move)
         dz = np.where(d > 0, d, np.inf)
         quantum[moving] = [dz[start[i] : end[i] - 1].min() for i in moving.tolist()]
-    return _bar(level, np.sqrt(var), np.nan_to_num(step), moved, count, span, quantum, k)
+    return level, _bar(level, np.sqrt(var), np.nan_to_num(step), moved, count, span, quantum, k)
 
 
 def _bar(level, spread, step, moved, count, span, quantum, k: float) -> np.ndarray:
@@ -115,24 +116,20 @@ class _Divergence:
         out: list[tuple[int, float, float]] = []
         i, n = 0, values.shape[0]
         while i < n:
-            if self.streak or self.alerted:
-                hit = self._one(values[i])
-                if hit is not None:
-                    out.append((int(steps[i]), float(values[i]), hit))
-                i += 1
-                continue
-            chunk = values[i : i + self.CHUNK]
-            bars = _bars(np.fromiter(self.recent, np.float64, len(self.recent)), chunk,
-                         self.window, self.k, self.lo, self.hi)
-            over = np.flatnonzero(chunk > bars)  # NaN bars: never over
-            stop = int(over[0]) if over.shape[0] else chunk.shape[0]
-            self._take(chunk[:stop])
-            i += stop
-            if stop < chunk.shape[0]:
-                hit = self._one(values[i])
-                if hit is not None:
-                    out.append((int(steps[i]), float(values[i]), hit))
-                i += 1
+            if not (self.streak or self.alerted):  # quiet: take values up to one over
+                chunk = values[i : i + self.CHUNK]
+                _, bars = _bars(np.fromiter(self.recent, np.float64, len(self.recent)),
+                                chunk, self.window, self.k, self.lo, self.hi)
+                over = np.flatnonzero(chunk > bars)  # NaN bars: never over
+                stop = int(over[0]) if over.shape[0] else chunk.shape[0]
+                self._take(chunk[:stop])
+                i += stop
+                if stop == chunk.shape[0]:
+                    continue
+            hit = self._one(values[i])
+            if hit is not None:
+                out.append((int(steps[i]), float(values[i]), hit))
+            i += 1
         return out
 
     def _take(self, values: np.ndarray) -> None:
@@ -143,17 +140,9 @@ class _Divergence:
 
     def _bar(self) -> tuple[float, float] | None:
         """(level, bar) for the next value, or None while the noise is not known."""
-        r = np.fromiter(self.recent, np.float64, len(self.recent))
-        if r.shape[0] < 2:
-            return None
-        d = np.abs(np.diff(r))
-        level = float(r.mean())
-        moves = d[d > 0]
-        bar = float(_bar(np.array([level]), np.array([r.std()]), np.array([d.mean()]),
-                         np.array([moves.shape[0]]), np.array([r.shape[0]]),
-                         np.array([self.hi - self.lo]),
-                         np.array([moves.min() if moves.shape[0] else 0.0]), self.k)[0])
-        return None if math.isnan(bar) else (level, bar)
+        recent = np.fromiter(self.recent, np.float64, len(self.recent))
+        level, bar = _bars(recent, np.zeros(1), self.window, self.k, self.lo, self.hi)
+        return None if math.isnan(bar[0]) else (float(level[0]), float(bar[0]))
 
     def _one(self, v: float) -> float | None:
         """Read one value; the recent level when a divergence starts at it."""

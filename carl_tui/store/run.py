@@ -16,7 +16,13 @@ from carl_tui import metric_names as mn
 from carl_tui.events import JobStatus, JobUsage, Marker, Progress, RunRef, ScalarBatch, SystemSample
 from carl_tui.store.preview import Preview
 from carl_tui.store.run_snapshot import build_snapshot
-from carl_tui.store.run_summary import SUMMARY, SUMMARY_STEP, merged, take_run_summary
+from carl_tui.store.run_summary import (
+    SUMMARY,
+    SUMMARY_STEP,
+    merged,
+    meta_update,
+    take_run_summary,
+)
 from carl_tui.store.series import Series
 from carl_tui.store.snapshot import RunSnapshot
 from carl_tui.store.step_count import StepCount
@@ -115,8 +121,12 @@ class RunState:
     # -- events --------------------------------------------------------------
 
     def add_meta(self, meta: dict) -> None:
-        if SUMMARY in meta:  # the end of a training: added to the run's summary
-            meta = {**meta, **merged(self.meta, meta.get(SUMMARY_STEP), meta[SUMMARY])}
+        if SUMMARY in meta or SUMMARY_STEP in meta:  # the end of a training: to its summary
+            meta, left_out = meta_update(self.meta, meta)
+            if left_out:
+                what = "entry" if left_out == 1 else "entries"
+                self._notify(self.run, SUMMARY, None, f"run summary: {left_out} {what} not "
+                             "a number (left out)", "warning")
         self.meta.update(meta)
         self.story.cascade.add_meta(meta)
         self._check_vocab()

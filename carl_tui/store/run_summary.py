@@ -12,6 +12,11 @@ row has it, as a Trainer log's end line does) and `train_summary_step`.
 
 `train_loss` is taken only from a row that holds one of the other end-of-training
 keys (a run that logs a per-step `train_loss` of its own keeps its curve).
+
+A source can also hand the summary over as meta (`SUMMARY`, `SUMMARY_STEP`): a JSONL
+`meta` line can hold anything there, so `meta_update` keeps only finite numbers
+(`valid_number`, as for any metric value), at an integer step, and counts what it
+left out.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from carl_tui.metric_names import END_OF_TRAINING_KEYS, RUN_SUMMARY_KEYS
+from carl_tui.metric_names import END_OF_TRAINING_KEYS, RUN_SUMMARY_KEYS, valid_number
 
 SUMMARY = "train_summary"
 SUMMARY_STEP = "train_summary_step"
@@ -67,3 +72,27 @@ def merged(meta: Mapping, step: int | None, values: Mapping[str, float]) -> dict
     if step is not None:
         out[SUMMARY_STEP] = step
     return out
+
+
+def meta_update(current: Mapping, meta: Mapping) -> tuple[dict, int]:
+    """The entries of `meta` to add to a run's meta `current`, its summary (SUMMARY,
+    SUMMARY_STEP) merged into the run's; and how many of those were left out (a
+    summary that is not {name: number}, a value not a finite number, a step not an
+    integer)."""
+    out = {k: v for k, v in meta.items() if k not in (SUMMARY, SUMMARY_STEP)}
+    raw, step = meta.get(SUMMARY), meta.get(SUMMARY_STEP)
+    left_out = 0
+    if step is not None:
+        v = valid_number(step)
+        step = int(v) if v is not None and v.is_integer() else None
+        left_out += step is None
+    if isinstance(raw, Mapping):
+        values = {k: v for k, v in ((k, valid_number(v)) for k, v in raw.items())
+                  if v is not None}
+        left_out += len(raw) - len(values)
+        out.update(merged(current, step, values))
+    else:
+        left_out += raw is not None
+        if step is not None:
+            out[SUMMARY_STEP] = step
+    return out, left_out

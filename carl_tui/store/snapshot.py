@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from carl_tui.events import JobStatus, JobUsage, Marker, Progress, RunRef, SourceStatus
+from carl_tui.store.skipped import counts_text, skipped_counts
 from carl_tui.store.system import SystemView
 
 
@@ -143,8 +144,6 @@ class StoreSummary:
 
     def skipped_counts(self) -> list[tuple[int, str]]:
         """What every source skipped, in its units: [(32, "NaN or infinite values"), ...]."""
-        from carl_tui.store.skipped import skipped_counts
-
         reasons = [(reason, count) for st in self.sources.values()
                    for reason, count, _ in st.skip_reasons]
         told = sum(n for _, n in reasons)
@@ -154,6 +153,4 @@ class StoreSummary:
 
     def skipped_text(self, most: int = 3) -> str:
         """"32 NaN or infinite values, 3 malformed lines" ("nothing" when nothing was)."""
-        from carl_tui.store.skipped import counts_text
-
         return counts_text(self.skipped_counts(), most)
