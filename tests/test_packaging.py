@@ -37,6 +37,11 @@ def test_tomllib_has_a_fallback_for_the_oldest_python():
     assert any(d.startswith("tomli") and "python_version < '3.11'" in d for d in deps)
 
 
+#: A Python for `make -n` to name (it runs nothing), apart from the one running this test
+#: (which may itself live in build/ci/base-oldest when the base suite runs these tests).
+STAND_IN = "/opt/python3.x/bin/python3"
+
+
 def _make_base_suites(tmp_path, ci: bool, **pythons: str):
     """`make -n base-suites` (print, run nothing: the nested makes inherit -n, so no suite
     runs and nothing is installed) with the given Pythons, CI set or not."""
@@ -61,7 +66,7 @@ def _make_base_suites(tmp_path, ci: bool, **pythons: str):
 def test_make_test_skips_a_missing_python_with_one_line_but_not_under_ci(tmp_path):
     """A laptop with one Python 3.10+: the base suite runs on what is there and says
     which it skips (it used to stop: "make test needs Python 3.10"); CI needs both."""
-    rc, out = _make_base_suites(tmp_path, False, PY_OLDEST="", PY_NEWEST=sys.executable)
+    rc, out = _make_base_suites(tmp_path, False, PY_OLDEST="", PY_NEWEST=STAND_IN)
     lines = out.splitlines()
     skip = ("make test: skipping the base suite on Python 3.10: not installed "
             "(set PY_OLDEST=/path/to/python3.10)")
@@ -70,13 +75,13 @@ def test_make_test_skips_a_missing_python_with_one_line_but_not_under_ci(tmp_pat
     assert "build/ci/base-newest/bin/python -m pytest -q -p no:cacheprovider" in lines
     assert not any("base-oldest" in line for line in lines)
 
-    rc, out = _make_base_suites(tmp_path, True, PY_OLDEST="", PY_NEWEST=sys.executable)
+    rc, out = _make_base_suites(tmp_path, True, PY_OLDEST="", PY_NEWEST=STAND_IN)
     assert rc != 0
     assert ("make test (CI): no Python 3.10 for the base suite "
             "(set PY_OLDEST=/path/to/python3.10)") in out.splitlines()
 
-    rc, out = _make_base_suites(tmp_path, True, PY_OLDEST=sys.executable,
-                                PY_NEWEST=sys.executable)
+    rc, out = _make_base_suites(tmp_path, True, PY_OLDEST=STAND_IN,
+                                PY_NEWEST=STAND_IN)
     assert rc == 0 and not any(line.startswith("make test: skipping") for line in out.splitlines())
     assert "build/ci/base-oldest/bin/python -m pytest -q -p no:cacheprovider" in out.splitlines()
 

@@ -77,6 +77,7 @@ def test_the_ended_stage_keeps_its_phase_on_screen(demo_snapshot, width):
 def test_the_callbacks_phase_markers_agree_with_its_gate(tmp_path):
     """The training callback's own phase markers: crystallisation (or later) from the
     step its gate fires, on an accuracy climb the gate sees before the phases would."""
+    pytest.importorskip("transformers")  # the callback is a transformers TrainerCallback
     from types import SimpleNamespace
 
     import numpy as np
