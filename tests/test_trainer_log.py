@@ -562,6 +562,20 @@ def assert_monotonic(items):
         assert all(b > a for a, b in itertools.pairwise(seq))
 
 
+def test_a_resumed_training_never_places_a_dict_before_its_checkpoint():
+    """Found by the property below: a training whose bar starts at 2 (a resume from the
+    checkpoint at step 2) put the evaluation dict after it at step 0, behind the step
+    already logged: a resume's steps go back no further than its checkpoint."""
+    parts = [bar(0, 2), "{'loss': '0.0', 'epoch': '0.0'}", bar(0, 1),
+             "{'train_runtime': 1.0, 'train_loss': 0.5}", bar(2, 3),
+             "{'eval_loss': 0.0, 'eval_runtime': 0.1}"]
+    parser = TrainerLogParser()
+    items = parser.feed("".join(parts)) + parser.flush()
+    steps = [(m.step, min(m.values)) for m in items if isinstance(m, MetricsLine)]
+    assert steps == [(1, "epoch"), (1, "train_loss"), (2, "eval_loss")], steps
+    assert_monotonic(items)
+
+
 segments = st.one_of(
     st.builds(lambda n, t: bar(min(n, t), t), st.integers(0, 50), st.integers(1, 50)),
     st.builds(lambda n, t: f"\r{n}/{t} [00:00<00:00]\x1b[A", st.integers(0, 50),

@@ -512,7 +512,7 @@ class TrainerLogParser:
         self._resume = None
         if threshold is not None and count > threshold:
             self._bar.offset = offset
-            self._steps.resumed(offset)
+            self._steps.resumed(offset + count)
 
     def _check_prediction(self, step: int) -> None:
         """The redraw of the last dict released by `flush()`, estimated: was it right?"""
