@@ -433,13 +433,18 @@ async def test_diagnosis_without_a_key_or_with_an_api_error(hub, monkeypatch):
 # -- j: jobs panel ------------------------------------------------------------------
 
 
-async def test_jobs_panel_lists_jobs_and_enter_follows_one(hub):
-    srv, _, jobs = hub
+def add_two_jobs(jobs) -> None:
+    """A running job of this app, 2 minutes old, and a completed one, 3 hours old."""
     now = time.time()
     jobs.add_job("job-new", flavor="a10g-small", stage="RUNNING", labels={"app": "carl-tui"},
                  created_at=now - 125)
     jobs.add_job("job-old", flavor="t4-small", stage="COMPLETED", created_at=now - 3 * 3600,
                  command=["python", "train.py", "--fast"])
+
+
+async def test_jobs_panel_lists_jobs_and_enter_follows_one(hub):
+    srv, _, jobs = hub
+    add_two_jobs(jobs)
     app = make_app(srv)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("j")
@@ -646,11 +651,7 @@ def test_diagnosis_dialog_snapshot(hub, snap_compare, monkeypatch, tmp_path):
 
 def test_jobs_dialog_snapshot(hub, snap_compare):
     srv, _, jobs = hub
-    now = time.time()
-    jobs.add_job("job-new", flavor="a10g-small", stage="RUNNING", labels={"app": "carl-tui"},
-                 created_at=now - 125)
-    jobs.add_job("job-old", flavor="t4-small", stage="COMPLETED", created_at=now - 3 * 3600,
-                 command=["python", "train.py", "--fast"])
+    add_two_jobs(jobs)
     app = make_app(srv)
     assert snap_compare(app, terminal_size=SIZE, run_before=opened(
         app, "j", JobsScreen, lambda s: len(s.rows) == 2
