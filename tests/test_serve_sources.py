@@ -31,9 +31,14 @@ async def shown_in_a_tab(args, *shown: str, env=None) -> str:
 
 
 async def test_a_stream_a_trainer_log_and_a_replay():
-    await shown_in_a_tab(["--watch", str(RECORDING)], "tiny-reverse-seed0", "CRYSTALLISED")
-    await shown_in_a_tab(["--watch", str(TRAINER_LOG)], "trainer_stdout.txt", "loss")
-    await shown_in_a_tab(["replay", str(RECORDING), "--speed", "0"], "tiny-reverse-seed0")
+    drawn = await shown_in_a_tab(["--watch", str(RECORDING)], "tiny-reverse-seed0",
+                                 "CRYSTALLISED")
+    assert "0.9378" in drawn  # the recording's last phi, as the terminal shows it
+    drawn = await shown_in_a_tab(["--watch", str(TRAINER_LOG)], "trainer_stdout.txt", "loss")
+    assert "trainer_stdout.txt" in drawn
+    drawn = await shown_in_a_tab(["replay", str(RECORDING), "--speed", "0"],
+                                 "tiny-reverse-seed0")
+    assert "tiny-reverse-seed0" in drawn
 
 
 async def test_tensorboard(tmp_path):
@@ -44,7 +49,8 @@ async def test_tensorboard(tmp_path):
     for step in range(0, 100, 5):
         w.add_scalar("train/loss", 3.0 * math.exp(-step / 60), step)
     w.close()
-    await shown_in_a_tab(["--tensorboard", str(tmp_path / "logs")], "grpo-tb", "loss")
+    drawn = await shown_in_a_tab(["--tensorboard", str(tmp_path / "logs")], "grpo-tb", "loss")
+    assert "grpo-tb" in drawn
 
 
 async def test_local_trackio(tmp_path):
@@ -54,8 +60,9 @@ async def test_local_trackio(tmp_path):
     points = [{"train/loss": 2.5 * math.exp(-i / 30), "train/global_step": 10 * (i + 1)}
               for i in range(20)]
     wait_writer(start_writer(tmp_path, "proj-serve", "run-served", points))
-    await shown_in_a_tab(["--project", "proj-serve", "--trackio-dir", str(tmp_path)],
-                         "run-served", "loss")
+    drawn = await shown_in_a_tab(["--project", "proj-serve", "--trackio-dir", str(tmp_path)],
+                                 "run-served", "loss")
+    assert "run-served" in drawn
 
 
 async def test_remote_trackio(tmp_path):
@@ -65,8 +72,9 @@ async def test_remote_trackio(tmp_path):
     with TrackioServer(tmp_path / "trackio") as trackio:
         wait_writer(start_writer(trackio.data_dir, "remote-serve", "run-remote",
                                  [{"loss": 1.0 / (i + 1)} for i in range(10)]))
-        await shown_in_a_tab(["--trackio", trackio.url, "--project", "remote-serve"],
-                             "run-remote", "loss")
+        drawn = await shown_in_a_tab(["--trackio", trackio.url, "--project", "remote-serve"],
+                                     "run-remote", "loss")
+    assert "run-remote" in drawn
 
 
 async def test_a_hugging_face_job(server):
@@ -80,8 +88,9 @@ async def test_a_hugging_face_job(server):
     rng = random.Random(3)
     state.append_log("job-served", *(f"{{'loss': {2 - i / 20 + rng.random() / 100:.4f}, "
                                      f"'epoch': {i / 10}}}" for i in range(10)))
-    await shown_in_a_tab(["--job", "job-served", "--namespace", "alice"], "job-served",
-                         "RUNNING", env={"HF_ENDPOINT": server.url})
+    drawn = await shown_in_a_tab(["--job", "job-served", "--namespace", "alice"], "job-served",
+                                 "RUNNING", env={"HF_ENDPOINT": server.url})
+    assert "job-served" in drawn and HF_SECRET not in drawn
 
 
 async def test_wandb_offline(tmp_path):

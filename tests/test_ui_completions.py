@@ -84,13 +84,24 @@ async def view_on(app, origin, run):
         assert all(first in r[2] for r in cells(app))
         await pilot.press("escape")
         assert type(app.screen).__name__ == "DashboardScreen"
+    return got
+
+
+def prompts_and_completions(rows) -> list[tuple[str, str]]:
+    return [(r[1], r[2]) for r in rows]
+
+
+def trl_saved(run, step: int) -> list[tuple[str, str]]:
+    """What TRL saved in its parquet file for `step`: (prompt, completion) per row."""
+    return [(w["prompt"], w["completion"]) for w in parquet_rows(run, step)]
 
 
 @pytest.mark.slow
 async def test_view_on_the_trainer_stdout(grpo_completions, tmp_path):
     log = tmp_path / "train.log"  # alone: its printed tables, not the parquet beside the run
     log.write_bytes((grpo_completions / "train.log").read_bytes())
-    await view_on(app_for(SourceRequest(watch=str(log))), "stdout", grpo_completions)
+    rows = await view_on(app_for(SourceRequest(watch=str(log))), "stdout", grpo_completions)
+    assert prompts_and_completions(rows) == trl_saved(grpo_completions, 4)
 
 
 @pytest.mark.slow
@@ -109,8 +120,9 @@ async def test_view_on_wandb(grpo_completions, tmp_path):
     import shutil
 
     shutil.copytree(grpo_completions / "wandb", tmp_path / "wandb", symlinks=True)
-    await view_on(app_for(SourceRequest(wandb=str(tmp_path / "wandb"))), "wandb",
-                  grpo_completions)
+    rows = await view_on(app_for(SourceRequest(wandb=str(tmp_path / "wandb"))), "wandb",
+                         grpo_completions)
+    assert prompts_and_completions(rows) == trl_saved(grpo_completions, 4)
 
 
 def completions_stream(path, steps):
@@ -263,9 +275,10 @@ async def test_view_on_a_trackio_server(grpo_completions, tmp_path):
     await asyncio.to_thread(srv.start)
     try:
         req = SourceRequest(trackio=srv.url, project="compl")
-        await view_on(app_for(req), "trackio", grpo_completions)
+        rows = await view_on(app_for(req), "trackio", grpo_completions)
     finally:
         await asyncio.to_thread(srv.stop)
+    assert prompts_and_completions(rows) == trl_saved(grpo_completions, 4)
 
 
 async def test_no_secret_reaches_the_view(spec_events, tmp_path):
