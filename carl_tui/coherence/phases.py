@@ -171,6 +171,10 @@ class PhaseSettings:
         return np.clip(w, 2, _TAIL // 2).astype(np.int64)
 
 
+#: The ceiling of token accuracy (a fraction); a reward has none (`math.inf`).
+ACCURACY_CEILING = 1.0
+
+
 class PhaseClassifier:
     """Labels each logged step with a Phase, online. See the module docstring.
 

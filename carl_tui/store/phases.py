@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from carl_tui import metric_names as mn
-from carl_tui.coherence.phases import PhaseClassifier
+from carl_tui.coherence.phases import ACCURACY_CEILING, PhaseClassifier
 from carl_tui.store import roles
 
 ACCURACY_STAGE = "accuracy"
@@ -74,7 +74,7 @@ class PhaseTrack:
         for a, b in itertools.pairwise(bounds):
             name = ACCURACY_STAGE if carried[a] == 1 else REWARD_STAGE
             if self.current is None or self.current.kind != name:
-                ceiling = 1.0 if name == ACCURACY_STAGE else math.inf  # accuracy: at most 1
+                ceiling = ACCURACY_CEILING if name == ACCURACY_STAGE else math.inf
                 self.stages.append(Stage(name, int(steps[a]), "", PhaseClassifier(
                     ceiling=ceiling)))
             st = self.current

@@ -150,11 +150,12 @@ class CarlCallback(TrainerCallback):
     # -- stages and stopping ---------------------------------------------------
 
     def _new_classifier(self):
-        """A classifier for `phase_metric`: token accuracy has a ceiling (1.0), as in
-        the store's phases; a reward has none."""
-        from carl_tui.coherence.phases import PhaseClassifier
+        """A classifier for `phase_metric`: token accuracy has a ceiling, as in the store's
+        phases; a reward has none."""
+        from carl_tui.coherence.phases import ACCURACY_CEILING, PhaseClassifier
 
-        return PhaseClassifier(ceiling=1.0 if self.phase_metric == ACCURACY else math.inf)
+        return PhaseClassifier(
+            ceiling=ACCURACY_CEILING if self.phase_metric == ACCURACY else math.inf)
 
     def begin_stage(self, stage: str, *, phase_metric: str | None = None, **meta: Any) -> None:
         """Continue the stream with a new trainer (e.g. GRPO after SFT): its steps
