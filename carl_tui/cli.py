@@ -420,12 +420,17 @@ def _run_app(config) -> int:
     return int(app.return_code or 0)
 
 
-def run_dashboard(args) -> int:
+def dashboard_request(args):
+    """What the dashboard opens: the source named, or the recording `replay FILE` names."""
     if args.command == "replay":
         req = source_request(args, speed=args.speed)
         req.watch, req.replay = None, args.file
-    else:
-        req = source_request(args)
+        return req
+    return source_request(args)
+
+
+def run_dashboard(args) -> int:
+    req = dashboard_request(args)
     opened = open_request(req)
     from carl_tui.completions.open import reader_factory
 

@@ -22,8 +22,8 @@ from carl_tui.cli import (
     _Parser,
     build_parser,
     check_view_args,
+    dashboard_request,
     open_request,
-    source_request,
     start_demo_training,
 )
 
@@ -87,12 +87,7 @@ def dashboard_argv(options: Sequence[str]) -> tuple[argparse.Namespace, list[str
     check_view_args(args)
     if args.command == "demo":
         return args, []  # the stream is known once the training starts (start_demo)
-    if args.command == "replay":  # as `carl-tui replay` opens it
-        req = source_request(args, speed=args.speed)
-        req.watch, req.replay = None, args.file
-    else:
-        req = source_request(args)
-    open_request(req)
+    open_request(dashboard_request(args))  # as `carl-tui` opens it
     return args, list(options)
 
 
