@@ -238,7 +238,25 @@ class SystemSample:
     memory_total_mb: float | None = None
 
 
+Life = Literal["live", "finished", "failed", "queued"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunLife:
+    """What a source knows of one run's life, said when it changes: "live" (it may still
+    log), "finished" (its end was read: a Trainer's end-of-training line, a job that
+    completed, a closed recording), "failed" (a job that errored or was cancelled),
+    "queued" (a job not yet running). `updated_at`: wall time (epoch seconds) of the run's
+    newest record, where the source knows it; `reason`: why, in a few words, where it
+    says more than the state ("job ERROR: out of memory")."""
+
+    run: RunRef
+    state: Life
+    updated_at: float | None = None
+    reason: str = ""
+
+
 Event = (
     ScalarBatch | RunMeta | LogLines | Marker | Progress | JobStatus | JobUsage | SourceStatus
-    | SystemSample
+    | SystemSample | RunLife
 )

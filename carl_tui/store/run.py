@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from carl_tui import metric_names as mn
-from carl_tui.events import JobStatus, JobUsage, Marker, Progress, RunRef, ScalarBatch, SystemSample
+from carl_tui.events import (
+    JobStatus,
+    JobUsage,
+    Marker,
+    Progress,
+    RunLife,
+    RunRef,
+    ScalarBatch,
+    SystemSample,
+)
 from carl_tui.store.preview import Preview
 from carl_tui.store.run_snapshot import build_snapshot
 from carl_tui.store.run_summary import (
@@ -61,6 +70,7 @@ class RunState:
         self.log_tail: deque[str] = deque(maxlen=LOG_TAIL)
         self.log_total = 0
         self.job: JobStatus | None = None
+        self.life: RunLife | None = None  # the source's word on the run's life, if any
         self.usage: JobUsage | None = None
         self.progress: Progress | None = None
         self.system = SystemTrack()  # machine samples (GPUs, CPU, RAM)

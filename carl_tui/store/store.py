@@ -21,6 +21,7 @@ from carl_tui.events import (
     LogLines,
     Marker,
     Progress,
+    RunLife,
     RunMeta,
     RunRef,
     ScalarBatch,
@@ -93,6 +94,8 @@ class RunStore:
                     st.set_progress(ev)
                 elif isinstance(ev, SystemSample):
                     st.add_system(ev)
+                elif isinstance(ev, RunLife):
+                    st.life = ev
                 else:  # an unknown event is a programming error, not user input
                     raise TypeError(f"unknown event {type(ev).__name__}")
                 key = ev.run.key
