@@ -61,6 +61,22 @@ async def wait_for(pilot, predicate, timeout: float = 5.0, what: str = "conditio
     raise AssertionError(f"{what} not met in time")
 
 
+def wait_until(predicate, what: str = "condition", timeout: float = 20.0):
+    """Poll `predicate()` from a plain thread (a process, a file, a server) until it is
+    truthy; return its value, or fail saying `what` after `timeout` s. A generous bound: a
+    stuck process fails, a slow machine does not. Inside a Textual test, use `wait_for`."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} not met within {timeout} s")
+        time.sleep(0.02)
+
+
 def plain_text(widget, width: int = 120) -> str:
     """What a Static-based widget shows, as plain text."""
     import io
