@@ -120,6 +120,7 @@ from carl_tui.sources.rows import (
     RowColumns,
     build_columns,
     clean_text,
+    log_lines,
     short_repr,
     step_of,
 )
@@ -286,7 +287,7 @@ class StreamParser:
             if obj["event"] == "log":
                 text = obj.get("text")
                 if isinstance(text, str):
-                    pending_log.extend(clean_text(text).splitlines() or [""])
+                    pending_log.extend(log_lines(clean_text(text)))
                 else:
                     self.tally.skip(LOG_WITHOUT_TEXT, f"text={short_repr(text)}")
                 continue
