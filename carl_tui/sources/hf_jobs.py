@@ -125,7 +125,7 @@ class HfJobSource(PolledSource):
     def parser(self) -> TrainerLogParser:
         return self.output.parser
 
-    # -- Source protocol -------------------------------------------------
+    # -- the source contract (sources.base.Source) ------------------------
 
 
     def poll(self) -> list[Event]:

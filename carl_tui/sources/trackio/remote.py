@@ -145,7 +145,7 @@ class TrackioRemoteSource(PolledSource):
         """Response bytes so far (for benchmarks)."""
         return self._http.bytes_received
 
-    # -- Source protocol -------------------------------------------------
+    # -- the source contract (sources.base.Source) ------------------------
 
     def poll(self) -> list[Event]:
         if self.mode is None:
