@@ -252,3 +252,45 @@ def test_a_job_says_its_life_by_its_stage(hub):
     assert failed.reason == "job ERROR: CUDA out of memory"
     assert failed.updated_at is not None
     poller.source.close()
+
+
+def lives_after_collect(source) -> dict[str, str]:
+    store = RunStore()
+    collect([source], store, timeout=20, patient=False)
+    return {run.label: life(store, run).state for run in store.runs()}
+
+
+def test_a_trackio_projects_runs_are_live(tmp_path):
+    """Trackio (0.43) records no end of a run: its runs are live."""
+    from carl_tui.sources.trackio.local import TrackioLocalSource
+    from tests.test_source_trackio_local import trackio_write
+
+    trackio_write(tmp_path, [{"project": "p", "name": name, "rows": [{"loss": 1.0}]}
+                             for name in ("a", "b")])
+    assert lives_after_collect(TrackioLocalSource("p", root=tmp_path)) == {
+        "a": "live", "b": "live"}
+
+
+def test_a_tensorboard_run_is_live(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    from carl_tui.sources.tensorboard import TensorBoardSource
+
+    writer = SummaryWriter(str(tmp_path / "sft"))
+    for step in range(3):
+        writer.add_scalar("train/loss", 1.0 / (step + 1), step)
+    writer.close()
+    assert lives_after_collect(TensorBoardSource(tmp_path)) == {"sft": "live"}
+
+
+def test_a_wandb_run_whose_exit_was_read_is_finished(tmp_path):
+    from carl_tui.sources.wandb_run import WandbSource
+    from tests.test_source_wandb import _has_wandb, sft_rows, start_writer
+
+    if not _has_wandb():
+        pytest.skip("wandb is not installed")
+    proc = start_writer(tmp_path, {"runs": [{"project": "p", "name": "sft",
+                                              "rows": sft_rows(5)}]})
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err.decode()
+    assert lives_after_collect(WandbSource(tmp_path / "wandb")) == {"sft": "finished"}
