@@ -267,6 +267,8 @@ class Poller:
     def failed(self, exc: Exception) -> Outcome:
         """A failed poll: whether retrying can help, and how long to wait first."""
         if not getattr(exc, "retry", True):
+            # A directory, a wrong name, a refused token: say so, and look again only
+            # rarely, in case the user fixes it outside.
             return Outcome(error=exc, state="error", delay=max(self.backoff.cap, self.GIVE_UP_S))
         if getattr(exc, "kind", "") == WAITING:
             delay = WAIT_POLL_S  # a file to appear: no growing backoff
@@ -350,8 +352,8 @@ class SourceRunner:
         if out.error is not None:
             if self._stop.is_set():
                 return 0.0  # stopped mid-poll (the source was closed under it): not a fault
-            # Retrying cannot help (a directory, a wrong name, a refused token): say so,
-            # and look again only rarely, in case the user fixes it outside.
+            # "retrying" (with backoff, or every WAIT_POLL_S for a file to appear), or
+            # "error" where retrying cannot help: then looked at again only rarely.
             self._status(out.state, out.message, retry_in=out.delay)
             return out.delay
         self.last_good = time.time()
