@@ -31,6 +31,7 @@ from carl_tui.events import (
     GpuSample,
     JobStatus,
     JobUsage,
+    Life,
     RunMeta,
     RunRef,
     SystemSample,
@@ -55,9 +56,17 @@ log = logging.getLogger(__name__)
 SOURCE = HF_JOB
 MAX_GPUS = 64  # GPU ids numbered per job; more are ignored (a sample is one machine)
 
+#: A job's life by its stage (the Jobs API's words); a stage not named says nothing.
+STAGE_LIFE: dict[str, Life] = {
+    "SCHEDULING": "queued", "RUNNING": "live", "COMPLETED": "finished",
+    "ERROR": "failed", "CANCELED": "failed", "DELETED": "failed",
+}
+
 
 class HfJobSource(PolledSource):
     """Poll a Hugging Face Job. Threads start on the first `poll()`."""
+
+    threaded = True  # the log, the status and the metrics arrive from threads
 
     def __init__(
         self,
@@ -116,7 +125,7 @@ class HfJobSource(PolledSource):
     def parser(self) -> TrainerLogParser:
         return self.output.parser
 
-    # -- Source protocol -------------------------------------------------
+    # -- the source contract (sources.base.Source) ------------------------
 
 
     def poll(self) -> list[Event]:
@@ -188,6 +197,10 @@ class HfJobSource(PolledSource):
                 "url": ev.url,
             }
             out.append(RunMeta(self.run, meta))
+        life = STAGE_LIFE.get(stage)
+        if life is not None:
+            reason = f"job {stage}: {ev.message}" if life == "failed" and ev.message else ""
+            self.say_life(self.run, life, ev.finished_at or ev.started_at, reason)
         key = (ev.stage, ev.flavor, ev.message, ev.started_at, ev.finished_at)
         if key != self._last_status:
             self._last_status = key

@@ -359,6 +359,8 @@ class StreamParser:
 class JsonlSource(PolledSource):
     """Tails one JSON-lines file. See the module docstring for the format."""
 
+    previews = True
+
     def __init__(
         self,
         path: str | os.PathLike,
@@ -462,6 +464,7 @@ class JsonlSource(PolledSource):
             events.append(ScalarBatch(self._preview_run or self.run,
                                       np.empty(0, dtype=np.int64), {}, preview=True))
             self._preview_end = None
+        self.say_training_ends(events)
         return events
 
     def _preview_events(self) -> list[Event]:
