@@ -14,8 +14,9 @@ import pytest
 
 from carl_tui.events import ScalarBatch
 from carl_tui.sources.auto_file import AutoFileSource
+from carl_tui.sources.file_format import sniff_format
 from carl_tui.sources.jsonl import JsonlSource
-from carl_tui.sources.open import open_file, sniff_format
+from carl_tui.sources.open import open_file
 
 ODD = {
     "huge integer": '{"step": 99, "loss": ' + "9" * 4301 + "}",

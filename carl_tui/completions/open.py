@@ -96,7 +96,7 @@ def readers_for(req: Any, run: Any = None, meta: Mapping[str, Any] | None = None
 def _file_reader(path: Path, file_format: str) -> Reader:
     fmt = file_format
     if fmt == "auto":
-        from carl_tui.sources.open import SNIFF_BYTES, sniff_format
+        from carl_tui.sources.file_format import SNIFF_BYTES, sniff_format
 
         try:
             with open(path, "rb") as fh:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from carl_tui.events import Event, RunLife
 from carl_tui.sources.base import WAITING, Source, SourceError
-from carl_tui.sources.open import SNIFF_BYTES, file_source, sniff_format
+from carl_tui.sources.file_format import SNIFF_BYTES, file_source, sniff_format
 from carl_tui.sources.tally import InputTally
 
 

@@ -29,8 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from carl_tui.errors import CarlError
-
-SNIFF_BYTES = 65536  # the head of a file that decides its format
+from carl_tui.sources.file_format import SNIFF_BYTES, file_source, sniff_format
 
 
 class RequestError(CarlError):
@@ -221,32 +220,6 @@ def open_file(path: str | os.PathLike, file_format: str = "auto", run=None, *,
 
         return AutoFileSource(path, run=run)
     return file_source(path, file_format, run)
-
-
-def file_source(path: Path, file_format: str, run=None, since: float | None = None):
-    if file_format == "trainer-log":
-        from carl_tui.sources.trainer_file import TrainerLogSource
-
-        return TrainerLogSource(path, run=run, since=since)
-    from carl_tui.sources.jsonl import JsonlSource
-
-    return JsonlSource(path, run=run, since=since)
-
-
-def sniff_format(head: bytes) -> str | None:
-    """"jsonl" or "trainer-log" from the first bytes of a file; None: not enough to tell."""
-    from carl_tui.sources.trainer_log import looks_like_trainer_log
-
-    text = head.lstrip(b"\xef\xbb\xbf").lstrip()
-    if not text:
-        return None
-    if looks_like_trainer_log(head):
-        return "trainer-log"
-    if text.startswith(b"{") and b"\n" in text:
-        return "jsonl"
-    if b"\n" not in text and len(head) < SNIFF_BYTES:
-        return None  # wait for a whole first line
-    return "trainer-log" if not text.startswith(b"{") else "jsonl"
 
 
 def _open_replay(req: SourceRequest) -> Opened:
