@@ -39,13 +39,8 @@ IDS = [r.name for r in RUNS]
 
 _PAUSE = ("a pause in the climb is taken for its end (crystallisation) before half of the "
           "rise hindsight sees; the phase returns to transition when the climb resumes")
-_SMALL = ("the GRPO stage's task reward climbs 0.88 -> 0.95 (about 3 noise units of one "
-          "value) and the run ends some 50 steps later: the climb is seen, its end is not")
 #: (check, run) -> why the phase model fails it (strict: a fix shows up as XPASS).
 KNOWN = {
-    **{("settled", f"demo-seed{i}"): _SMALL for i in (0, 2, 3)},
-    ("settled", "grpo-abdo-ashraf-gemma-3-rl-finetuning-outputs"):
-        "25 logged values of a noisy reward: too few to see the climb stop",
     ("settled", "tiny-sft-h16-lr3e-2"):
         "a second climb starts at step 92; hindsight calls the last quarter flat, the "
         "classifier still sees it climbing",
