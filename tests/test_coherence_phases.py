@@ -537,3 +537,27 @@ def test_a_pause_far_below_the_ceiling_is_not_the_end_of_the_climb():
         first = next(s for p, s in free.timeline if p is Phase.CRYSTALLISATION)
         paused += first <= 36
     assert paused >= 6  # without a ceiling, the pause passes for the end
+
+
+def _small_reward_climb(seed: int):
+    """A GRPO task reward: 0.88 for 40 steps, a climb of 0.07 (about 2.3 noise units
+    of one value) over steps 40-80, flat at 0.95 for 50 steps (noise 0.03)."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(130)
+    level = 0.88 + 0.07 * np.clip((steps - 40) / 40, 0, 1)
+    return steps, level + rng.normal(0, 0.03, steps.size)
+
+
+def test_a_small_reward_climb_that_levels_off_crystallises():
+    """A climb of a few noise units is seen late; once seen, its end needs windows
+    that could see its rise, not its average gain per window (which would take
+    hundreds of values): it crystallises after the climb's middle, before the run ends."""
+    ends = []
+    for seed in range(6):
+        steps, reward = _small_reward_climb(seed)
+        c = PhaseClassifier()
+        c.update_many(steps, reward, np.full(steps.size, NAN))
+        names = [(p.value, s) for p, s in c.timeline]
+        assert c.phase in (Phase.CRYSTALLISATION, Phase.CONVERGED), names
+        ends.append(next(s for p, s in c.timeline if p is Phase.CRYSTALLISATION))
+    assert min(ends) >= 60, ends

@@ -30,13 +30,26 @@ def panel_text(snap, width: int) -> str:
     return " ".join(console.file.getvalue().split())
 
 
-@pytest.fixture(scope="module")
-def demo_snapshot():
-    src = JsonlSource(RECORDING)
+def read_recording(path):
+    src = JsonlSource(path)
     events = [e for _ in range(50) for e in src.poll()]
     store = RunStore(vocab_size=13)
     store.apply(events)
     return store.snapshot(store.runs()[0].key)
+
+
+@pytest.fixture(scope="module")
+def demo_snapshot(tmp_path_factory):
+    """The demo read up to step 355: its GRPO stage is in transition there (it
+    crystallises at 362), after the gate fired in the SFT stage (287)."""
+    lines = []
+    for line in RECORDING.read_text().splitlines():
+        if json.loads(line).get("step", 0) > 355:
+            break
+        lines.append(line)
+    path = tmp_path_factory.mktemp("demo") / "demo-355.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return read_recording(path)
 
 
 def test_summary_json_tells_both_stages(capsys):
@@ -70,8 +83,22 @@ def test_the_ended_stage_keeps_its_phase_on_screen(demo_snapshot, width):
     assert f"accuracy ended {last.upper()}@{since}" in shown
     assert snap.phase.phase.upper() in shown
     # the gate fired in the SFT stage: the panel says why the GRPO stage reads earlier
+    assert snap.phase.phase == "transition"
     assert (f"CRYSTALLISED at step {snap.gate.trigger_step}, in the stage before "
             f"(reward stage from {snap.phase.stage_start})") in shown
+
+
+def test_the_whole_demo_ends_with_both_stages_crystallised():
+    """The whole demo: the SFT stage ended converged, the GRPO stage's small climb of its
+    task reward ended in crystallisation; the panel shows both, and the gate plainly."""
+    snap = read_recording(RECORDING)
+    shown = panel_text(snap, 100)
+    last, since = [(p, s) for p, s, k in snap.phase.history if k == "accuracy"][-1]
+    assert (last, snap.phase.stage, snap.phase.phase) == ("converged", "reward",
+                                                          "crystallisation")
+    assert f"accuracy ended CONVERGED@{since}" in shown
+    assert f"CRYSTALLISED at step {snap.gate.trigger_step}" in shown
+    assert "in the stage before" not in shown
 
 
 def test_the_callbacks_phase_markers_agree_with_its_gate(tmp_path):

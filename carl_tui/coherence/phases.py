@@ -53,11 +53,14 @@ Phases (constants are `PhaseSettings` fields):
     window: the last window is not above the one before by stop_z standard
     errors of the difference, or gained less than slow_fraction of the climb's
     average gain per W values; both windows inside the climb, and W values
-    enough to see that average gain (stop_z standard errors). A metric with a
-    `ceiling` (token accuracy: 1.0; the store and the training callback pass it)
-    that stops far below it has most of its room left: W is at least
-    3 * (1 + headroom * r), r = (ceiling - level) / (level - a0) up to 4, the room
-    left in units of the rise so far. A reward has no ceiling (r = 0).
+    enough to see the climb: its average gain per W values by stop_z standard
+    errors, or its rise so far divided by 1 + r by seen_z (the end of a small
+    climb of a noisy reward, 2 or 3 noise units, is seen before hundreds of
+    values). A metric with a `ceiling` (token accuracy: 1.0; the store and the
+    training callback pass it) that stops far below it has most of its room
+    left: W is at least 3 * (1 + headroom * r), r = (ceiling - level) /
+    (level - a0) up to 4, the room left in units of the rise so far. A reward
+    has no ceiling (r = 0).
   - CONVERGED: held near its best for `hold` times as long as the climb took
     (last calm value to crystallisation) and flat over windows of
     settle_fraction of all the values (as above, without the "slowed" case); or
@@ -157,6 +160,7 @@ class PhaseSettings:
     resume_fraction: float = 0.25
     slow_fraction: float = 0.25
     headroom: float = 0.25
+    seen_z: float = 3.0
 
     def __post_init__(self) -> None:
         if self.baseline_points < 2:
@@ -656,36 +660,44 @@ def _flat(c: PhaseClassifier, f: _Features, pos: int, fraction: float, *,
     last W values is not clearly above the level of the W before (by stop_z noise
     units of that difference). Slowed: it rose by less than slow_fraction of the
     climb's average gain per W values. Either only once both windows lie in the climb
-    and W values are enough to see that average gain (by stop_z noise units)."""
+    and W values are enough to see the climb: its average gain per W values by stop_z
+    noise units, or (if `climb`) by seen_z its rise so far times the share of the room
+    to the ceiling that rise covers, 1 / (1 + r) (all of it for a reward: the end of a
+    small climb of a noisy reward, 2 or 3 noise units, would otherwise take hundreds
+    of values to see)."""
     n = f.acc_count[pos:f.end] - c._c_trans
     m = np.ceil(fraction * np.maximum(n if climb else f.acc_count[pos:f.end], 0))
     # far below a ceiling (accuracy at 0.4 of 1.0), a pause is weak evidence of an end:
-    # the climb's windows are at least _MIN_CLIMB * (1 + headroom) values
-    least = _MIN_CLIMB * (1.0 + _headroom(c, f, pos)) if climb else _MIN_CLIMB
+    # the climb's windows are at least _MIN_CLIMB * (1 + headroom * r) values
+    room = _room(c, f, pos)
+    least = _MIN_CLIMB * (1.0 + c.settings.headroom * room) if climb else _MIN_CLIMB
     m = np.clip(m, np.maximum(f.w[pos:f.end], np.ceil(least)), _TAIL // 2).astype(np.int64)
     g = f.g[pos:f.end]
     recent, before = f.window_mean(g, m), f.window_mean(g - m, m)
     noise = np.maximum(c._sigma_t, f.floor[pos:f.end]) * np.sqrt(2.0 / m)
     z = c.settings.stop_z
     with np.errstate(invalid="ignore", divide="ignore"):
-        pace = (recent - f.a0[pos:f.end]) / np.maximum(n, 1) * m
+        rise = recent - f.a0[pos:f.end]
+        pace = rise / np.maximum(n, 1) * m
         limit = z * noise
+        seen = pace >= z * noise
         if climb:
             limit = np.maximum(limit, c.settings.slow_fraction * pace)
-        return (recent - before <= limit) & (pace >= z * noise) & (n >= 2 * m)
+            seen |= rise / (1.0 + room) >= c.settings.seen_z * noise
+        return (recent - before <= limit) & seen & (n >= 2 * m)
 
 
-def _headroom(c: PhaseClassifier, f: _Features, pos: int) -> np.ndarray:
+def _room(c: PhaseClassifier, f: _Features, pos: int) -> np.ndarray:
     """For steps pos..: the room left under the ceiling of A, in units of the rise
-    so far ((ceiling - level) / (level - a0), at most _HEADROOM_CAP), times the
-    `headroom` setting; 0 for a metric without a ceiling."""
+    so far, r = (ceiling - level) / (level - a0), at most _HEADROOM_CAP; 0 for a
+    metric without a ceiling."""
     if not math.isfinite(c.ceiling):
         return np.zeros(f.end - pos)
     recent = f.levels(pos)[0]
     a0 = f.a0[pos:f.end]
     with np.errstate(invalid="ignore", divide="ignore"):
         head = (c.ceiling - recent) / np.maximum(recent - a0, _TINY)
-    return c.settings.headroom * np.clip(np.nan_to_num(head), 0.0, _HEADROOM_CAP)
+    return np.clip(np.nan_to_num(head), 0.0, _HEADROOM_CAP)
 
 
 def _quarter_rise(f: _Features, pos: int, sigma: np.ndarray, st: PhaseSettings) -> np.ndarray:
