@@ -29,7 +29,7 @@ from carl_tui.store.snapshot import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.events import JobStatus, JobUsage, Marker, Progress, RunRef
+    from carl_tui.events import Job, Marker, Progress, RunRef
     from carl_tui.store.cascade import CascadeTracker
     from carl_tui.store.snapshot import RunEvent
     from carl_tui.store.system import SystemTrack
@@ -47,8 +47,7 @@ class RunParts(Protocol):
     markers: Iterable[Marker]
     log_tail: Iterable[str]
     log_total: int
-    job: JobStatus | None
-    usage: JobUsage | None
+    job: Job | None
     progress: Progress | None
     last_step: int | None
     first_step: int | None
@@ -93,7 +92,6 @@ def build_snapshot(state: RunParts, max_points: int = 2000) -> RunSnapshot:
         log_tail=tuple(state.log_tail),
         log_total=state.log_total,
         job=state.job,
-        usage=state.usage,
         progress=state.progress,
         last_step=_newest(state.last_step, pv),
         updated_at=state.updated_at,
