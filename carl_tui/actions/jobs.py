@@ -189,4 +189,3 @@ class JobsClient:
                     f"Job {job_id} is still {state.stage} after {timeout:.0f} s.", kind="timeout"
                 )
             sleep(interval)
-

@@ -356,4 +356,3 @@ def system_from_sample(
         memory_mb=used,
         memory_total_mb=total,
     )
-
