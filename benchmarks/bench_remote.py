@@ -89,7 +89,7 @@ def _poll_cost(srv: TrackioServer, size: int) -> dict:
     finally:
         writer.close()
     b0 = src.bytes_received
-    src._call("get_logs", project=project, run="seed")
+    src.remote.call("get_logs", project=project, run="seed")
     get_logs_bytes = src.bytes_received - b0
     src.close()
     return {

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import settings
 
 from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
+from carl_tui.sources.base import Source
 
 # In CI the property tests draw the same examples on every run, so that a change, never
 # the luck of a draw, fails a build; a local run draws new examples each time and finds
@@ -24,13 +25,10 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
-class ScriptedSource:
+class ScriptedSource(Source):
     """An in-memory source: each poll returns the next queued list of events."""
 
     interval = 0.02
-    skipped = 0
-    finished = False
-    limitation = ""
 
     def __init__(self, name: str = "scripted"):
         self.name = name
@@ -45,8 +43,6 @@ class ScriptedSource:
         with self._lock:
             return self._queue.pop(0) if self._queue else []
 
-    def close(self) -> None:
-        pass
 
 
 async def wait_for(pilot, predicate, timeout: float = 5.0, what: str = "condition") -> None:
@@ -59,6 +55,22 @@ async def wait_for(pilot, predicate, timeout: float = 5.0, what: str = "conditio
         if predicate():
             return
     raise AssertionError(f"{what} not met in time")
+
+
+def wait_until(predicate, what: str = "condition", timeout: float = 20.0):
+    """Poll `predicate()` from a plain thread (a process, a file, a server) until it is
+    truthy; return its value, or fail saying `what` after `timeout` s. A generous bound: a
+    stuck process fails, a slow machine does not. Inside a Textual test, use `wait_for`."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} not met within {timeout} s")
+        time.sleep(0.02)
 
 
 def plain_text(widget, width: int = 120) -> str:

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -87,15 +86,6 @@ def start_serving(*args: str, cwd: Path = ROOT, timeout: float = 60.0,
         proc.wait()
         raise AssertionError(f"no URL from carl-tui serve: {lines} {''.join(stderr)[-2000:]}")
     return Served(proc, found.group(0), stderr)
-
-
-def wait_until(predicate, timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{what}: not met within {timeout} s")
 
 
 async def open_tab(client, served: Served, *shown: str, timeout: float = 60.0):

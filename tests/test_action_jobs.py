@@ -24,6 +24,7 @@ from carl_tui.actions.launch_spec import (
 from carl_tui.actions.local_job import LocalJob
 from carl_tui.errors import CarlError
 from carl_tui.events import Job
+from tests.conftest import wait_until
 from tests.fakes.hub_jobs import JobsState, install_jobs_routes
 from tests.fakes.hub_repos import (
     TEST_TOKEN,
@@ -407,12 +408,8 @@ CHILD = textwrap.dedent("""
 
 
 def _wait_for_lines(path: Path, n: int = 2, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and len(path.read_text().splitlines()) >= n:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"{path} never got {n} lines")
+    wait_until(lambda: path.exists() and len(path.read_text().splitlines()) >= n,
+               f"{path} having {n} lines", timeout)
 
 
 def _child(stream: Path, mode: str, steps: int = 100000, rc: int = 0) -> list[str]:
@@ -539,12 +536,8 @@ def _parent_with_child(tmp_path, tie: bool, mode: str = "cooperating"):
 
 
 def _wait_gone(pid: int, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not _alive(pid):
-            return True
-        time.sleep(0.02)
-    return False
+    wait_until(lambda: not _alive(pid), f"process {pid} gone", timeout)
+    return True
 
 
 def test_tied_run_stops_cleanly_when_its_parent_is_killed(tmp_path):

@@ -19,7 +19,6 @@ import subprocess
 import sys
 import termios
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,6 +28,7 @@ pytest.importorskip("trl")
 psutil = pytest.importorskip("psutil")
 
 from carl_tui.training.tiny import tiny_vocab_size
+from tests.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDING = ROOT / "recordings" / "tiny-demo.jsonl"
@@ -43,15 +43,8 @@ def read_lines(path: Path) -> list[dict]:
 
 
 def wait_for(predicate, what: str, timeout: float = 120.0):
-    """Poll until `predicate()` is truthy (a generous bound: a stuck process fails, a slow
-    machine does not); returns its value."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+    """`wait_until` with the demo's generous bound (a real trainer on a loaded machine)."""
+    return wait_until(predicate, what, timeout)
 
 
 def gone(proc: psutil.Process) -> bool:

@@ -15,7 +15,7 @@ from collections import defaultdict
 import pytest
 
 from carl_tui.events import LogLines, ScalarBatch
-from carl_tui.sources.base import SourceError, SourceRunner
+from carl_tui.sources.base import Source, SourceError, SourceRunner
 from carl_tui.sources.follow import FileFollower
 from carl_tui.sources.jsonl import JsonlSource
 from carl_tui.sources.replay import ReplaySource
@@ -353,7 +353,7 @@ def test_fifo_without_a_writer_never_blocks_the_runner(tmp_path):
     assert [e.state for e in emitted][:2] == ["connecting", "live"]
 
 
-class ClosedUnderPoll:
+class ClosedUnderPoll(Source):
     """A source whose poll is in flight when it is closed, and then fails, as an HTTP
     client closed under a request does."""
 

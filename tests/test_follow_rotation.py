@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from carl_tui.events import ScalarBatch
+from carl_tui.events import LogLines, ScalarBatch
 from carl_tui.sources.base import WAIT_POLL_S, SourceError, SourceRunner
 from carl_tui.sources.jsonl import JsonlSource
 from carl_tui.sources.open import open_file
@@ -30,7 +30,8 @@ def read_until_quiet(src, steps: set[int], notes: list[str]) -> None:
         for ev in events:
             if isinstance(ev, ScalarBatch):
                 steps.update(int(s) for s in ev.steps)
-        notes.extend(getattr(src, "notes", []))
+            elif isinstance(ev, LogLines):  # what the source says of the file, on screen
+                notes.extend(ev.lines)
         if not events and src.interval != 0:
             return
     raise AssertionError("the source never went quiet")

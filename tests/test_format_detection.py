@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from carl_tui.events import ScalarBatch
+from carl_tui.sources.auto_file import AutoFileSource
 from carl_tui.sources.jsonl import JsonlSource
-from carl_tui.sources.open import AutoFileSource, open_file, sniff_format
+from carl_tui.sources.open import open_file, sniff_format
 
 ODD = {
     "huge integer": '{"step": 99, "loss": ' + "9" * 4301 + "}",

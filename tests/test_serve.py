@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from carl_tui.cli import main
-from tests.serving import HF_SECRET, RECORDING, enter, open_tab, start_serving, wait_until
+from tests.conftest import wait_until
+from tests.serving import HF_SECRET, RECORDING, enter, open_tab, start_serving
 
 pytest.importorskip("textual_serve")
 aiohttp = pytest.importorskip("aiohttp")

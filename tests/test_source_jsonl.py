@@ -668,3 +668,13 @@ def test_a_nan_under_a_skipped_name_is_not_reported_as_a_metric_value():
     assert got.nonfinite == (("loss", 1),)
     assert [(r.reason, r.count) for r in got.tally.reasons()] == [
         ("invalid metric name", 1), ("value not a finite number", 1)]
+
+
+def test_a_logged_text_breaks_at_newlines_only(tmp_path):
+    """U+2028 and U+2029 inside a logged text are part of its line (str.splitlines would cut
+    there); a final newline ends the last line and an empty text is one empty line."""
+    path = tmp_path / "stream.jsonl"
+    texts = ["a\u2028b\u2029c", "x\ny\n", ""]
+    write(path, "".join(json.dumps({"event": "log", "text": t}) + "\n" for t in texts))
+    logs = [e for e in JsonlSource(path).poll() if isinstance(e, LogLines)]
+    assert [line for e in logs for line in e.lines] == ["a\u2028b\u2029c", "x", "y", ""]

@@ -63,9 +63,9 @@ def test_any_rows_become_points_or_counted_skips(reply):
                                          values, max_size=3)))
 def test_any_query_reply_is_rows_or_a_source_error_in_words(reply):
     src = source()
-    src._call = lambda *a, **k: reply  # the server's answer, whatever it is
+    src.remote.call = lambda *a, **k: reply  # the server's answer, whatever it is
     try:
-        out = src._query("SELECT 1")
+        out = src.remote.query("SELECT 1")
     except SourceError as exc:
         assert "malformed reply" in str(exc)
     else:
@@ -74,6 +74,6 @@ def test_any_query_reply_is_rows_or_a_source_error_in_words(reply):
 
 def test_rows_that_are_lists_are_named_in_words():
     src = source()
-    src._call = lambda *a, **k: {"rows": [[1, "r", 3]], "columns": ["id", "run_id", "step"]}
+    src.remote.call = lambda *a, **k: {"rows": [[1, "r", 3]], "columns": ["id", "run_id", "step"]}
     with pytest.raises(SourceError, match="its rows are lists, not objects"):
-        src._query("SELECT id, run_id, step FROM metrics")
+        src.remote.query("SELECT id, run_id, step FROM metrics")

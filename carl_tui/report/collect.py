@@ -1,9 +1,10 @@
 """Read what sources hold now into a store, without a screen.
 
-Each source is polled until it is caught up: finished, or a poll brought
-nothing new after it had brought something (and the source was not behind),
-or nothing arrived for `settle` seconds (a job whose log streams in from
-threads). A live source that keeps producing is read until `timeout`.
+Each source is polled (by the engine, `sources.base.Poller`, as the dashboard polls
+it) until it is caught up: finished, or a poll brought nothing new after it had
+brought something (and the source was not behind), or nothing arrived for `settle`
+seconds (a source fed by threads: a job whose log streams in). A live source that
+keeps producing is read until `timeout`.
 Retryable failures of a remote source (`patient`) are retried with backoff until
 `timeout`, after saying once (through `say`) what is awaited; the last one is then
 reported. A local source (a file, a folder, a store) that fails or brings nothing for
@@ -16,28 +17,30 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from carl_tui.errors import CarlError, describe
-from carl_tui.events import Event, SourceStatus
-from carl_tui.sources.base import Backoff, status_of
+from carl_tui.errors import CarlError
+from carl_tui.events import Event
+from carl_tui.sources.base import Backoff, Outcome, Poller, Source
 from carl_tui.store import RunStore
 
 
 @dataclass
 class _Progress:
-    source: object
+    poller: Poller
     got_data: bool = False
     last_data: float = 0.0
-    started: float = 0.0
-    backoff: Backoff = field(default_factory=lambda: Backoff(base=0.2, cap=2.0))
     last_error: str = ""
     next_poll: float = 0.0
     said: bool = False
 
+    @property
+    def source(self) -> Source:
+        return self.poller.source
+
 
 def collect(
-    sources: Sequence[object],
+    sources: Sequence[Source],
     store: RunStore,
     *,
     timeout: float = 60.0,
@@ -51,15 +54,24 @@ def collect(
     "empty" for a local source that holds nothing)."""
     start = clock()
     deadline = start + timeout
-    pending = [_Progress(s, started=start, last_data=start) for s in sources]
+    pending = [_Progress(Poller(s, Backoff(base=0.2, cap=2.0)), last_data=start)
+               for s in sources]
+    pollers = [p.poller for p in pending]
     waiting = _Waiting(deadline, settle, patient, say, clock)
+
+    def apply(events: Sequence[Event]) -> None:
+        if events:
+            store.apply(events)
+            if on_events is not None:
+                on_events(events)
+
     try:
         while pending:
             now = clock()
             for p in list(pending):
                 if now < p.next_poll:
                     continue
-                if _poll(p, store, on_events, waiting):
+                if _poll(p, apply, waiting):
                     pending.remove(p)
             if pending:
                 if clock() > deadline:
@@ -70,16 +82,11 @@ def collect(
                 wait = min(p.next_poll for p in pending) - clock()
                 time.sleep(min(max(wait, 0.01), 0.2))
     finally:
-        for s in sources:
-            drain = getattr(s, "drain", None)
-            held = drain() if callable(drain) else []
-            if held:
-                store.apply(held)
-                if on_events is not None:
-                    on_events(held)
-            store.apply([status_of(s, "finished" if getattr(s, "finished", False) else "live")])
+        for poller in pollers:
+            apply(poller.drain())
+            store.apply([poller.status()])
             with contextlib.suppress(Exception):  # closing must not hide the result
-                s.close()
+                poller.source.close()
 
 
 @dataclass
@@ -92,10 +99,10 @@ class _Waiting:
     say: Callable[[str], None] | None
     clock: Callable[[], float]
 
-    def failed(self, p: _Progress, exc: Exception) -> bool:
+    def failed(self, p: _Progress, out: Outcome) -> bool:
         """A failed poll: True when the source is done (a local one that has data)."""
-        src, message = p.source, describe(exc)
-        if not getattr(exc, "retry", True):
+        src, message = p.source, out.message
+        if not out.retry:
             raise CarlError(f"{src.name}: {message}", retry=False) from None
         p.last_error = message
         now = self.clock()
@@ -108,45 +115,33 @@ class _Waiting:
             p.said = True
             self.say(f"waiting up to {max(self.deadline - now, 0):.0f} s (--timeout) for "
                      f"{src.name}: {message}")
-        p.next_poll = min(now + p.backoff.next_delay(), self.deadline)
+        p.next_poll = min(now + out.delay, self.deadline)
         return False
 
 
-def _poll(p: _Progress, store: RunStore, on_events, wait: _Waiting) -> bool:
+def _poll(p: _Progress, apply: Callable[[Sequence[Event]], None], wait: _Waiting) -> bool:
     """One poll; True when this source is done."""
     src = p.source
     clock, settle = wait.clock, wait.settle
-    try:
-        events = src.poll()
-    except Exception as exc:  # noqa: BLE001 - every failure becomes a message
-        return wait.failed(p, exc)
-    p.backoff.reset()
+    out = p.poller.poll()
+    if out.error is not None:
+        return wait.failed(p, out)
     p.last_error = ""
-    data = [e for e in events if not isinstance(e, SourceStatus)]
-    if events:
-        store.apply(events)
-        if on_events is not None:
-            on_events(events)
+    apply(out.events)
     now = clock()
-    if getattr(src, "finished", False):
+    if p.poller.done:
         return True
-    interval = float(getattr(src, "interval", 0.5))
-    if data:
+    interval = float(src.interval)
+    if out.data:
         p.got_data, p.last_data = True, now
         p.next_poll = now if interval == 0 else now + min(interval, 0.2)
         return False
     if interval == 0:  # behind, but this poll brought nothing: poll again soon
         p.next_poll = now + 0.05
         return False
-    if p.got_data and not _threaded(src):
+    if p.got_data and not src.threaded:
         return True
     if now - p.last_data >= settle:
         return True
     p.next_poll = now + min(interval, 0.2)
     return False
-
-
-def _threaded(src: object) -> bool:
-    """Sources fed by background threads may bring nothing on one poll and data on the next."""
-    return hasattr(src, "job_id")
-

@@ -1,16 +1,17 @@
-"""What a source is, and the one loop that polls any source with backoff.
+"""What a source is (the written contract), and the one engine that polls any source.
 
-A source is a plain object with `poll() -> list[Event]`. `poll` does one
-bounded unit of I/O (read what is new, one HTTP round trip, ...) and returns
-the events it produced. It raises `SourceError` (or OSError / httpx errors) on
-failure, and must then leave its resume position untouched, so the next
-successful poll continues exactly where the last good one stopped: no gaps, no
-duplicates.
+A source subclasses `Source`. `poll()` does one bounded unit of I/O (read what is
+new, one HTTP round trip, ...) and returns the events it produced. It raises
+`SourceError` (or OSError / httpx errors) on failure, and must then leave its resume
+position untouched, so the next successful poll continues exactly where the last good
+one stopped: no gaps, no duplicates. Everything else a caller may ask of a source is
+declared on `Source` with its default; callers ask it, never probe for it.
 
-`SourceRunner` drives a source from a background thread: poll, hand events to
-a callback, sleep the source's interval; on failure retry with capped
-exponential backoff and report `SourceStatus` events for the status bar.
-No Textual import here.
+`Poller` is the engine: one poll of one source, and what follows from it (the events,
+the source's word on its runs' lives, the failure and how long to wait after it:
+backoff, a file to appear, an error retrying cannot fix). `SourceRunner` loops a
+`Poller` in a background thread for the dashboard; `report/collect.py` loops several
+for `summary` and `export`, with its own "caught up" rule. No Textual import here.
 """
 
 from __future__ import annotations
@@ -20,14 +21,14 @@ import random
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
 
 from carl_tui.errors import (
     SourceError,  # noqa: F401  (sources import it from here)
     describe,
 )
-from carl_tui.events import Event, SourceStatus
+from carl_tui.events import Event, Life, RunLife, RunMeta, RunRef, ScalarBatch, SourceStatus
 from carl_tui.sources.tally import InputTally
 
 #: SourceError.kind of a wait for a local file or folder to appear: looked at again
@@ -40,43 +41,136 @@ WAIT_POLL_S = 1.0
 #: `hold` event, set by the dashboard) before it reads the rest of the history.
 HOLD_MAX_S = 2.0
 
+#: The key of a Trainer's end-of-training summary (its last record).
+END_OF_TRAINING = "train_runtime"
+
 log = logging.getLogger(__name__)
 
 
-@runtime_checkable
-class Source(Protocol):
-    name: str  # shown in the status bar, e.g. "jsonl: run.jsonl"
-    interval: float  # seconds between polls while live
+class Source:
+    """The contract every source keeps; each member has a default that fits a source
+    that does not say more.
 
-    def poll(self) -> list[Event]: ...
+    - `name`: shown in the status bar, e.g. "jsonl: run.jsonl" (the status bar keys
+      sources by it). `interval`: seconds between polls while live (0: a backlog is
+      waiting, poll again at once).
+    - `poll()` -> events; `close()` ends its I/O (no-op); `drain()` -> the events it
+      holds back waiting for more input (a Trainer dict waiting for its bar): readers
+      that stop at what is there now (`summary`, `export`) call it once before closing.
+    - `finished`: True once nothing more can come (the end of a replay, a Trainer's
+      end of training, a job that ended): polling stops. `limitation`: a reduced mode
+      the status bar names ("" if none).
+    - `tally`: what it read but could not use or does not plot (an `InputTally`, made
+      on first use); `skipped` is its total.
+    - `threaded`: fed by background threads (a poll may bring nothing and the next one
+      data): readers wait for it to settle rather than stop at the first empty poll.
+    - what it follows: `path` (a file or folder it reads) and `job_id` (a Hugging Face
+      job), None where not.
+    - `previews`: it can send a coarse preview of a long history first; `want_preview`
+      asks for one (`preview`), read the rest once `hold` is set (the preview drawn).
+    - its runs' lives: `say_life(run, state)` when it learns or changes one (live,
+      finished, failed, queued); a run it sends data for and said nothing of is live.
+      `take_lives(events)` gives what was said since, as `RunLife` events (the engine
+      calls it after each poll).
+    """
 
-    def close(self) -> None: ...
+    name: str = ""
+    interval: float = 1.0
+    finished: bool = False
+    limitation: str = ""
+    threaded: bool = False
+    path: Path | None = None
+    job_id: str | None = None
+    previews: bool = False
+    preview: bool = False
+    hold: threading.Event | None = None
+
+    def poll(self) -> list[Event]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """End the source's I/O; a poll in flight may then fail (not a fault)."""
+
+    def drain(self) -> list[Event]:
+        return []
+
+    @property
+    def tally(self) -> InputTally:
+        tally = self.__dict__.get("_tally")
+        if tally is None:
+            tally = self.__dict__["_tally"] = InputTally()
+        return tally
+
+    @tally.setter
+    def tally(self, value: InputTally) -> None:
+        self.__dict__["_tally"] = value
+
+    @property
+    def skipped(self) -> int:
+        return self.tally.total
+
+    def want_preview(self, painted: threading.Event | None = None) -> None:
+        """Ask for a coarse preview of a long history first, and to read the rest once
+        `painted` is set; a source that cannot preview ignores it."""
+        if self.previews:
+            self.preview = True
+            if painted is not None:
+                self.hold = painted
+
+    # -- its runs' lives -------------------------------------------------------
+
+    def _lives(self) -> tuple[dict[str, RunLife], dict[str, RunLife]]:
+        """(the last life said per run key, those not yet taken)."""
+        book = self.__dict__.get("_life_book")
+        if book is None:
+            book = self.__dict__["_life_book"] = ({}, {})
+        return book
+
+    def say_life(self, run: RunRef, state: Life, updated_at: float | None = None,
+                 reason: str = "") -> None:
+        """Say a run's life; said again only when it changes."""
+        said, pending = self._lives()
+        life = RunLife(run, state, updated_at, reason)
+        if said.get(run.key) != life:
+            said[run.key] = pending[run.key] = life
+
+    def say_training_ends(self, events: Sequence[Event]) -> None:
+        """A run whose end-of-training record is among `events` is finished: a Trainer's
+        summary (`train_runtime`: a metrics line of a stream, a log's `train_summary`)."""
+        for ev in events:
+            if ((isinstance(ev, ScalarBatch) and END_OF_TRAINING in ev.columns)
+                    or (isinstance(ev, RunMeta) and "train_summary" in ev.meta)):
+                self.say_life(ev.run, "finished")
+
+    def life_of(self, run: RunRef) -> RunLife | None:
+        return self._lives()[0].get(run.key)
+
+    def take_lives(self, events: Sequence[Event] = ()) -> list[RunLife]:
+        """The lives said since the last call; a run in `events` that was never said is
+        live."""
+        said, pending = self._lives()
+        for ev in events:
+            if not isinstance(ev, (SourceStatus, RunLife)) and ev.run.key not in said:
+                self.say_life(ev.run, "live")
+        taken = list(pending.values())
+        pending.clear()
+        return taken
 
 
-# Optional: `drain() -> list[Event]` releases what a source holds back waiting for more
-# input (a Trainer log dict waiting for the bar that places it). Readers that stop at the
-# end of what is there now (`summary`, `export`) call it once before closing.
-
-
-class PolledSource:
+class PolledSource(Source):
     """What the polled sources share: `interval` is 0 while `behind` (a backlog is waiting:
     poll again at once), else the configured interval; `skipped` is the tally's total."""
 
     behind = False
     _interval = 1.0
-    tally: InputTally
 
     @property
-    def interval(self) -> float:
+    def interval(self) -> float:  # type: ignore[override]
         return 0.0 if self.behind else self._interval
 
     @interval.setter
     def interval(self, value: float) -> None:
         self._interval = value
-
-    @property
-    def skipped(self) -> int:
-        return self.tally.total
 
 
 class Backoff:
@@ -95,39 +189,110 @@ class Backoff:
         self.failures = 0
 
 
-
-
-def status_of(source: object, state: str, message: str = "", **kw) -> SourceStatus:
+def status_of(source: Source, state: str, message: str = "", **kw) -> SourceStatus:
     """The source's health as the status bar shows it: state, message, what it skipped
     (by reason) and what it read but does not plot."""
-    tally = getattr(source, "tally", None)
-    reasons: tuple[tuple[str, int, str], ...] = ()
-    notes: tuple[tuple[str, int], ...] = ()
-    if isinstance(tally, InputTally):
-        reasons = tuple((r.reason, r.count, r.example) for r in tally.reasons())
-        notes = tally.notes()
+    tally = source.tally
     return SourceStatus(
-        source=getattr(source, "name", type(source).__name__),
+        source=source.name or type(source).__name__,
         state=state,  # type: ignore[arg-type]
         message=message,
-        skipped=_skipped(source),
-        limitation=getattr(source, "limitation", ""),
-        skip_reasons=reasons,
-        not_plotted=notes,
+        skipped=source.skipped,
+        limitation=source.limitation,
+        skip_reasons=tuple((r.reason, r.count, r.example) for r in tally.reasons()),
+        not_plotted=tally.notes(),
         **kw,
     )
 
 
-def _skipped(source: object) -> int:
-    """Skipped input so far: the source's tally, else its `skipped` count."""
-    tally = getattr(source, "tally", None)
-    if isinstance(tally, InputTally):
-        return tally.total
-    return int(getattr(source, "skipped", 0) or 0)
+def placed(events: Sequence[Event], lives: Sequence[RunLife]) -> list[Event]:
+    """`events` with each life right after its run's last event (the store orders runs
+    by their latest event: a life must not move a run ahead of the others)."""
+    if not lives:
+        return list(events)
+    last = {ev.run.key: i for i, ev in enumerate(events) if not isinstance(ev, SourceStatus)}
+    after: dict[int, list[Event]] = {}
+    tail: list[Event] = []
+    for life in lives:
+        i = last.get(life.run.key)
+        (tail if i is None else after.setdefault(i, [])).append(life)
+    out: list[Event] = []
+    for i, ev in enumerate(events):
+        out.append(ev)
+        out.extend(after.get(i, ()))
+    return out + tail
+
+
+@dataclass
+class Outcome:
+    """What one poll came to. `events`: what to apply, lives placed among them; `data`:
+    the poll brought more than status; on failure `error`, with `state` ("retrying", or
+    "error" where retrying cannot help) and `delay` (how long to wait first)."""
+
+    events: list[Event] = field(default_factory=list)
+    data: bool = False
+    error: Exception | None = None
+    state: str = "live"
+    delay: float = 0.0
+
+    @property
+    def message(self) -> str:
+        return "" if self.error is None else describe(self.error)
+
+    @property
+    def retry(self) -> bool:
+        return self.error is None or self.state != "error"
+
+
+class Poller:
+    """The engine: one poll of one source at a time, and what follows from it."""
+
+    #: how long to wait after an error retrying cannot fix (in case the user fixes it)
+    GIVE_UP_S = 30.0
+
+    def __init__(self, source: Source, backoff: Backoff | None = None):
+        self.source = source
+        self.backoff = backoff or Backoff()
+
+    def poll(self) -> Outcome:
+        source = self.source
+        try:
+            events = source.poll()
+        except Exception as exc:  # noqa: BLE001  (any failure becomes a visible status)
+            return self.failed(exc)
+        self.backoff.reset()
+        data = any(not isinstance(e, SourceStatus) for e in events)
+        return Outcome(placed(events, source.take_lives(events)), data)
+
+    def failed(self, exc: Exception) -> Outcome:
+        """A failed poll: whether retrying can help, and how long to wait first."""
+        if not getattr(exc, "retry", True):
+            # A directory, a wrong name, a refused token: say so, and look again only
+            # rarely, in case the user fixes it outside.
+            return Outcome(error=exc, state="error", delay=max(self.backoff.cap, self.GIVE_UP_S))
+        if getattr(exc, "kind", "") == WAITING:
+            delay = WAIT_POLL_S  # a file to appear: no growing backoff
+        else:
+            delay = self.backoff.next_delay()
+        return Outcome(error=exc, state="retrying", delay=delay)
+
+    def drain(self) -> list[Event]:
+        """What the source held back, with its lives (the reader stops here)."""
+        held = self.source.drain()
+        return placed(held, self.source.take_lives(held))
+
+    def status(self, message: str = "", **kw) -> SourceStatus:
+        """The source's health now: finished or live."""
+        state = "finished" if self.source.finished else "live"
+        return status_of(self.source, state, message, **kw)
+
+    @property
+    def done(self) -> bool:
+        return self.source.finished
 
 
 class SourceRunner:
-    """Polls one source in a daemon thread until stopped.
+    """Polls one source in a daemon thread until stopped (a `Poller` in a loop).
 
     `emit(events)` is called from the runner thread with each non-empty batch
     of events, followed by status events when the health changes. A source
@@ -143,7 +308,8 @@ class SourceRunner:
     ):
         self.source = source
         self.emit = emit
-        self.backoff = backoff or Backoff()
+        self.poller = Poller(source, backoff)
+        self.backoff = self.poller.backoff
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_good: float | None = None
@@ -182,39 +348,28 @@ class SourceRunner:
 
     def poll_once(self) -> float:
         """One poll; returns how long to wait before the next one."""
-        try:
-            events = self.source.poll()
-        except Exception as exc:  # noqa: BLE001  (any failure becomes a visible status)
+        out = self.poller.poll()
+        if out.error is not None:
             if self._stop.is_set():
                 return 0.0  # stopped mid-poll (the source was closed under it): not a fault
-            if not getattr(exc, "retry", True):
-                # Retrying cannot help (a directory, a wrong name, a refused token): say so,
-                # and look again only rarely, in case the user fixes it outside.
-                delay = max(self.backoff.cap, 30.0)
-                self._status("error", describe(exc), retry_in=delay)
-                return delay
-            if getattr(exc, "kind", "") == WAITING:
-                delay = WAIT_POLL_S  # a file to appear: no growing backoff
-            else:
-                delay = self.backoff.next_delay()
-            self._status("retrying", describe(exc), retry_in=delay)
-            return delay
-        self.backoff.reset()
+            # "retrying" (with backoff, or every WAIT_POLL_S for a file to appear), or
+            # "error" where retrying cannot help: then looked at again only rarely.
+            self._status(out.state, out.message, retry_in=out.delay)
+            return out.delay
         self.last_good = time.time()
-        self.catching_up = bool(events) and self.source.interval == 0
-        if events:
+        self.catching_up = bool(out.events) and self.source.interval == 0
+        if out.events:
             try:
-                self.emit(events)
+                self.emit(out.events)
             except Exception as exc:
                 log.exception("applying events of %s", self.source.name)
                 self._status("error", f"could not apply data: {describe(exc)}")
                 return self.source.interval
-        finished = bool(getattr(self.source, "finished", False))
-        state = "finished" if finished else "live"
-        skipped = _skipped(self.source)
+        state = "finished" if self.poller.done else "live"
+        skipped = self.source.skipped
         # Report health on every change, and whenever new data arrived (fresh
         # last-update time) or more input was skipped.
-        if state != self.last_state or events or skipped != self._last_skipped:
+        if state != self.last_state or out.events or skipped != self._last_skipped:
             self._last_skipped = skipped
             self._status(state)
         return self.source.interval
@@ -224,7 +379,7 @@ class SourceRunner:
         self._status("connecting")
         while not self._stop.is_set():
             delay = self.poll_once()
-            if getattr(self.source, "finished", False):
+            if self.poller.done:
                 return
             self._stop.wait(delay)
 

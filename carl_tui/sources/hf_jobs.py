@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from carl_tui.events import (
+    STAGE_LIFE,
     Event,
     GpuSample,
     RunMeta,
@@ -57,6 +58,8 @@ MAX_GPUS = 64  # GPU ids numbered per job; more are ignored (a sample is one mac
 
 class HfJobSource(PolledSource):
     """Poll a Hugging Face Job. Threads start on the first `poll()`."""
+
+    threaded = True  # the log, the status and the metrics arrive from threads
 
     def __init__(
         self,
@@ -115,7 +118,7 @@ class HfJobSource(PolledSource):
     def parser(self) -> TrainerLogParser:
         return self.output.parser
 
-    # -- Source protocol -------------------------------------------------
+    # -- the source contract (sources.base.Source) ------------------------
 
 
     def poll(self) -> list[Event]:
@@ -177,6 +180,10 @@ class HfJobSource(PolledSource):
                 "url": ev.url,
             }
             out.append(RunMeta(self.run, meta))
+        life = STAGE_LIFE.get(stage)
+        if life is not None:
+            reason = f"job {stage}: {ev.message}" if life == "failed" and ev.message else ""
+            self.say_life(self.run, life, ev.finished_at or ev.started_at, reason)
         key = (ev.stage, ev.flavor, ev.message, ev.started_at, ev.finished_at)
         if key != self._last_status:
             self._last_status = key

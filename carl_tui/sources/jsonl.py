@@ -120,6 +120,7 @@ from carl_tui.sources.rows import (
     RowColumns,
     build_columns,
     clean_text,
+    log_lines,
     short_repr,
     step_of,
 )
@@ -286,7 +287,7 @@ class StreamParser:
             if obj["event"] == "log":
                 text = obj.get("text")
                 if isinstance(text, str):
-                    pending_log.extend(clean_text(text).splitlines() or [""])
+                    pending_log.extend(log_lines(clean_text(text)))
                 else:
                     self.tally.skip(LOG_WITHOUT_TEXT, f"text={short_repr(text)}")
                 continue
@@ -357,6 +358,8 @@ class StreamParser:
 
 class JsonlSource(PolledSource):
     """Tails one JSON-lines file. See the module docstring for the format."""
+
+    previews = True
 
     def __init__(
         self,
@@ -461,6 +464,7 @@ class JsonlSource(PolledSource):
             events.append(ScalarBatch(self._preview_run or self.run,
                                       np.empty(0, dtype=np.int64), {}, preview=True))
             self._preview_end = None
+        self.say_training_ends(events)
         return events
 
     def _preview_events(self) -> list[Event]:

@@ -21,18 +21,14 @@ from __future__ import annotations
 import math
 import os
 import stat
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from carl_tui.errors import CarlError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.events import Event
 
 SNIFF_BYTES = 65536  # the head of a file that decides its format
 
@@ -221,11 +217,13 @@ def open_file(path: str | os.PathLike, file_format: str = "auto", run=None, *,
         with open(path, "rb") as fh:
             file_format = sniff_format(fh.read(SNIFF_BYTES)) or "jsonl"
     if file_format == "auto":
+        from carl_tui.sources.auto_file import AutoFileSource
+
         return AutoFileSource(path, run=run)
-    return _file_source(path, file_format, run)
+    return file_source(path, file_format, run)
 
 
-def _file_source(path: Path, file_format: str, run=None, since: float | None = None):
+def file_source(path: Path, file_format: str, run=None, since: float | None = None):
     if file_format == "trainer-log":
         from carl_tui.sources.trainer_file import TrainerLogSource
 
@@ -249,77 +247,6 @@ def sniff_format(head: bytes) -> str | None:
     if b"\n" not in text and len(head) < SNIFF_BYTES:
         return None  # wait for a whole first line
     return "trainer-log" if not text.startswith(b"{") else "jsonl"
-
-
-class AutoFileSource:
-    """Reads a file as a JSONL stream or a Trainer log, decided by its first bytes.
-
-    Until the file exists and has a first line, it waits (and says so). A FIFO
-    cannot be looked into without consuming it: it is read as a JSONL stream.
-    Its name stays `file: NAME` (the status bar keys sources by name).
-    """
-
-    def __init__(self, path: Path, *, run=None):
-        self.path = Path(path)
-        self.name = f"file: {self.path.name}"
-        self._run = run
-        self.inner: Any = None
-        self._since = time.time()  # lines rotated away after this are read (follow.py)
-
-    def _decide(self) -> str | None:
-        from carl_tui.sources.follow import stat_path, unusable
-
-        st = stat_path(self.path)
-        if st is None:
-            return None
-        error = unusable(self.path, st)
-        if error is not None:
-            raise error
-        if stat.S_ISFIFO(st.st_mode):
-            return "jsonl"
-        try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-            with os.fdopen(fd, "rb") as fh:
-                head = fh.read(SNIFF_BYTES)
-        except OSError:
-            return None
-        return sniff_format(head)
-
-    def poll(self) -> list[Event]:
-        if self.inner is None:
-            fmt = self._decide()
-            if fmt is None:
-                from carl_tui.sources.base import WAITING, SourceError
-
-                raise SourceError(f"waiting for {self.path}", kind=WAITING)
-            self.inner = _file_source(self.path, fmt, self._run, self._since)
-            for attr in ("preview", "hold"):  # set by the dashboard before the file existed
-                if attr in self.__dict__ and hasattr(self.inner, attr):
-                    setattr(self.inner, attr, self.__dict__[attr])
-        return self.inner.poll()
-
-    def __getattr__(self, attr: str) -> Any:
-        # finished, tally, skipped, interval of the chosen source
-        inner = self.__dict__.get("inner")
-        if inner is None:
-            raise AttributeError(attr)
-        return getattr(inner, attr)
-
-    @property
-    def finished(self) -> bool:
-        return bool(getattr(self.inner, "finished", False))
-
-    @property
-    def interval(self) -> float:
-        return 0.5 if self.inner is None else self.inner.interval
-
-    @property
-    def limitation(self) -> str:
-        return "" if self.inner is None else getattr(self.inner, "limitation", "")
-
-    def close(self) -> None:
-        if self.inner is not None:
-            self.inner.close()
 
 
 def _open_replay(req: SourceRequest) -> Opened:

@@ -28,7 +28,7 @@ import orjson
 
 from carl_tui.events import Event, RunRef
 from carl_tui.identity import file_run
-from carl_tui.sources.base import WAITING, SourceError
+from carl_tui.sources.base import WAITING, Source, SourceError
 from carl_tui.sources.follow import BOM, stat_path, unusable
 from carl_tui.sources.jsonl import StreamParser
 from carl_tui.sources.rows import TIME_KEY
@@ -51,7 +51,7 @@ def _line_time(line: bytes) -> float | None:
     return None
 
 
-class ReplaySource:
+class ReplaySource(Source):
     """Releases the lines of a recording as their recorded time comes."""
 
     def __init__(
@@ -159,6 +159,7 @@ class ReplaySource:
         self._next = end
         if end >= len(self._lines):
             self.finished = True
+            self.say_life(self.run, "finished")  # the recording's end: its run has ended
         return events
 
     def close(self) -> None:

@@ -102,6 +102,16 @@ def clean_text(text: str) -> str:
     return text.translate(_CONTROLS) if _BAD_NAME.search(text) else text
 
 
+def log_lines(text: str) -> list[str]:
+    """The lines of a logged text, split at newlines only: U+2028, U+2029 and the other
+    breaks `str.splitlines` knows stay inside their line, as the writer meant them. No
+    line at all reads as one empty line; a final newline ends the last line."""
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def short_repr(value: Any) -> str:
     """A bounded, printable repr for skip examples (deeply nested values included)."""
     try:

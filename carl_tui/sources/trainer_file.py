@@ -30,8 +30,8 @@ from carl_tui.sources.trainer_log import TrainerLogParser, TrainerOutput
 
 
 class TrainerLogSource(PolledSource):
-    """Tails one Trainer stdout file. Source protocol: `poll()`, `close()`, `name`,
-    `interval` (0 while a backlog is read), `finished`, `limitation`, `tally`."""
+    """Tails one Trainer stdout file (a `Source`: `interval` is 0 while a backlog is
+    read; a run whose end-of-training summary was read is finished)."""
 
     def __init__(
         self,
@@ -95,12 +95,15 @@ class TrainerLogSource(PolledSource):
         # What is held waits while a backlog is read: the bars to place it may follow.
         events.extend(self.output.events(lines, now, release=not lines or not read.backlog,
                                          shown=notes))
+        self.say_training_ends(events)
         return events
 
     def drain(self) -> list[Event]:
         """Release the dicts held back for the bar that would place them: the reader is
         stopping here (`summary`, `export`), so nothing more will come to place them."""
-        return self.output.flush()
+        held = self.output.flush()
+        self.say_training_ends(held)
+        return held
 
     def close(self) -> None:
         self._follower.close()

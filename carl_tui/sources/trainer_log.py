@@ -71,13 +71,13 @@ import math
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
 from carl_tui.events import Event, LogLines, Progress, RunMeta, RunRef, ScalarBatch
 from carl_tui.metric_names import canonical, is_metric_key, valid_number
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trainer_end import place
 from carl_tui.sources.trainer_steps import (
+    BarUpdate,
     Held,
     HeldDicts,
     MetricsLine,
@@ -232,16 +232,6 @@ def parse_metrics_dict(text: str) -> dict[str, float] | None:
                 return out if i == n - 1 else None
     except (_Skip, IndexError, ValueError):
         return None
-
-
-@dataclass(frozen=True, slots=True)
-class BarUpdate:
-    """One tqdm bar update: `step` of `total` (None when unknown), ETA in seconds."""
-
-    step: int
-    total: int | None
-    eta_s: float | None
-    desc: str = ""
 
 
 # Terminal control sequences tqdm writes (cursor up: ESC [ A), and any other CSI.

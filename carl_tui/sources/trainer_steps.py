@@ -18,13 +18,19 @@ import math
 import re
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from carl_tui.sources.trainer_log import BarUpdate
 
 MAX_MARKERS = 100_000  # redraws queued at most
 _EPOCH_TEXT = re.compile(r"""['"]epoch['"]\s*:\s*(['"]?)([-+]?[0-9.]+(?:[eE][-+]?\d+)?)""")
+
+
+@dataclass(frozen=True, slots=True)
+class BarUpdate:
+    """One tqdm bar update: `step` of `total` (None when unknown), ETA in seconds."""
+
+    step: int
+    total: int | None
+    eta_s: float | None
+    desc: str = ""
 
 
 @dataclass(frozen=True, slots=True)

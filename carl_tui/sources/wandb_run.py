@@ -840,6 +840,9 @@ class WandbSource(PolledSource):
         self.behind = behind
         if self.single:
             self.finished = all(r.complete for r in readers)
+        for r in readers:  # a run whose exit record was read has finished
+            if r.complete and r.wanted and r.ref is not None:
+                self.say_life(r.ref, "finished")
         return events
 
     def close(self) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from carl_tui.metric_names import ACCURACY
+from carl_tui.metric_names import ACCURACY, END_OF_TRAINING_KEYS
 from carl_tui.training.stream import StreamWriter, finite, json_safe, phi_of
 
 __all__ = ["CarlCallback", "StreamWriter", "method_of"]
@@ -217,7 +217,7 @@ class CarlCallback(TrainerCallback):
         if zero:
             self.write_metrics(step, logs)
             if self._trainer is not None and not any(
-                    k.startswith("eval_") or k == "train_runtime" for k in logs):
+                    k.startswith("eval_") or k in END_OF_TRAINING_KEYS for k in logs):
                 self.write_completions(step, kwargs.get("model"), kwargs.get("processing_class"))
         entropy = finite(logs.get("entropy"))
         if self.gate is not None and not self.gate.fired:

@@ -6,10 +6,10 @@ snapshots of the run on screen when the store changed.
 opened). Threads talk to the UI only by posting one collapsing message
 (`StoreChanged`, which replaces a queued older one); they never touch widgets.
 
-Newest first, coarse to fine: every source that can (it has a `preview`
-attribute) is asked for a coarse preview of a long history before reading it
-all (see `store/preview.py`); the first snapshot of a run is shown at once,
-later ones are paced while a backlog is read.
+Newest first, coarse to fine: every source that can (`Source.previews`) is
+asked for a coarse preview of a long history before reading it all (see
+`store/preview.py`); the first snapshot of a run is shown at once, later ones are
+paced while a backlog is read.
 """
 
 from __future__ import annotations
@@ -37,10 +37,7 @@ def enable_preview(source: Source, painted: threading.Event | None = None) -> So
     """Ask `source` for a coarse preview of a long history first, when it can give one
     (a wrapper that picks its reader later passes the wish on), and to read the rest
     once `painted` is set (the preview is on screen)."""
-    if hasattr(source, "preview") or hasattr(source, "inner"):
-        source.preview = True  # type: ignore[attr-defined]
-        if painted is not None:
-            source.hold = painted  # type: ignore[attr-defined]
+    source.want_preview(painted)
     return source
 
 
@@ -93,12 +90,12 @@ class Follower:
         return runner
 
     def follows_job(self, job_id: str) -> bool:
-        return any(getattr(r.source, "job_id", None) == job_id for r in self.runners)
+        return any(r.source.job_id == job_id for r in self.runners)
 
     def follows_file(self, path: str | os.PathLike) -> bool:
         """A source already reads this file (whether or not it has written a line yet)."""
         want = Path(path).resolve()
-        return any(getattr(r.source, "path", None) is not None
+        return any(r.source.path is not None
                    and Path(r.source.path).resolve() == want for r in self.runners)
 
     def stop(self, timeout: float = 0.3) -> None:

@@ -1,9 +1,9 @@
 """Real Trainer stdout from real tiny runs, with the true step of every printed log.
 
 Each run trains the offline tiny model (`carl_tui.training.tiny`) with a real
-transformers / TRL trainer, default progress bars (tqdm's own rate limit left
-on: tiny steps are much faster than its 0.1 s `mininterval`, so most steps are
-never drawn, as on a fast GPU), `report_to="none"`, and stdout and stderr
+transformers / TRL trainer, default progress bars (tqdm's own rate limit on, at
+0.5 s so that tiny steps stay much faster than it even on a loaded machine: most steps
+are never drawn, as on a fast GPU), `report_to="none"`, and stdout and stderr
 going to ONE file, as a job's log or `python train.py > train.log 2>&1` holds
 them. A callback writes the Trainer's `state.global_step` at every `on_log` to
 a side file (`NAME.steps.jsonl`, one `{"step": ..., "keys": [...], "values": {...}}`
@@ -225,7 +225,11 @@ def generate(outdir: Path, names: list[str] | None = None, *, workers: int = 2) 
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1",
            "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
            "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    env.pop("TQDM_MININTERVAL", None)  # tqdm's rate limit is what makes bars stale
+    # tqdm's rate limit is what makes bars stale: most tiny steps are never drawn, as on a
+    # fast GPU. Its default (0.1 s) does that only while steps stay faster than 0.1 s; on a
+    # loaded machine they are not, every step is drawn, and the logs would lose the stale
+    # bars the tests are about. 0.5 s keeps them stale on a slow machine too.
+    env["TQDM_MININTERVAL"] = "0.5"
     env.pop("TQDM_DISABLE", None)
     groups = [names[i::workers] for i in range(max(1, min(workers, len(names))))]
     procs = [

@@ -9,6 +9,7 @@ server.py         what --trackio names: the server's URL, loopback and Hub hosts
                   only: checked before the first frame)
 remote.py         a remote Trackio server (a Space or self-hosted), followed by id
 remote_http.py    requests to the server, and what their failures mean
+remote_sql.py     the project on the server as SQL: the transport the remote source owns
 remote_rows.py    rows of a reply as points, run by run
 remote_preview.py the remote preview pass, newest first
 remote_extras.py  the remote system metrics and alerts

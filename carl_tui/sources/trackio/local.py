@@ -124,6 +124,8 @@ class TrackioLocalSource(PolledSource):
     `runs` limits it to runs whose id or name is listed.
     """
 
+    previews = True  # a long history: a coarse view first (`preview.py`)
+
     def __init__(
         self,
         project: str,

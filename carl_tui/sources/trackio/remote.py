@@ -13,7 +13,8 @@ run has accumulated. `id` is SQLite's autoincrement key: rows become visible
 in id order, so "id greater than the last one seen" never skips or repeats.
 
 System metrics (`system_metrics`) and alerts (`alerts`) are read the same way,
-by id, both in one more query per poll (`remote_extras.py`):
+by id, both in one more query per poll (`remote_extras.py`, through the
+source's transport, `remote_sql.RemoteProject`):
 `SystemSample`s and `Marker(kind="alert")`s, each once. They are optional: a
 database without those tables is probed again every few polls, and a failure to
 read them never stops the metrics (it shows as the source's limitation until it
@@ -47,7 +48,7 @@ from typing import Any
 import httpx
 import orjson
 
-from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
+from carl_tui.events import Event, RunMeta, ScalarBatch
 from carl_tui.hub import HubToken, find_token
 from carl_tui.sources.base import HOLD_MAX_S, PolledSource, SourceError
 from carl_tui.sources.tally import InputTally
@@ -60,23 +61,18 @@ from carl_tui.sources.trackio.remote_http import (
     PAGE_ROWS,
     TrackioHttp,
     UnknownApi,
-    query_rows,
 )
 from carl_tui.sources.trackio.remote_logs import LogsFallback
 from carl_tui.sources.trackio.remote_preview import read_preview
 from carl_tui.sources.trackio.remote_rows import RunPoints, points_by_run
+from carl_tui.sources.trackio.remote_sql import SOURCE, RemoteProject, sql_str
 from carl_tui.sources.trackio.server import is_hf_host, is_local, normalize_url, parse_server
 
 __all__ = ["NOT_AUTHORISED", "SOURCE", "RemoteRun", "TrackioRemoteSource", "is_local",
            "normalize_url", "parse_server"]
 
-SOURCE = "trackio-remote"
 MAX_PAGES_PER_POLL = 10
 FALLBACK_LIMITATION = "server has no incremental queries: history down-sampled by the server"
-def _sql_str(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
 @dataclass(frozen=True, slots=True)
 class RemoteRun:
     """A run as listed by the server (for pickers)."""
@@ -88,6 +84,8 @@ class RemoteRun:
 
 class TrackioRemoteSource(PolledSource):
     """Poll a Trackio server for new metric rows of one project."""
+
+    previews = True  # a long history: a coarse view first (`preview.py`)
 
     def __init__(
         self,
@@ -101,8 +99,6 @@ class TrackioRemoteSource(PolledSource):
         timeout: float = 10.0,
     ):
         self.url = normalize_url(url)
-        self.project = project
-        self.runs = list(runs) if runs else None
         self._interval = (
             float(interval) if interval is not None else (1.0 if is_local(url) else 3.0)
         )
@@ -110,6 +106,8 @@ class TrackioRemoteSource(PolledSource):
         found = find_token(token)
         self._token = found if (explicit or is_hf_host(self.url)) else None
         self._http = TrackioHttp(self.url, self._token, timeout, client)
+        # the transport: the project's tables, read through the server's SQL
+        self.remote = RemoteProject(self._http, project, list(runs) if runs else None)
         self.name = f"trackio: {self.url}" + (f" [{project}]" if project else "")
         self.finished = False
         self.tally = InputTally()  # skipped input, by reason
@@ -117,7 +115,6 @@ class TrackioRemoteSource(PolledSource):
         self.behind = False  # more rows are waiting than one poll may fetch
         self.last_id = 0  # resume position in the metrics table
         self.mode: str | None = None  # "query" or "logs" once known
-        self._run_col = "run_id"
         self._runs_seen: dict[str, str] = {}  # run_id -> name
         self._pending_config: dict[str, int] = {}  # run_id -> attempts left
         self._extras = RemoteExtras()  # system metrics and alerts
@@ -126,6 +123,14 @@ class TrackioRemoteSource(PolledSource):
         self.preview = False  # preview a long history first (the dashboard)
         self._preview = PreviewState()
         self.hold: threading.Event | None = None  # set by the dashboard: preview on screen
+
+    @property
+    def project(self) -> str | None:
+        return self.remote.project
+
+    @property
+    def runs(self) -> list[str] | None:
+        return self.remote.runs
 
     @property
     def timeout(self) -> float:
@@ -140,7 +145,7 @@ class TrackioRemoteSource(PolledSource):
         """Response bytes so far (for benchmarks)."""
         return self._http.bytes_received
 
-    # -- Source protocol -------------------------------------------------
+    # -- the source contract (sources.base.Source) ------------------------
 
     def poll(self) -> list[Event]:
         if self.mode is None:
@@ -163,14 +168,14 @@ class TrackioRemoteSource(PolledSource):
         return data if isinstance(data, dict) else {}
 
     def list_projects(self) -> list[str]:
-        data = self._call("get_all_projects")
+        data = self.remote.call("get_all_projects")
         return [str(p) for p in data] if isinstance(data, list) else []
 
     def list_runs(self, project: str | None = None) -> list[RemoteRun]:
         project = project or self.project
         if not project:
             raise SourceError("no project chosen", retry=False)
-        data = self._call("get_runs_for_project", project=project)
+        data = self.remote.call("get_runs_for_project", project=project)
         out = []
         for rec in data if isinstance(data, list) else []:
             if isinstance(rec, dict):
@@ -185,33 +190,9 @@ class TrackioRemoteSource(PolledSource):
     def _headers(self) -> dict[str, str]:
         return self._http.headers()
 
-    def _call(self, name: str, **kwargs: Any) -> Any:
-        return self._http.call(name, **kwargs)
-
     def query_sql(self, sql: str) -> list[dict[str, Any]]:
         """Rows of a read-only SQL query on this project (the completions view's tables)."""
-        return self._query(sql)
-
-    def _query(self, sql: str) -> list[dict[str, Any]]:
-        return query_rows(self._call("query_project", project=self.project, query=sql),
-                          self.url)
-
-    def _metrics_sql(self, where: str) -> str:
-        """A page of metrics rows `WHERE <where>` (and the run filter), in id order."""
-        return (f"SELECT id, {self._run_col} AS run_id, run_name, step, metrics, timestamp "
-                f"FROM metrics WHERE {where}{self._run_filter()} "
-                f"ORDER BY id LIMIT {PAGE_ROWS}")
-
-    def _run_filter(self, col: str | None = None) -> str:
-        if not self.runs:
-            return ""
-        names = ", ".join(_sql_str(r) for r in self.runs)
-        if (col or self._run_col) == "run_id":
-            return f" AND (run_id IN ({names}) OR run_name IN ({names}))"
-        return f" AND run_name IN ({names})"
-
-    def _ref(self, rid: str, name: str) -> RunRef:
-        return RunRef(SOURCE, self.project or "", rid, name)
+        return self.remote.query(sql)
 
     # -- start-up --------------------------------------------------------
 
@@ -219,7 +200,7 @@ class TrackioRemoteSource(PolledSource):
         if not self.project:
             projects = self.list_projects()
             if len(projects) == 1:
-                self.project = projects[0]
+                self.remote.project = projects[0]
             elif not projects:
                 raise SourceError(f"no projects on {self.url} yet")
             else:
@@ -229,19 +210,12 @@ class TrackioRemoteSource(PolledSource):
                 )
             self.name = f"trackio: {self.url} [{self.project}]"
         try:
-            cols = self._columns()
+            cols = self.remote.columns("metrics")
         except UnknownApi:
             self.mode, self.limitation = "logs", FALLBACK_LIMITATION
             return
-        self._run_col = run_column(cols)
+        self.remote.run_col = run_column(cols or [])
         self.mode = "query"
-
-    def _columns(self) -> list[str]:
-        data = self._call(
-            "query_project", project=self.project, query="SELECT * FROM metrics WHERE 0"
-        )
-        cols = data.get("columns") if isinstance(data, dict) else None
-        return [str(c) for c in cols] if isinstance(cols, list) else []
 
     # -- incremental mode ------------------------------------------------
 
@@ -259,7 +233,7 @@ class TrackioRemoteSource(PolledSource):
         if self._preview.ends(self.last_id, self.behind):
             events.extend(self._preview.end())
         events.extend(self._configs())
-        events.extend(self._extras.read(self))
+        events.extend(self._extras.read(self.remote, self.tally, self._last_x))
         self.behind = self.behind or self._extras.full
         self.limitation = self._extras.limitation
         return events
@@ -272,7 +246,7 @@ class TrackioRemoteSource(PolledSource):
         self.behind = False
         for page in range(MAX_PAGES_PER_POLL):
             try:
-                rows = self._query(self._metrics_sql(f"id > {int(self.last_id)}"))
+                rows = self.remote.query(self.remote.metrics_sql(f"id > {int(self.last_id)}"))
             except SourceError:
                 if page == 0:
                     raise
@@ -292,7 +266,7 @@ class TrackioRemoteSource(PolledSource):
 
     def _preview_events(self) -> list[Event]:
         """A coarse view of a long history (see the module doc); [] for a short one."""
-        got = read_preview(self, pv.SIZES)
+        got = read_preview(self.remote, self.last_id, pv.SIZES)
         if got is None or not got[0]:
             return []
         batches, top = got
@@ -310,7 +284,7 @@ class TrackioRemoteSource(PolledSource):
         for rid, points in got.by_run.items():
             if not points:
                 continue
-            ref = self._ref(rid, got.names.get(rid, rid))
+            ref = self.remote.ref(rid, got.names.get(rid, rid))
             if rid not in self._runs_seen:
                 self._runs_seen[rid] = ref.name
                 self._pending_config[rid] = 3
@@ -330,11 +304,11 @@ class TrackioRemoteSource(PolledSource):
         if not self._pending_config or self.mode != "query":
             return []
         ids = list(self._pending_config)
-        col = self._run_col
+        col = self.remote.run_col
         sql = (f"SELECT {col} AS run_id, config FROM configs "
-               f"WHERE {col} IN ({', '.join(map(_sql_str, ids))})")
+               f"WHERE {col} IN ({', '.join(map(sql_str, ids))})")
         try:
-            rows = self._query(sql)
+            rows = self.remote.query(sql)
         except (SourceError, UnknownApi):
             rows = []
         events: list[Event] = []
@@ -350,7 +324,7 @@ class TrackioRemoteSource(PolledSource):
                 continue
             if rid in self._pending_config and isinstance(cfg, dict):
                 del self._pending_config[rid]
-                events.append(RunMeta(self._ref(rid, self._runs_seen.get(rid, rid)),
+                events.append(RunMeta(self.remote.ref(rid, self._runs_seen.get(rid, rid)),
                                       {"config": cfg}))
         for rid in ids:
             if rid in self._pending_config:
@@ -366,5 +340,5 @@ class TrackioRemoteSource(PolledSource):
         if self.runs:
             wanted = set(self.runs)
             runs = [r for r in runs if r.id in wanted or r.name in wanted]
-        return self._batches(self._logs.read(self._call, self.project, runs, self.url,
+        return self._batches(self._logs.read(self.remote.call, self.project, runs, self.url,
                                              self.tally))

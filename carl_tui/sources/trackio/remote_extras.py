@@ -10,6 +10,7 @@ clears). When the two tables cannot be read together, each is tried alone.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from carl_tui.events import Event
@@ -21,7 +22,8 @@ from carl_tui.sources.trackio.remote_http import PAGE_ROWS, UnknownApi
 from carl_tui.sources.trackio.remote_rows import run_key
 
 if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.sources.trackio.remote import TrackioRemoteSource
+    from carl_tui.sources.tally import InputTally
+    from carl_tui.sources.trackio.remote_sql import RemoteProject
 
 ALERT_PAGE_ROWS = 1000
 SYSTEM_PAGE_ROWS = PAGE_ROWS - ALERT_PAGE_ROWS  # one query holds both, within the cap
@@ -29,9 +31,18 @@ MISSING_TABLE_RECHECK_POLLS = 10  # polls between probes for a table the databas
 EXTRA_TABLES = ("system_metrics", "alerts")
 
 
+@dataclass(frozen=True)
+class _Reading:
+    """What one `read` reads through, and tells of what it cannot use."""
+
+    remote: RemoteProject
+    tally: InputTally
+    last_x: dict[str, int]
+
+
 class RemoteExtras:
-    """Where the source is in both tables, and what it could not read. `read(source)`
-    once per poll; `full` says a page was full (more are waiting)."""
+    """Where the source is in both tables, and what it could not read. `read(remote,
+    tally, last_x)` once per poll; `full` says a page was full (more are waiting)."""
 
     def __init__(self) -> None:
         self.last_system_id = 0  # resume position in the system_metrics table
@@ -46,10 +57,13 @@ class RemoteExtras:
         return "; ".join(f"{table.replace('_', ' ')} not read: {msg}"
                          for table, msg in self._errors.items())
 
-    def read(self, src: TrackioRemoteSource) -> list[Event]:
-        """New system samples and alerts of `src`'s project (through its `_call` and
-        `_query`, with its run filter); best effort (see the module doc)."""
+    def read(self, remote: RemoteProject, tally: InputTally,
+             last_x: dict[str, int]) -> list[Event]:
+        """New system samples and alerts of `remote`'s project (of the runs it filters
+        on; `tally` hears of rows it cannot use, `last_x` gives each run's newest step for
+        an alert without one); best effort (see the module doc)."""
         self.full = False
+        src = _Reading(remote, tally, last_x)
         ready: dict[str, str] = {}  # table -> its run column
         for table in EXTRA_TABLES:
             wait = self._wait.get(table, 0)
@@ -57,7 +71,7 @@ class RemoteExtras:
                 self._wait[table] = wait - 1
                 continue
             try:
-                ready[table] = self._col.get(table) or self._table_col(src, table)
+                ready[table] = self._col.get(table) or self._table_col(remote, table)
             except (SourceError, UnknownApi) as exc:
                 self._failed([table], exc)
         if not ready:
@@ -76,16 +90,17 @@ class RemoteExtras:
                 self._failed([table], exc1)
         return events
 
-    def _query(self, src: TrackioRemoteSource, ready: dict[str, str]) -> list[Event]:
+    def _query(self, src: _Reading, ready: dict[str, str]) -> list[Event]:
+        remote = src.remote
         system = ready.get("system_metrics")
         alert = ready.get("alerts")
         sql = ts.extras_sql(
-            system=(system, self.last_system_id, SYSTEM_PAGE_ROWS, src._run_filter(system))
+            system=(system, self.last_system_id, SYSTEM_PAGE_ROWS, remote.run_filter(system))
             if system else None,
-            alerts=(alert, src._run_col, self.last_alert_id, ALERT_PAGE_ROWS,
-                    src._run_filter(alert)) if alert else None,
+            alerts=(alert, remote.run_col, self.last_alert_id, ALERT_PAGE_ROWS,
+                    remote.run_filter(alert)) if alert else None,
         )
-        rows = src._query(sql)
+        rows = remote.query(sql)
         for table in ready:
             self._errors.pop(table, None)
         return self._events(src, rows)
@@ -103,22 +118,20 @@ class RemoteExtras:
         for table in tables:
             self._errors[table] = message
 
-    def _table_col(self, src: TrackioRemoteSource, table: str) -> str:
-        data = src._call("query_project", project=src.project,
-                         query=f"SELECT * FROM {table} WHERE 0")
-        cols = data.get("columns") if isinstance(data, dict) else None
-        if not isinstance(cols, list):
-            raise SourceError(f"malformed reply from {src.url} (query without columns)")
+    def _table_col(self, remote: RemoteProject, table: str) -> str:
+        cols = remote.columns(table)
+        if cols is None:
+            raise SourceError(f"malformed reply from {remote.url} (query without columns)")
         col = run_column(cols)
         self._col[table] = col
         return col
 
-    def _events(self, src: TrackioRemoteSource, rows: list[dict[str, Any]]) -> list[Event]:
+    def _events(self, src: _Reading, rows: list[dict[str, Any]]) -> list[Event]:
         events: list[Event] = []
         n_system = n_alerts = 0
         for row in rows:
             rid = run_key(row)
-            ref = src._ref(rid, str(row.get("run_name") or rid))
+            ref = src.remote.ref(rid, str(row.get("run_name") or rid))
             try:
                 rowid = int(row["id"])
             except (KeyError, TypeError, ValueError):
@@ -138,7 +151,7 @@ class RemoteExtras:
                 events.append(ts.alert_marker(
                     ref, title=row.get("title"), text=row.get("text"), level=row.get("level"),
                     step=row.get("step"), timestamp=row.get("timestamp"),
-                    at_metrics=row.get("at_metrics"), fallback_step=src._last_x.get(rid),
+                    at_metrics=row.get("at_metrics"), fallback_step=src.last_x.get(rid),
                 ))
         if n_system >= SYSTEM_PAGE_ROWS or n_alerts >= ALERT_PAGE_ROWS:
             self.full = True

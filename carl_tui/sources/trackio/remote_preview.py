@@ -17,26 +17,26 @@ from carl_tui.sources.trackio.preview import PreviewSizes, plan_preview
 from carl_tui.sources.trackio.remote_rows import points_by_run
 
 if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.sources.trackio.remote import TrackioRemoteSource
+    from carl_tui.sources.trackio.remote_sql import RemoteProject
 
 
-def read_preview(src: TrackioRemoteSource, sizes: PreviewSizes
+def read_preview(remote: RemoteProject, last_id: int, sizes: PreviewSizes
                  ) -> tuple[list[ScalarBatch], int] | None:
-    """(a preview batch per run, the newest id previewed) of the history `src` has not
-    read yet (through its `_query`, with its run filter); None for a short one."""
-    top_rows = src._query(f"SELECT MAX(id) AS top FROM metrics WHERE id > {int(src.last_id)}"
-                          f"{src._run_filter()}")
+    """(a preview batch per run, the newest id previewed) of the history after
+    `last_id` (the runs `remote` filters on); None for a short one."""
+    top_rows = remote.query(f"SELECT MAX(id) AS top FROM metrics WHERE id > {int(last_id)}"
+                            f"{remote.run_filter()}")
     top = top_rows[0].get("top") if top_rows else None
-    plan = plan_preview(src.last_id, top if isinstance(top, int) else None, sizes)
+    plan = plan_preview(last_id, top if isinstance(top, int) else None, sizes)
     if plan is None:
         return None
     ids = ", ".join(map(str, plan.sample_ids))
-    sample = src._query(src._metrics_sql(f"id IN ({ids})"))
-    tail = src._query(src._metrics_sql(f"id > {plan.tail_from}"))
+    sample = remote.query(remote.metrics_sql(f"id IN ({ids})"))
+    tail = remote.query(remote.metrics_sql(f"id > {plan.tail_from}"))
     got = points_by_run([*sample, *tail], InputTally())
     batches = []
     for rid, points in got.by_run.items():
-        ref = src._ref(rid, got.names.get(rid, rid))
+        ref = remote.ref(rid, got.names.get(rid, rid))
         batch = ScalarBatch.from_rows(ref, points, wall_time=got.newest.get(rid))
         if len(batch):
             batches.append(replace(batch, preview=True))
