@@ -15,6 +15,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from carl_tui import __version__
+from carl_tui.cli_request import (  # noqa: F401  (the commands' names, importable here too)
+    EXIT_NO_DATA,
+    EXIT_USAGE,
+    UsageError,
+    dashboard_request,
+    open_request,
+    source_request,
+)
 
 DESCRIPTION = """\
 Watch a language-model training run live: phi (the CARL order parameter),
@@ -42,14 +50,6 @@ examples:
   carl-tui --tensorboard runs/ --run grpo-1
   carl-tui --wandb wandb/
   carl-tui summary train.log --json"""
-
-EXIT_USAGE = 2
-EXIT_NO_DATA = 1
-
-
-class UsageError(Exception):
-    """A problem with what the user asked for, printed as one line (exit status 2)."""
-
 
 class _Parser(argparse.ArgumentParser):
     """argparse, with its errors as one line naming the flag."""
@@ -327,39 +327,6 @@ def check_view_args(args) -> None:
         raise UsageError(f"--theme: {why} (themes: {', '.join(names)})")
 
 
-def source_request(args, **kw):
-    """What the user named on the command line, as a `SourceRequest`."""
-    from carl_tui.sources.open import SourceRequest
-
-    watch = getattr(args, "watch", None)
-    if getattr(args, "file", None) is not None and args.command in ("summary", "export"):
-        if watch is not None:
-            raise UsageError("give the file once: either FILE or --watch FILE")
-        watch = args.file
-    return SourceRequest(
-        watch=watch,
-        trackio=getattr(args, "trackio", None),
-        project=getattr(args, "project", None),
-        run=getattr(args, "run", None),
-        trackio_dir=getattr(args, "trackio_dir", None),
-        job=getattr(args, "job", None),
-        namespace=getattr(args, "namespace", None),
-        tensorboard=getattr(args, "tensorboard", None),
-        wandb=getattr(args, "wandb", None),
-        file_format=getattr(args, "file_format", "auto") or "auto",
-        **kw,
-    )
-
-
-def open_request(req):
-    from carl_tui.sources.open import RequestError, open_sources
-
-    try:
-        return open_sources(req)
-    except RequestError as exc:
-        raise UsageError(str(exc)) from None
-
-
 def _delegate(command: str, rest: list[str]) -> int:
     try:
         if command == "train":
@@ -418,15 +385,6 @@ def _run_app(config) -> int:
     app = build_app(config)
     app.run()
     return int(app.return_code or 0)
-
-
-def dashboard_request(args):
-    """What the dashboard opens: the source named, or the recording `replay FILE` names."""
-    if args.command == "replay":
-        req = source_request(args, speed=args.speed)
-        req.watch, req.replay = None, args.file
-        return req
-    return source_request(args)
 
 
 def run_dashboard(args) -> int:

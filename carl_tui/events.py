@@ -150,19 +150,60 @@ class Progress:
     eta_s: float | None = None
 
 
+Life = Literal["live", "finished", "failed", "queued"]  # a run's life (`RunLife`)
+
+# A job's stage, as Hugging Face Jobs names it (a training started on this machine uses
+# the same words; "ENDED": one whose process is gone, found again in the jobs list), and
+# the life of its run that each stage means.
+STAGE_LIFE: Mapping[str, Life] = {
+    "SCHEDULING": "queued",
+    "RUNNING": "live",
+    "COMPLETED": "finished",
+    "ERROR": "failed",
+    "CANCELED": "failed",
+    "DELETED": "failed",
+    "ENDED": "finished",
+}
+
+
+def life_of_stage(stage: str) -> Life:
+    """The run life a job's stage means: SCHEDULING -> queued, RUNNING -> live,
+    COMPLETED (and ENDED) -> finished, ERROR, CANCELED and DELETED -> failed. A stage
+    this does not know (one the Hub adds later) says nothing of an end: live."""
+    return STAGE_LIFE.get(stage, "live")
+
+
 @dataclass(frozen=True, slots=True)
-class JobStatus:
-    """State of a remote (or local) job that a run belongs to."""
+class Job:
+    """A job a run belongs to (a Hugging Face Job, or a training this machine started):
+    what the launcher returns, what its source says each time its state changes (the
+    store keeps the newest), and a line of the jobs list. Times are epoch seconds:
+    `started_at` is None while it is scheduled, `finished_at` until it ends. `command`
+    and `label` (what the jobs list shows beside it: the job's labels, else its command)
+    have their secrets masked wherever they are shown (`hub.job_label`, the store)."""
 
     run: RunRef
     job_id: str
     stage: str
+    namespace: str = ""
+    name: str = ""
     flavor: str = ""
     message: str = ""
-    created_at: float | None = None  # epoch seconds
     url: str = ""
-    started_at: float | None = None  # epoch seconds; None while scheduling
-    finished_at: float | None = None  # epoch seconds; None until it ends
+    created_at: float | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    command: tuple[str, ...] = ()
+    label: str = ""
+
+    @property
+    def life(self) -> Life:
+        return life_of_stage(self.stage)
+
+    @property
+    def ended(self) -> bool:
+        """It has ended (completed, failed, cancelled or deleted): its stage will not change."""
+        return self.life in ("finished", "failed")
 
     @property
     def duration_s(self) -> float | None:
@@ -171,16 +212,18 @@ class JobStatus:
             return None
         return (self.finished_at or time.time()) - self.created_at
 
+    @property
+    def age_s(self) -> float | None:
+        """Seconds since it was created."""
+        return None if self.created_at is None else time.time() - self.created_at
 
-@dataclass(frozen=True, slots=True)
-class JobUsage:
-    """Resource usage sample of a job (from the job metrics stream)."""
-
-    run: RunRef
-    cpu_percent: float | None = None
-    memory_mb: float | None = None
-    gpu_percent: float | None = None
-    gpu_memory_mb: float | None = None
+    @property
+    def running_s(self) -> float | None:
+        """Seconds it has run on its hardware (from its start to its end, or to now):
+        what it costs is its flavor's price per hour times this. None before it starts."""
+        if self.started_at is None:
+            return None
+        return max(0.0, (self.finished_at or time.time()) - self.started_at)
 
 
 SourceState = Literal["connecting", "live", "retrying", "error", "finished", "idle"]
@@ -238,9 +281,6 @@ class SystemSample:
     memory_total_mb: float | None = None
 
 
-Life = Literal["live", "finished", "failed", "queued"]
-
-
 @dataclass(frozen=True, slots=True)
 class RunLife:
     """What a source knows of one run's life, said when it changes: "live" (it may still
@@ -257,6 +297,6 @@ class RunLife:
 
 
 Event = (
-    ScalarBatch | RunMeta | LogLines | Marker | Progress | JobStatus | JobUsage | SourceStatus
+    ScalarBatch | RunMeta | LogLines | Marker | Progress | Job | SourceStatus
     | SystemSample | RunLife
 )

@@ -8,7 +8,8 @@ the dashboard runs without the `[hub]` extra.
 - The token: an explicit one, else `HF_TOKEN`, else the token saved by
   `hf auth login`. `HubToken` never prints its value.
 - The client: `make_api()`, an `HfApi` with the user's token.
-- Jobs: `TERMINAL_STAGES`, `stage_text()`, `JobRow` and `list_jobs()`.
+- Jobs: `TERMINAL_STAGES`, `stage_text()`, `job_of()` (a `JobInfo` as the one job type,
+  `events.Job`) and `list_jobs()`.
 - Errors: `hub_error()` turns any failure of huggingface_hub (or the HTTP
   stack under it) into a `HubError` whose message is a plain sentence (no
   traceback, no token), with `kind`, `status` and `retry` set.
@@ -17,15 +18,18 @@ the dashboard runs without the `[hub]` extra.
 from __future__ import annotations
 
 import os
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from carl_tui.errors import CarlError, is_network_error
-from carl_tui.redact import MASK, redact
+from carl_tui.events import STAGE_LIFE, Job, RunRef
+from carl_tui.identity import job_run
+from carl_tui.redact import MASK, redact, redact_argv
 
 HUB_MISSING = "this needs huggingface_hub: pip install 'carl-tui[hub]'"
-TERMINAL_STAGES = frozenset({"COMPLETED", "CANCELED", "ERROR", "DELETED"})
+# The stages of a job that has ended: "COMPLETED", "CANCELED", "ERROR", "DELETED".
+TERMINAL_STAGES = frozenset(s for s, life in STAGE_LIFE.items()
+                            if life in ("finished", "failed") and s != "ENDED")
 NOT_AUTHORISED = (
     "the Hugging Face Hub rejected the token (401): log in again with `hf auth login` "
     "or set HF_TOKEN"
@@ -111,20 +115,9 @@ def epoch(dt: Any) -> float | None:
     return dt.timestamp() if dt is not None and hasattr(dt, "timestamp") else None
 
 
-@dataclass(frozen=True, slots=True)
-class JobRow:
-    """One line of the jobs panel."""
-
-    id: str
-    namespace: str
-    stage: str
-    flavor: str
-    created_at: float | None
-    age_s: float | None
-    label: str
-
-
-def _job_label(info: Any) -> str:
+def job_label(info: Any) -> str:
+    """What the jobs list shows beside a job: its labels, else its command (or image),
+    secrets masked, then cut to 80 characters."""
     labels = getattr(info, "labels", None) or {}
     if labels:
         return redact(", ".join(f"{k}={v}" for k, v in labels.items()))
@@ -134,31 +127,39 @@ def _job_label(info: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def job_of(info: Any, namespace: str, run: RunRef | None = None, **kw: Any) -> Job:
+    """A `JobInfo` of huggingface_hub (launched, inspected or listed) as a `Job` of `run`
+    (default: the run the HF Jobs source follows for it). `kw` sets other fields (the
+    name given at launch). Its command and label are masked here."""
+    status = getattr(info, "status", None)
+    job = Job(
+        run or job_run(namespace, info.id),
+        info.id,
+        stage_text(getattr(status, "stage", None) or "UNKNOWN"),
+        namespace=namespace,
+        flavor=stage_text(getattr(info, "flavor", None) or ""),
+        message=str(getattr(status, "message", None) or ""),
+        url=str(getattr(info, "url", "") or ""),
+        created_at=epoch(getattr(info, "created_at", None)),
+        started_at=epoch(getattr(info, "started_at", None)),
+        finished_at=epoch(getattr(info, "finished_at", None)),
+        command=redact_argv(getattr(info, "command", None) or ()),
+        label=job_label(info),
+    )
+    return replace(job, **kw) if kw else job
+
+
 def list_jobs(
     namespace: str | None = None, api: Any = None, *, token: str | HubToken | None = None
-) -> list[JobRow]:
+) -> list[Job]:
     """The user's (or `namespace`'s) jobs, newest first. Raises HubError."""
     api = api or make_api(token)
-    now = time.time()
     try:
         ns = namespace or whoami(api)
         infos = list(api.list_jobs(namespace=ns))
     except Exception as exc:  # noqa: BLE001 - any Hub failure becomes a readable message
         raise hub_error(exc, "Listing your jobs", token=getattr(api, "token", None)) from None
-    rows = []
-    for info in infos:
-        created = epoch(info.created_at)
-        rows.append(
-            JobRow(
-                id=info.id,
-                namespace=ns,
-                stage=stage_text(getattr(info.status, "stage", "UNKNOWN")),
-                flavor=stage_text(info.flavor or ""),
-                created_at=created,
-                age_s=(now - created) if created is not None else None,
-                label=_job_label(info),
-            )
-        )
+    rows = [job_of(info, ns) for info in infos]
     rows.sort(key=lambda r: r.created_at or 0.0, reverse=True)
     return rows
 

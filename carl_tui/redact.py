@@ -148,6 +148,17 @@ def redact(
     return _redact(text, _literals(extra, env))
 
 
+def redact_argv(argv: Iterable[object], extra: Iterable[object] = ()) -> tuple[str, ...]:
+    """A command line with its secrets masked: each argument as `redact` masks it, and
+    the one after a flag whose name speaks of a secret (`--hub-token VALUE`) whole."""
+    out: list[str] = []
+    secret_next = False
+    for arg in map(str, argv):
+        out.append(MASK if secret_next and arg else redact(arg, extra))
+        secret_next = arg.startswith("-") and "=" not in arg and is_secret_key(arg)
+    return tuple(out)
+
+
 class Redactor:
     """`redact` with the literal secrets (`extra` and the environment's) read once, for
     masking many texts: `Redactor()(text)`. `literals` is hashable (a cache key)."""

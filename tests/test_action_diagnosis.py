@@ -20,7 +20,7 @@ from carl_tui.actions.diagnosis import (
     save_markdown,
 )
 from carl_tui.actions.errors import ActionError
-from carl_tui.events import JobStatus, LogLines, Marker, RunMeta, RunRef, ScalarBatch
+from carl_tui.events import Job, LogLines, Marker, RunMeta, RunRef, ScalarBatch
 from carl_tui.store import RunStore
 from tests.conftest import spec_trajectory
 from tests.fakes.anthropic_api import TEST_KEY, AnthropicState, Reply, install_messages_routes
@@ -44,7 +44,7 @@ def make_snapshot(log_lines=(), n=46):
                       "config": {"learning_rate": 1e-6, "num_generations": 8}}),
         ScalarBatch.from_rows(run, rows),
         Marker(run, "phase_transition", 30, {"accuracy": 0.99}),
-        JobStatus(run, "job-7", "RUNNING", flavor="a10g-small"),
+        Job(run, "job-7", "RUNNING", flavor="a10g-small"),
         LogLines(run, tuple(log_lines) or ("step 45: loss 0.031",)),
     ])
     return store.snapshot(run.key)

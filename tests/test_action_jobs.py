@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from carl_tui.actions.jobs import JobsClient, status_event
+from carl_tui.actions.jobs import JobsClient
 from carl_tui.actions.launch_spec import (
     JOB_IMAGE,
     JOB_OUTPUT_DIR,
@@ -23,6 +23,7 @@ from carl_tui.actions.launch_spec import (
 )
 from carl_tui.actions.local_job import LocalJob
 from carl_tui.errors import CarlError
+from carl_tui.events import Job
 from tests.conftest import wait_until
 from tests.fakes.hub_jobs import JobsState, install_jobs_routes
 from tests.fakes.hub_repos import (
@@ -133,7 +134,11 @@ def test_launch_sends_token_only_as_a_secret(hub):
     follower = HfJobSource(launched.job_id, namespace="alice", api=object())  # what the UI follows
     assert follower.run == launched.run
     follower.close()
-    assert launched.status_event().stage == "SCHEDULING"
+    # The launcher's result is the job's first state, as the store keeps it and the jobs
+    # list shows it: its name, its command (free of the token), a creation time.
+    assert isinstance(launched, Job) and launched.name == "carl-grpo-qwen2-5-0-5b-instruct"
+    assert launched.command == tuple(cmd) and launched.created_at is not None
+    assert launched.life == "queued" and launched.started_at is None
     # The jobs fake (inspect, logs, cancel) sees the new job.
     assert jobs.jobs[launched.job_id].flavor == "a10g-largex4"
     assert client(srv).inspect(launched.job_id).stage == "SCHEDULING"
@@ -222,9 +227,9 @@ def test_cancel_then_status_reads_canceled(hub):
     assert len(srv.requests_to("POST", rf"^/api/jobs/alice/{launched.job_id}/cancel$")) == 1
     state = c.wait_for(launched.job_id, {"CANCELED"}, timeout=5, interval=0.05,
                        on_state=seen.append)
-    assert state.stage == "CANCELED" and state.finished
-    ev = status_event(state, launched.run)
-    assert ev.stage == "CANCELED" and ev.job_id == launched.job_id and ev.run == launched.run
+    assert state.stage == "CANCELED" and state.ended and state.life == "failed"
+    assert state.job_id == launched.job_id and state.run == launched.run
+    assert [s.stage for s in seen][-1] == "CANCELED" and all(isinstance(s, Job) for s in seen)
 
 
 def test_wait_for_gives_up_with_a_clear_message(hub):
@@ -476,6 +481,7 @@ def test_local_job_completed_and_failed(tmp_path):
     run = RunRef("jsonl", "local", "b")
     ev = bad.status_event(run)
     assert ev.stage == "ERROR" and ev.message == "exit status 3" and ev.flavor == "local"
+    assert ev.life == "failed" and ev.job_id == f"local-{bad.pid}" and ev.run == run
     assert ok.status_event(run).stage == "COMPLETED"
     assert ok.stop() == "completed"  # stopping a finished run changes nothing
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from carl_tui.events import JobStatus, RunRef, ScalarBatch
+from carl_tui.events import Job, RunRef, ScalarBatch
 from carl_tui.sources.jsonl import JsonlSource
 from carl_tui.store import RunStore
 from carl_tui.store.alerts import is_loss
@@ -211,7 +211,7 @@ async def test_alerts_ring_the_bell_and_can_be_switched_off(monkeypatch):
         monkeypatch.setattr(app, "bell", lambda: rings.append(1))
         async with app.run_test(size=(120, 36)) as pilot:
             src.push([ScalarBatch.from_rows(RUN, [(1, {"loss": 0.5})]),
-                      JobStatus(RUN, "job-1", "ERROR", message="exit status 1")])
+                      Job(RUN, "job-1", "ERROR", message="exit status 1")])
             for _ in range(60):
                 await pilot.pause(0.05)
                 if app.notices_shown:

@@ -11,10 +11,13 @@ pytest.importorskip("huggingface_hub")
 from huggingface_hub import HfApi
 
 from carl_tui.errors import CarlError
-from carl_tui.events import JobStatus, JobUsage, LogLines, Progress, RunMeta, ScalarBatch
+from carl_tui.events import Job, LogLines, Progress, RunMeta, RunRef, ScalarBatch, SystemSample
 from carl_tui.hub import NOT_AUTHORISED, list_jobs
+from carl_tui.identity import job_run
 from carl_tui.sources.base import SourceError
-from carl_tui.sources.hf_jobs import HfJobSource, usage_from_sample
+from carl_tui.sources.hf_jobs import HfJobSource, system_from_sample
+from carl_tui.store import RunStore
+from carl_tui.store.system import JobUsage, SystemTrack
 from tests.fakes.hub_jobs import JobsState, install_jobs_routes
 from tests.fakes.server import FakeServer
 
@@ -69,7 +72,7 @@ def poll_until(src, events, predicate, timeout=15.0):
 def stages(events):
     out = []
     for e in events:
-        if isinstance(e, JobStatus) and (not out or out[-1] != e.stage):
+        if isinstance(e, Job) and (not out or out[-1] != e.stage):
             out.append(e.stage)
     return out
 
@@ -95,7 +98,7 @@ def test_job_lifecycle_logs_metrics_and_usage(hub):
     for line in TRAINER_LOG[:half]:
         state.append_log("job1", line)
         time.sleep(0.01)
-    poll_until(src, events, lambda ev: any(isinstance(e, JobUsage) for e in ev))
+    poll_until(src, events, lambda ev: any(isinstance(e, SystemSample) for e in ev))
     for line in TRAINER_LOG[half:]:
         state.append_log("job1", line)
     poll_until(src, events, lambda ev: len(log_lines(ev)) >= len(TRAINER_LOG))
@@ -107,9 +110,10 @@ def test_job_lifecycle_logs_metrics_and_usage(hub):
     # The source reconnected at least once and skipped the replayed lines.
     assert state.log_connections >= 2 and src.reconnects >= 1, state.history
     assert src.replayed_lines_skipped >= 5
-    final = [e for e in events if isinstance(e, JobStatus)][-1]
+    final = [e for e in events if isinstance(e, Job)][-1]
     assert final.flavor == "a10g-small" and final.finished_at and final.duration_s >= 0
-    assert final.url.endswith("/jobs/alice/job1")
+    assert final.url.endswith("/jobs/alice/job1") and final.namespace == "alice"
+    assert final.run == src.run and final.life == "finished" and final.label == "carl=demo"
 
     steps = [int(s) for e in events if isinstance(e, ScalarBatch) for s in e.steps]
     losses = [float(v) for e in events if isinstance(e, ScalarBatch) for v in e.columns["loss"]]
@@ -126,9 +130,13 @@ def test_job_lifecycle_logs_metrics_and_usage(hub):
     meta = next(e.meta for e in events if isinstance(e, RunMeta) and "job_id" in e.meta)
     assert meta["labels"] == {"carl": "demo"} and meta["flavor"] == "a10g-small"
 
-    usage = next(e for e in events if isinstance(e, JobUsage))
-    assert usage.cpu_percent == 87.5 and usage.memory_mb == 3 * 1024
-    assert usage.gpu_percent == 80.0 and usage.gpu_memory_mb == 2 * 1024
+    # One sample, one event: the job bar's totals are read from it by the store.
+    assert len([e for e in events if isinstance(e, SystemSample)]) == 1
+    store = RunStore()
+    store.apply(events)
+    snap = store.snapshot(src.run.key)
+    assert snap.job == final and snap.usage == JobUsage(
+        cpu_percent=87.5, memory_mb=3 * 1024, gpu_percent=80.0, gpu_memory_mb=2 * 1024)
     assert all(r.headers.get("authorization") == "Bearer hf_dummy" for r in srv.requests)
 
 
@@ -211,11 +219,13 @@ def test_list_jobs(hub):
     )
     state.add_job("other", namespace="bob")
     rows = list_jobs(api=api)  # namespace from whoami
-    assert [r.id for r in rows] == ["new", "old"]
+    assert [r.job_id for r in rows] == ["new", "old"]
+    assert rows[0].run == job_run("alice", "new") and rows[1].life == "finished"
+    assert rows[1].command == ("python", "sft.py", "--lr", "1e-4")
     assert rows[0].stage == "RUNNING" and rows[0].flavor == "h100" and rows[0].label == "carl=grpo"
     assert rows[1].label == "python sft.py --lr 1e-4" and rows[1].stage == "COMPLETED"
     assert 3500 < rows[1].age_s < 3700 and rows[0].namespace == "alice"
-    assert [r.id for r in list_jobs("bob", api=api)] == ["other"]
+    assert [r.job_id for r in list_jobs("bob", api=api)] == ["other"]
 
 
 def test_cancel_through_hub_client(hub):
@@ -226,13 +236,17 @@ def test_cancel_through_hub_client(hub):
     assert api.inspect_job(job_id="job5", namespace="alice").status.stage == "CANCELED"
 
 
-def test_usage_from_sample_handles_missing_fields():
-    from carl_tui.events import RunRef
-
+def test_usage_is_read_from_the_system_samples_missing_fields_included():
     run = RunRef("hf-job", "alice", "j")
-    u = usage_from_sample(run, {"cpu_usage_pct": 12, "memory_used_bytes": 2**20, "gpus": {}})
-    assert u == JobUsage(run, cpu_percent=12.0, memory_mb=1.0, gpu_percent=None, gpu_memory_mb=None)
-    assert usage_from_sample(run, "garbage") is None
+    track = SystemTrack()
+    track.add(system_from_sample(run, {"cpu_usage_pct": 12, "memory_used_bytes": 2**20,
+                                       "gpus": {}}))
+    assert track.view().usage == JobUsage(cpu_percent=12.0, memory_mb=1.0)
+    track.add(system_from_sample(run, {"gpus": {"a": {"utilization": 50},
+                                                "b": {"utilization": 70,
+                                                      "memory_used_bytes": 2**21}}}))
+    assert track.view().usage == JobUsage(cpu_percent=12.0, memory_mb=1.0, gpu_percent=60.0,
+                                          gpu_memory_mb=2.0)
 
 
 def test_backlog_is_handed_out_in_bounded_polls(hub):

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from carl_tui.actions.errors import ActionError
 from carl_tui.actions.launch_spec import JOB_IMAGE, LaunchSpec
-from carl_tui.events import JobStatus, RunRef
-from carl_tui.hub import TERMINAL_STAGES, find_token, hub_error, hub_module, stage_text
-from carl_tui.identity import job_run
+from carl_tui.events import Job
+from carl_tui.hub import TERMINAL_STAGES, find_token, hub_error, hub_module, job_of, stage_text
 
 
 @dataclass(frozen=True)
@@ -33,40 +32,6 @@ class HardwareOption:
     def label(self) -> str:
         acc = f" · {self.accelerator}" if self.accelerator else ""
         return f"{self.name} · {self.pretty_name}{acc} · ${self.price_per_hour_usd:.2f}/h"
-
-
-@dataclass(frozen=True)
-class LaunchedJob:
-    job_id: str
-    namespace: str
-    url: str
-    stage: str
-    flavor: str
-    name: str
-
-    @property
-    def run(self) -> RunRef:
-        """The run the dashboard follows for this job (the same key the HF Jobs source uses)."""
-        return job_run(self.namespace, self.job_id)
-
-    def status_event(self) -> JobStatus:
-        return JobStatus(self.run, self.job_id, self.stage, flavor=self.flavor, url=self.url,
-                         created_at=time.time())
-
-
-@dataclass(frozen=True)
-class JobState:
-    job_id: str
-    namespace: str
-    stage: str
-    message: str
-    flavor: str
-    url: str
-    created_at: float | None
-
-    @property
-    def finished(self) -> bool:
-        return self.stage in TERMINAL_STAGES
 
 
 _PER_HOUR = {"second": 3600.0, "minute": 60.0, "hour": 1.0, "day": 1.0 / 24}
@@ -150,8 +115,9 @@ class JobsClient:
 
     # -- launch / cancel / inspect -------------------------------------------
 
-    def launch(self, spec: LaunchSpec, *, flavors: Iterable[str] | None = None) -> LaunchedJob:
-        """Validate `spec` and start the job. Raises `ActionError` listing every problem."""
+    def launch(self, spec: LaunchSpec, *, flavors: Iterable[str] | None = None) -> Job:
+        """Validate `spec` and start the job. Raises `ActionError` listing every problem.
+        The job it returns is the first state of the run the dashboard follows for it."""
         if spec.target != "hf-jobs":
             raise ActionError("This launch targets the local machine: use LocalJob.",
                               kind="invalid")
@@ -174,14 +140,11 @@ class JobsClient:
             )
         except Exception as exc:  # noqa: BLE001  (any client failure becomes a plain message)
             raise hub_error(exc, "Launching the job", namespace=ns) from None
-        return LaunchedJob(
-            job_id=info.id,
-            namespace=ns,
-            url=info.url,
-            stage=stage_text(info.status.stage) if info.status else "SCHEDULING",
-            flavor=stage_text(info.flavor or spec.flavor),
-            name=spec.job_name(),
-        )
+        job = job_of(info, ns, name=spec.job_name(),
+                     flavor=stage_text(info.flavor or spec.flavor))
+        if info.status is None:
+            job = replace(job, stage="SCHEDULING")
+        return job if job.created_at is not None else replace(job, created_at=time.time())
 
     def cancel(self, job_id: str, *, namespace: str | None = None) -> None:
         """Ask the Hub to cancel the job. The stage turns CANCELED shortly after."""
@@ -191,21 +154,13 @@ class JobsClient:
         except Exception as exc:  # noqa: BLE001  (any client failure becomes a plain message)
             raise hub_error(exc, f"Cancelling job {job_id}", namespace=ns) from None
 
-    def inspect(self, job_id: str, *, namespace: str | None = None) -> JobState:
+    def inspect(self, job_id: str, *, namespace: str | None = None) -> Job:
         ns = self.namespace(namespace)
         try:
             info = self.api.inspect_job(job_id=job_id, namespace=ns)
         except Exception as exc:  # noqa: BLE001  (any client failure becomes a plain message)
             raise hub_error(exc, f"Reading job {job_id}", namespace=ns) from None
-        return JobState(
-            job_id=info.id,
-            namespace=ns,
-            stage=stage_text(info.status.stage),
-            message=info.status.message or "",
-            flavor=stage_text(info.flavor or ""),
-            url=info.url,
-            created_at=info.created_at.timestamp() if info.created_at else None,
-        )
+        return job_of(info, ns)
 
     def wait_for(
         self,
@@ -215,9 +170,9 @@ class JobsClient:
         namespace: str | None = None,
         timeout: float = 60.0,
         interval: float = 2.0,
-        on_state: Callable[[JobState], None] | None = None,
+        on_state: Callable[[Job], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
-    ) -> JobState:
+    ) -> Job:
         """Poll `inspect` until the job reaches one of `stages` (e.g. CANCELED after `cancel`).
 
         Raises `ActionError(kind="timeout")` when it does not within `timeout` seconds."""
@@ -234,16 +189,3 @@ class JobsClient:
                     f"Job {job_id} is still {state.stage} after {timeout:.0f} s.", kind="timeout"
                 )
             sleep(interval)
-
-
-def status_event(state: JobState, run: RunRef | None = None) -> JobStatus:
-    """A store event for a job's state."""
-    return JobStatus(
-        run or job_run(state.namespace, state.job_id),
-        state.job_id,
-        state.stage,
-        flavor=state.flavor,
-        message=state.message,
-        created_at=state.created_at,
-        url=state.url,
-    )

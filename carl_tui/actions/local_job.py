@@ -43,7 +43,9 @@ from pathlib import Path
 
 from carl_tui.actions.errors import ActionError
 from carl_tui.actions.launch_spec import LaunchSpec
-from carl_tui.events import JobStatus, RunRef
+from carl_tui.events import Job, RunRef
+from carl_tui.identity import local_run
+from carl_tui.redact import redact_argv
 
 RUNNING, STOPPING, COMPLETED, FAILED, CANCELED = (
     "running", "stopping", "completed", "failed", "canceled")
@@ -142,11 +144,13 @@ class LocalJob:
             return CANCELED
         return COMPLETED if rc == 0 else FAILED
 
-    def status_event(self, run: RunRef) -> JobStatus:
+    def status_event(self, run: RunRef) -> Job:
+        """The job of `run` (this process), as it stands now."""
         state = self.poll()
         msg = "" if self.returncode in (None, 0) else f"exit status {self.returncode}"
-        return JobStatus(run, f"local-{self.pid}", _STAGE[state], flavor="local", message=msg,
-                         created_at=self.started_at)
+        return Job(run, f"local-{self.pid}", _STAGE[state], namespace=run.project,
+                   name=run.label, flavor="local", message=msg, created_at=self.started_at,
+                   started_at=self.started_at, command=redact_argv(self.argv))
 
     # -- stopping ------------------------------------------------------------
 
@@ -355,6 +359,15 @@ class LocalRun:
     outlives_dashboard: bool = True
     process_start: float | None = None  # the OS's start time of the pid (epoch s), if known
     alive: bool = False
+
+    def job(self) -> Job:
+        """This run as a line of the jobs list: RUNNING while its process lives, else
+        ENDED (how it ended is not recorded)."""
+        run = local_run(self.name, self.started_at, self.pid)
+        return Job(run, f"local-{self.pid}", "RUNNING" if self.alive else "ENDED",
+                   namespace=run.project, name=self.name, flavor="local",
+                   created_at=self.started_at, started_at=self.started_at,
+                   command=redact_argv(self.argv), label=f"{self.name} · {self.stream_path}")
 
 
 def registry_path() -> Path:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
 
-from carl_tui.cli import EXIT_NO_DATA, UsageError, source_request
+from carl_tui.cli_request import EXIT_NO_DATA, UsageError, source_request, write_output
+from carl_tui.cli_request import fail as _fail
 from carl_tui.errors import CarlError
 from carl_tui.report.collect import collect
 from carl_tui.report.export import (
@@ -29,11 +28,6 @@ from carl_tui.report.summary import summary_dict, summary_text
 from carl_tui.store import RunStore
 
 
-def _fail(message: str) -> int:
-    print(f"carl-tui: {message}", file=sys.stderr)
-    return EXIT_NO_DATA
-
-
 def _say(message: str) -> None:
     print(f"carl-tui: {message}", file=sys.stderr, flush=True)
 
@@ -47,17 +41,6 @@ def _check_output(path: str | None) -> None:
         raise UsageError(f"-o: {path} is a directory; give a file name")
     if not p.parent.is_dir():
         raise UsageError(f"-o: no such directory: {p.parent}")
-
-
-def write_output(path: str, write: Callable[[TextIO], int]) -> int | None:
-    """`write` into the file `path` (`-o`): the count it returns, or None once it is said
-    in one line why the file could not be written."""
-    try:
-        with open(path, "w", encoding="utf-8", newline="") as out:
-            return write(out)
-    except OSError as exc:
-        _fail(f"-o: cannot write {path}: {exc.strerror or exc}")
-        return None
 
 
 EXIT_PIPE = 128 + 13  # what a shell reports for a tool ended by SIGPIPE

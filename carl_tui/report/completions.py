@@ -5,12 +5,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from carl_tui.cli import EXIT_NO_DATA, EXIT_USAGE, source_request
+from carl_tui.cli_request import EXIT_NO_DATA, EXIT_USAGE, source_request, write_output
 from carl_tui.completions.export import write_csv, write_jsonl
 from carl_tui.completions.log import CompletionLog
 from carl_tui.completions.open import reader_factory
 from carl_tui.errors import CarlError
-from carl_tui.report.cli import write_output
 
 
 def open_log(args: Any, opened: Any, run: Any, meta: Any, made: list) -> CompletionLog:

@@ -12,8 +12,9 @@ replay, so every line arrives once, in order.
 
 Log lines become `LogLines` (raw, as printed), `ScalarBatch` (the Trainer's
 dict lines, see `trainer_log`), `Progress` (tqdm bars) and, for the
-end-of-training summary, `RunMeta`. Each metrics sample becomes a `JobUsage`
-(the job bar's totals) and a `SystemSample` (per GPU, for the system panel).
+end-of-training summary, `RunMeta`. The job's state becomes a `Job` each time it
+changes. Each metrics sample becomes a `SystemSample` (per GPU, for the system panel;
+the job bar's totals are read from it, `store/system.py`).
 """
 
 from __future__ import annotations
@@ -27,11 +28,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from carl_tui.events import (
+    STAGE_LIFE,
     Event,
     GpuSample,
-    JobStatus,
-    JobUsage,
-    Life,
     RunMeta,
     RunRef,
     SystemSample,
@@ -39,9 +38,9 @@ from carl_tui.events import (
 from carl_tui.hub import (
     TERMINAL_STAGES,
     HubToken,
-    epoch,
     find_token,
     hub_error,
+    job_of,
     make_api,
     whoami,
 )
@@ -55,12 +54,6 @@ log = logging.getLogger(__name__)
 
 SOURCE = HF_JOB
 MAX_GPUS = 64  # GPU ids numbered per job; more are ignored (a sample is one machine)
-
-#: A job's life by its stage (the Jobs API's words); a stage not named says nothing.
-STAGE_LIFE: dict[str, Life] = {
-    "SCHEDULING": "queued", "RUNNING": "live", "COMPLETED": "finished",
-    "ERROR": "failed", "CANCELED": "failed", "DELETED": "failed",
-}
 
 
 class HfJobSource(PolledSource):
@@ -132,7 +125,7 @@ class HfJobSource(PolledSource):
         if not self._threads:
             self._start_threads()
         lines: list[str] = []
-        usage: list[JobUsage | SystemSample] = []
+        usage: list[SystemSample] = []
         events: list[Event] = []
         budget = self.max_lines_per_poll
         while budget > 0:
@@ -145,7 +138,7 @@ class HfJobSource(PolledSource):
                 budget -= 1
             elif kind == "status":
                 events.extend(self._status_events(item))
-            elif kind in ("usage", "system"):
+            elif kind == "system":
                 usage.append(item)
             elif kind == "logs_done":
                 self._logs_done = True
@@ -175,17 +168,7 @@ class HfJobSource(PolledSource):
     def _status_events(self, info: Any) -> list[Event]:
         stage = str(getattr(info.status, "stage", "UNKNOWN"))
         self._stage = stage
-        ev = JobStatus(
-            run=self.run,
-            job_id=self.job_id,
-            stage=stage,
-            flavor=str(info.flavor or ""),
-            message=str(info.status.message or ""),
-            created_at=epoch(info.created_at),
-            url=str(getattr(info, "url", "") or ""),
-            started_at=epoch(getattr(info, "started_at", None)),
-            finished_at=epoch(getattr(info, "finished_at", None)),
-        )
+        ev = job_of(info, self.namespace or "", self.run, job_id=self.job_id)
         out: list[Event] = []
         if not self._meta_sent:
             self._meta_sent = True
@@ -320,9 +303,6 @@ class HfJobSource(PolledSource):
                 for sample in self._call(fetch, follow=True):
                     if self._stop.is_set():
                         return
-                    usage = usage_from_sample(self.run, sample)
-                    if usage is not None:
-                        self._q.put(("usage", usage))
                     system = system_from_sample(self.run, sample, self._gpu_index, time.time())
                     if system is not None:
                         self._q.put(("system", system))
@@ -382,23 +362,4 @@ def system_from_sample(
         cpu_percent=cpu,
         memory_mb=used,
         memory_total_mb=total,
-    )
-
-
-def usage_from_sample(run: RunRef, sample: Any) -> JobUsage | None:
-    """A Jobs metrics sample (`cpu_usage_pct`, `memory_used_bytes`, `gpus`) -> JobUsage."""
-    if not isinstance(sample, dict):
-        return None
-    mem = _num(sample.get("memory_used_bytes"))
-    gpus = sample.get("gpus") if isinstance(sample.get("gpus"), dict) else {}
-    utils = [_num(g.get("utilization")) for g in gpus.values() if isinstance(g, dict)]
-    utils = [u for u in utils if u is not None]
-    mems = [_num(g.get("memory_used_bytes")) for g in gpus.values() if isinstance(g, dict)]
-    mems = [m for m in mems if m is not None]
-    return JobUsage(
-        run=run,
-        cpu_percent=_num(sample.get("cpu_usage_pct")),
-        memory_mb=mem / 2**20 if mem is not None else None,
-        gpu_percent=sum(utils) / len(utils) if utils else None,
-        gpu_memory_mb=sum(mems) / 2**20 if mems else None,
     )

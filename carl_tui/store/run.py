@@ -14,8 +14,7 @@ import numpy as np
 
 from carl_tui import metric_names as mn
 from carl_tui.events import (
-    JobStatus,
-    JobUsage,
+    Job,
     Marker,
     Progress,
     RunLife,
@@ -69,9 +68,8 @@ class RunState:
         self.markers: deque[Marker] = deque(maxlen=MAX_MARKERS)
         self.log_tail: deque[str] = deque(maxlen=LOG_TAIL)
         self.log_total = 0
-        self.job: JobStatus | None = None
+        self.job: Job | None = None  # the job the run belongs to, as last said
         self.life: RunLife | None = None  # the source's word on the run's life, if any
-        self.usage: JobUsage | None = None
         self.progress: Progress | None = None
         self.system = SystemTrack()  # machine samples (GPUs, CPU, RAM)
         self.version = 0
@@ -164,17 +162,13 @@ class RunState:
         self.log_total += len(lines)
         self._touch()
 
-    def set_job(self, job: JobStatus) -> None:
+    def set_job(self, job: Job) -> None:
         changed = self.job is None or self.job.stage != job.stage
         self.job = job
         self._touch(fresh=False)
         if changed:
             sev = "error" if job.stage in ("ERROR",) else "information"
             self.story.record("job", self.last_step, f"job {job.job_id}: {job.stage}", sev)
-
-    def set_usage(self, usage: JobUsage) -> None:
-        self.usage = usage
-        self._touch(fresh=False)
 
     def add_system(self, sample: SystemSample) -> None:
         """A machine sample: shown, not data of the run (`updated_at` stays: a stalled

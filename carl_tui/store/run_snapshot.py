@@ -1,12 +1,16 @@
 """A run's snapshot, built from its state: every series as a view (merged with the
 preview while the history is read, phi derived from the entropy when the run logs
-no phi), and the views of its gate, cascade and phases."""
+no phi), and the views of its gate, cascade and phases.
+
+It reads the state through `RunParts`, what it needs of a run's state (`store/run.py`'s
+`RunState` has them), so that the state imports this module and not the reverse."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -25,12 +29,51 @@ from carl_tui.store.snapshot import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.store.run import RunState
+    from carl_tui.events import Job, Marker, Progress, RunRef
+    from carl_tui.store.cascade import CascadeTracker
+    from carl_tui.store.snapshot import RunEvent
+    from carl_tui.store.system import SystemTrack
+
+
+class RunParts(Protocol):
+    """What a snapshot reads of a run's state (`RunState`)."""
+
+    run: RunRef
+    version: int
+    meta: Mapping[str, Any]
+    series: Mapping[str, Series]
+    wall: Series
+    preview: Preview | None
+    markers: Iterable[Marker]
+    log_tail: Iterable[str]
+    log_total: int
+    job: Job | None
+    progress: Progress | None
+    last_step: int | None
+    first_step: int | None
+    updated_at: float | None
+    system: SystemTrack
+
+    @property
+    def gate(self) -> PhaseTransitionGate: ...
+    @property
+    def cascade(self) -> CascadeTracker: ...
+    @property
+    def phases(self) -> PhaseTrack: ...
+    @property
+    def events(self) -> Iterable[RunEvent]: ...
+    @property
+    def vocab_size(self) -> int | None: ...
+    @property
+    def phi_derived(self) -> bool: ...
+    @property
+    def steps_logged(self) -> int: ...
+
 
 TAIL_POINTS = 64  # raw values a view carries for the table's (smoothed) trend
 
 
-def build_snapshot(state: RunState, max_points: int = 2000) -> RunSnapshot:
+def build_snapshot(state: RunParts, max_points: int = 2000) -> RunSnapshot:
     """What the UI and the reports read of a run, at most `max_points` per series."""
     pv = state.preview
     views, wall = _series_views(state, pv, max_points)
@@ -49,7 +92,6 @@ def build_snapshot(state: RunState, max_points: int = 2000) -> RunSnapshot:
         log_tail=tuple(state.log_tail),
         log_total=state.log_total,
         job=state.job,
-        usage=state.usage,
         progress=state.progress,
         last_step=_newest(state.last_step, pv),
         updated_at=state.updated_at,
@@ -62,7 +104,7 @@ def build_snapshot(state: RunState, max_points: int = 2000) -> RunSnapshot:
     )
 
 
-def _series_views(state: RunState, pv: Preview | None, max_points: int
+def _series_views(state: RunParts, pv: Preview | None, max_points: int
                   ) -> tuple[dict[str, SeriesView], SeriesView | None]:
     """(a view per series, the wall-time view or None): the real points, the preview's
     beyond them (provisional), and phi from the entropy when it is derived."""
@@ -135,7 +177,7 @@ def _phase_view(phases: PhaseTrack, *, provisional: bool) -> PhaseView:
     )
 
 
-def _history_read(state: RunState, pv: Preview) -> float:
+def _history_read(state: RunParts, pv: Preview) -> float:
     """Share of the history read, by step (0..0.99 while the preview stands)."""
     if state.last_step is None or pv.newest_step is None:
         return 0.0

@@ -25,7 +25,7 @@ from typing import Any
 
 from carl_tui.events import (
     Event,
-    JobStatus,
+    Job,
     LogLines,
     Marker,
     RunMeta,
@@ -130,9 +130,11 @@ def clean_event(ev: Event) -> Event:
     if isinstance(ev, Marker):
         return dataclasses.replace(ev, run=run, kind=c.name(ev.kind),
                                    detail=c.value(dict(ev.detail)))
-    if isinstance(ev, JobStatus):
+    if isinstance(ev, Job):
         return dataclasses.replace(ev, run=run, message=redact(ev.message),
-                                   flavor=c.name(ev.flavor), url=redact(ev.url))
+                                   flavor=c.name(ev.flavor), url=redact(ev.url),
+                                   name=c.name(ev.name), label=redact(ev.label),
+                                   command=c.value(ev.command))
     if run is ev.run:
         return ev
     return dataclasses.replace(ev, run=run)

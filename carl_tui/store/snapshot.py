@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from carl_tui.events import JobStatus, JobUsage, Marker, Progress, RunRef, SourceStatus
+from carl_tui.events import Job, Marker, Progress, RunRef, SourceStatus
 from carl_tui.store.skipped import counts_text, skipped_counts
-from carl_tui.store.system import SystemView
+from carl_tui.store.system import JobUsage, SystemView
 
 
 @dataclass(frozen=True)
@@ -114,8 +114,7 @@ class RunSnapshot:
     markers: tuple[Marker, ...]
     log_tail: tuple[str, ...]  # the last lines (bounded)
     log_total: int  # lines received in the whole run
-    job: JobStatus | None
-    usage: JobUsage | None
+    job: Job | None  # the job the run belongs to, if any
     progress: Progress | None
     last_step: int | None
     updated_at: float | None  # wall time of the last data for this run
@@ -133,6 +132,11 @@ class RunSnapshot:
     @property
     def provisional(self) -> bool:
         return self.history_read is not None
+
+    @property
+    def usage(self) -> JobUsage | None:
+        """The job bar's totals, read from the machine samples (None without any)."""
+        return self.system.usage if self.system is not None else None
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,7 @@ import numpy as np
 from carl_tui import metric_names as mn
 from carl_tui.events import (
     Event,
-    JobStatus,
-    JobUsage,
+    Job,
     LogLines,
     Marker,
     Progress,
@@ -86,10 +85,8 @@ class RunStore:
                     st.add_lines(ev.lines)
                 elif isinstance(ev, Marker):
                     st.add_marker(ev)
-                elif isinstance(ev, JobStatus):
+                elif isinstance(ev, Job):
                     st.set_job(ev)
-                elif isinstance(ev, JobUsage):
-                    st.set_usage(ev)
                 elif isinstance(ev, Progress):
                     st.set_progress(ev)
                 elif isinstance(ev, SystemSample):

@@ -6,6 +6,7 @@ newest value of each part: the GPUs of the newest sample that had GPUs, the
 CPU and RAM of the newest that had them. Each GPU keeps its last `points`
 samples of utilization, memory and power by wall time (system samples have
 no step). Memory use is bounded: at most `MAX_GPUS` GPUs, `points` samples each.
+The job bar's totals (`JobUsage`) are read from the view: no event of their own.
 """
 
 from __future__ import annotations
@@ -33,6 +34,18 @@ class GpuView:
     power_w: np.ndarray
 
 
+@dataclass(frozen=True, slots=True)
+class JobUsage:
+    """The totals the job bar shows, from the newest machine samples: mean utilization
+    of the GPUs, their memory in use together (MiB), CPU percent and RAM in use (MiB);
+    None where no sample said."""
+
+    cpu_percent: float | None = None
+    memory_mb: float | None = None
+    gpu_percent: float | None = None
+    gpu_memory_mb: float | None = None
+
+
 @dataclass(frozen=True)
 class SystemView:
     latest: SystemSample  # the newest sample as it came
@@ -42,6 +55,18 @@ class SystemView:
     memory_total_mb: float | None
     samples: int  # samples received in the whole run
     updated_at: float | None  # wall time of the newest sample
+
+    @property
+    def usage(self) -> JobUsage:
+        utils = [g.latest.utilization for g in self.gpus if g.latest.utilization is not None]
+        mems = [g.latest.memory_used_mb for g in self.gpus
+                if g.latest.memory_used_mb is not None]
+        return JobUsage(
+            cpu_percent=self.cpu_percent,
+            memory_mb=self.memory_mb,
+            gpu_percent=sum(utils) / len(utils) if utils else None,
+            gpu_memory_mb=sum(mems) if mems else None,
+        )
 
 
 def _nan(x: float | None) -> float:

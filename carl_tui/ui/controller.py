@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from carl_tui.actions.local_job import RUNNING, STOPPING, LocalJob
 from carl_tui.events import RunMeta, RunRef
-from carl_tui.identity import HF_JOB, job_run, local_run
+from carl_tui.identity import HF_JOB, local_run
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store import RunStore
@@ -120,8 +120,7 @@ class ActionController:
         if outcome.job is not None:
             job = outcome.job
             self.store.apply([RunMeta(job.run, {"model": spec.model, "method": spec.method,
-                                                "push_repo": spec.output_repo}),
-                              job.status_event()])
+                                                "push_repo": spec.output_repo}), job])
             self.follower.add_source(self.job_source(job.job_id, job.namespace),
                                      follow=job.run.key)
             self.app.notify(f"Launched job {job.job_id} on {job.flavor}; following it.",
@@ -194,14 +193,15 @@ class ActionController:
         self.app.push_screen(ConfirmScreen(f"Stop {label}?", body, "Stop"), stop)
 
     def _cancel_remote(self, job_id: str, namespace: str, run: RunRef) -> None:
-        from carl_tui.actions.jobs import status_event
+        from dataclasses import replace
+
         from carl_tui.hub import TERMINAL_STAGES
 
         client = self.jobs_client()
         client.cancel(job_id, namespace=namespace)
         state = client.wait_for(
             job_id, TERMINAL_STAGES, namespace=namespace, timeout=STOP_WAIT_S, interval=1.0,
-            on_state=lambda st: self.store.apply([status_event(st, run)]),
+            on_state=lambda st: self.store.apply([replace(st, run=run)]),
         )
         self._notify(f"Job {job_id}: {state.stage}", title="stop", timeout=5)
 
@@ -269,33 +269,25 @@ class ActionController:
         from carl_tui.ui.screens.jobs import JobsScreen
 
         snap = self.follower.snapshot
-        current = snap.job.job_id if snap is not None and snap.job is not None else None
+        current = snap.run.key if snap is not None and snap.job is not None else None
         self.app.push_screen(JobsScreen(lambda: list_jobs(None, api=self.hub_api()), current,
                                         list_local=self._local_rows), self._job_chosen)
 
     def _local_rows(self):
         """Runs started on this machine (the registry), as rows of the jobs list."""
-        import time
-
         from carl_tui.actions.local_job import list_local_runs
-        from carl_tui.hub import JobRow
-        from carl_tui.identity import LOCAL_PROJECT
 
-        now, rows, registry = time.time(), [], {}
+        rows, registry = [], {}
         for r in list_local_runs():
-            key = local_run(r.name, r.started_at, r.pid).key
-            registry[key] = r
-            rows.append(JobRow(id=key, namespace=LOCAL_PROJECT,
-                               stage="RUNNING" if r.alive else "ENDED", flavor="local",
-                               created_at=r.started_at, age_s=now - r.started_at,
-                               label=f"{r.name} · {r.stream_path}"))
+            rows.append(r.job())
+            registry[rows[-1].run.key] = r
         self._local_registry = registry  # whole, at once: this runs in a worker thread
         return rows
 
     def _job_chosen(self, row) -> None:
         if row is None:
             return
-        local = self._local_registry.get(row.id)
+        local = self._local_registry.get(row.run.key)
         if local is not None:  # a run of this machine: follow its stream
             from carl_tui.sources.open import open_file
 
@@ -306,9 +298,9 @@ class ActionController:
             self.app.notify(f"Following {local.name} (pid {local.pid}, {row.stage}).",
                             timeout=4)
             return
-        key = job_run(row.namespace, row.id).key
-        if self.follower.follows_job(row.id):
+        key = row.run.key
+        if self.follower.follows_job(row.job_id):
             self.follower.follow(key)
         else:
-            self.follower.add_source(self.job_source(row.id, row.namespace), follow=key)
-        self.app.notify(f"Following job {row.id} ({row.stage}).", timeout=4)
+            self.follower.add_source(self.job_source(row.job_id, row.namespace), follow=key)
+        self.app.notify(f"Following job {row.job_id} ({row.stage}).", timeout=4)

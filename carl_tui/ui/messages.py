@@ -16,7 +16,7 @@ from textual.message import Message
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.actions.jobs import HardwareOption
     from carl_tui.actions.push import PushProgress, PushResult
-    from carl_tui.hub import JobRow
+    from carl_tui.events import Job
     from carl_tui.ui.screens.launch import LaunchOutcome
 
 
@@ -81,5 +81,5 @@ class DiagnosisFinished(Message):
 
 @dataclass
 class JobsListed(Message):
-    rows: list[JobRow] = field(default_factory=list)
+    rows: list[Job] = field(default_factory=list)
     error: str = ""

@@ -14,14 +14,14 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
 from carl_tui.errors import CarlError, describe
-from carl_tui.hub import JobRow
+from carl_tui.events import Job
 from carl_tui.ui.format import duration_text
 from carl_tui.ui.messages import JobsListed
 from carl_tui.ui.screens.dialog import dialog_css
 from carl_tui.ui.widgets.job_bar import STAGE_STYLE
 
 
-class JobsScreen(ModalScreen[JobRow | None]):
+class JobsScreen(ModalScreen[Job | None]):
     """Dismisses with the chosen job, or None."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -34,15 +34,17 @@ class JobsScreen(ModalScreen[JobRow | None]):
     JobsScreen #jobs-status.-error { color: $error; }
     """
 
-    def __init__(self, list_jobs: Callable[[], list[JobRow]], current_job: str | None = None,
-                 list_local: Callable[[], list[JobRow]] | None = None):
+    def __init__(self, list_jobs: Callable[[], list[Job]], current_run: str | None = None,
+                 list_local: Callable[[], list[Job]] | None = None):
         """`list_jobs`: the Hub's jobs (may raise); `list_local`: runs started on this
-        machine from the launch form, listed after them even when the Hub cannot be read."""
+        machine from the launch form, listed after them even when the Hub cannot be read;
+        `current_run`: the key of the run in view (its job is marked). Rows are keyed by
+        their run's key."""
         super().__init__()
         self._list_jobs = list_jobs
         self._list_local = list_local
-        self._current = current_job
-        self.rows: dict[str, JobRow] = {}
+        self._current = current_run
+        self.rows: dict[str, Job] = {}
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -64,7 +66,7 @@ class JobsScreen(ModalScreen[JobRow | None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="jobs-list",
           description="listing your jobs")
     def _load(self) -> None:
-        local: list[JobRow] = []
+        local: list[Job] = []
         if self._list_local is not None:
             try:
                 local = self._list_local()
@@ -86,16 +88,16 @@ class JobsScreen(ModalScreen[JobRow | None]):
             return
         table = self.query_one(DataTable)
         table.clear()
-        self.rows = {r.id: r for r in msg.rows}
+        self.rows = {r.run.key: r for r in msg.rows}
         for r in msg.rows:
-            mark = "● " if r.id == self._current else ""
+            mark = "● " if r.run.key == self._current else ""
             table.add_row(
                 Text(mark + r.stage, style=STAGE_STYLE.get(r.stage, "")),
                 r.flavor,
                 duration_text(r.age_s, coarse=True),
-                Text(r.id),
+                Text(r.job_id),
                 Text(r.label if len(r.label) <= 60 else r.label[:59] + "…"),  # text, not markup
-                key=r.id,
+                key=r.run.key,
             )
         if self._current in self.rows:
             table.move_cursor(row=table.get_row_index(self._current))

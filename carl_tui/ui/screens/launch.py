@@ -21,11 +21,11 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
-from carl_tui.actions.jobs import JobsClient, LaunchedJob
+from carl_tui.actions.jobs import JobsClient
 from carl_tui.actions.launch_spec import LaunchSpec, timeout_seconds
 from carl_tui.actions.local_job import LocalJob
 from carl_tui.errors import CarlError
-from carl_tui.events import RunRef
+from carl_tui.events import Job, RunRef
 from carl_tui.identity import local_run
 from carl_tui.ui.messages import HardwareLoaded, LaunchFinished
 from carl_tui.ui.screens.dialog import dialog_css
@@ -37,7 +37,7 @@ class LaunchOutcome:
 
     spec: LaunchSpec
     run: RunRef  # the run the dashboard follows
-    job: LaunchedJob | None = None
+    job: Job | None = None
     local: LocalJob | None = None
     stream_path: Path | None = None
 

@@ -10,7 +10,8 @@ from textual.widgets import Static
 from carl_tui.ui.format import duration_text
 
 if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.events import JobStatus, JobUsage
+    from carl_tui.events import Job
+    from carl_tui.store.system import JobUsage
 
 STAGE_STYLE = {
     "SCHEDULING": "bold yellow",
@@ -22,7 +23,7 @@ STAGE_STYLE = {
 }
 
 
-def job_text(job: JobStatus, usage: JobUsage | None = None) -> Text:
+def job_text(job: Job, usage: JobUsage | None = None) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append("job ", style="dim")
     t.append(job.job_id, style="bold")
@@ -56,7 +57,7 @@ class JobBar(Static):
 
     _shown: Text | str | None = None
 
-    def show(self, job: JobStatus | None, usage: JobUsage | None = None) -> None:
+    def show(self, job: Job | None, usage: JobUsage | None = None) -> None:
         self.set_class(job is not None, "-shown")
         text = job_text(job, usage) if job is not None else ""
         if text != self._shown:
