@@ -14,10 +14,14 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.actions.jobs import HardwareOption
+    from pathlib import Path
+
+    from carl_tui.actions.jobs import HardwareOption, LaunchedJob
+    from carl_tui.actions.launch_spec import LaunchSpec
+    from carl_tui.actions.local_job import LocalJob
     from carl_tui.actions.push import PushProgress, PushResult
+    from carl_tui.events import RunRef
     from carl_tui.hub import JobRow
-    from carl_tui.ui.screens.launch import LaunchOutcome
 
 
 @dataclass
@@ -35,6 +39,17 @@ class HardwareLoaded(Message):
     options: list[HardwareOption] = field(default_factory=list)
     namespace: str = ""  # the token's user, to suggest an output repo
     error: str = ""
+
+
+@dataclass(frozen=True)
+class LaunchOutcome:
+    """What was started: a Hugging Face Job (`job`) or a process here (`local`)."""
+
+    spec: LaunchSpec
+    run: RunRef  # the run the dashboard follows
+    job: LaunchedJob | None = None
+    local: LocalJob | None = None
+    stream_path: Path | None = None
 
 
 @dataclass

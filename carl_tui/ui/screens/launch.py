@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -21,25 +20,13 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
-from carl_tui.actions.jobs import JobsClient, LaunchedJob
+from carl_tui.actions.jobs import JobsClient
 from carl_tui.actions.launch_spec import LaunchSpec, timeout_seconds
 from carl_tui.actions.local_job import LocalJob
 from carl_tui.errors import CarlError
-from carl_tui.events import RunRef
 from carl_tui.identity import local_run
-from carl_tui.ui.messages import HardwareLoaded, LaunchFinished
+from carl_tui.ui.messages import HardwareLoaded, LaunchFinished, LaunchOutcome
 from carl_tui.ui.screens.dialog import dialog_css
-
-
-@dataclass(frozen=True)
-class LaunchOutcome:
-    """What was started: a Hugging Face Job (`job`) or a process here (`local`)."""
-
-    spec: LaunchSpec
-    run: RunRef  # the run the dashboard follows
-    job: LaunchedJob | None = None
-    local: LocalJob | None = None
-    stream_path: Path | None = None
 
 
 def _row(label: str, widget, *, only: str = "") -> list:
