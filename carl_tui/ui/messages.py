@@ -1,7 +1,9 @@
-"""Messages that worker threads post to the app and to the screens of the actions.
+"""Messages: what the follower posts to the app and the app hands down to the dashboard,
+what the dashboard asks of the app, and what worker threads post to the screens of the
+actions.
 
-Each is a small dataclass. Errors travel as the plain, user-facing text of a
-`CarlError` (never a traceback, never a token). Messages that supersede one
+Each is a small dataclass. Errors travel as one line of plain, user-facing text made
+by `failure` (never a traceback, never a token). Messages that supersede one
 another (new data in the store, upload progress) say so with `can_replace`:
 a queued older one is dropped, so a backlog collapses to the newest.
 """
@@ -13,6 +15,8 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
+from carl_tui.errors import CarlError, describe
+
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
 
@@ -22,6 +26,16 @@ if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.actions.push import PushProgress, PushResult
     from carl_tui.events import RunRef
     from carl_tui.hub import JobRow
+    from carl_tui.store import Notice, RunSnapshot
+
+
+def failure(what: str, exc: BaseException) -> str:
+    """The one wording of a background job's failure, as the dialog that ran it shows it:
+    a `CarlError`'s own sentence (it says what failed and why), else `<what> failed:
+    <type>: <first line>`, secret-free."""
+    if isinstance(exc, CarlError):
+        return str(exc)
+    return f"{what} failed: {describe(exc)}"
 
 
 @dataclass
@@ -30,6 +44,42 @@ class StoreChanged(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, StoreChanged)
+
+
+@dataclass
+class SnapshotUpdated(Message, bubble=False):
+    """The follower's news, one per update of the store: a new snapshot of the run on
+    screen (None: it did not change) with the runs compared with it (None where a run
+    has no data), every run the store knows, and the notices to raise. The app raises
+    the notices and hands the message down to the dashboard (it never bubbles back up)."""
+
+    snapshot: RunSnapshot | None
+    compared: tuple[RunSnapshot | None, ...] = ()
+    runs: tuple[RunRef, ...] = ()
+    notices: tuple[Notice, ...] = ()
+
+
+@dataclass
+class StatusTick(Message, bubble=False):
+    """Every second, and after an update: the store's tally and the time, for the status
+    bar, the job line and the system panel (ages tick)."""
+
+    summary: dict
+    snapshot: RunSnapshot | None
+    now: float
+
+
+@dataclass
+class DashboardReady(Message):
+    """The dashboard's first frame is on screen: data may flow in."""
+
+
+@dataclass
+class CompareChanged(Message):
+    """The dashboard wants these runs (or every run of the project) overlaid."""
+
+    keys: tuple[str, ...] = ()
+    overlay: bool = False
 
 
 @dataclass

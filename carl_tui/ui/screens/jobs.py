@@ -13,11 +13,11 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
-from carl_tui.errors import CarlError, describe
 from carl_tui.hub import JobRow
 from carl_tui.ui.format import duration_text
-from carl_tui.ui.messages import JobsListed
+from carl_tui.ui.messages import JobsListed, failure
 from carl_tui.ui.screens.dialog import dialog_css
+from carl_tui.ui.settings import Services
 from carl_tui.ui.widgets.job_bar import STAGE_STYLE
 
 
@@ -34,12 +34,13 @@ class JobsScreen(ModalScreen[JobRow | None]):
     JobsScreen #jobs-status.-error { color: $error; }
     """
 
-    def __init__(self, list_jobs: Callable[[], list[JobRow]], current_job: str | None = None,
+    def __init__(self, services: Services, current_job: str | None = None,
                  list_local: Callable[[], list[JobRow]] | None = None):
-        """`list_jobs`: the Hub's jobs (may raise); `list_local`: runs started on this
-        machine from the launch form, listed after them even when the Hub cannot be read."""
+        """The Hub's jobs come from `services` (may raise); `list_local`: runs started on
+        this machine from the launch form, listed after them even when the Hub cannot be
+        read."""
         super().__init__()
-        self._list_jobs = list_jobs
+        self._services = services
         self._list_local = list_local
         self._current = current_job
         self.rows: dict[str, JobRow] = {}
@@ -71,12 +72,9 @@ class JobsScreen(ModalScreen[JobRow | None]):
             except Exception:  # noqa: BLE001 - the registry is a convenience: list the rest
                 local = []
         try:
-            rows = self._list_jobs()
-        except CarlError as exc:
-            self.post_message(JobsListed(rows=local, error=str(exc)))
+            rows = self._services.list_jobs()
         except Exception as exc:  # noqa: BLE001  (shown plainly, never a traceback)
-            self.post_message(JobsListed(rows=local,
-                                         error=f"Listing your jobs failed: {describe(exc)}"))
+            self.post_message(JobsListed(rows=local, error=failure("Listing your jobs", exc)))
         else:
             self.post_message(JobsListed(rows=rows + local))
 
