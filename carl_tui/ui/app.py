@@ -138,7 +138,8 @@ class CarlApp(ReadablePlots, KeyHelp):
 
     @property
     def snapshot(self) -> RunSnapshot | None:
-        return None if self._follower is None else self._follower.snapshot
+        """The snapshot on screen: the dashboard's, once it has shown it."""
+        return self.dashboard.snapshot if self.screen_stack else None
 
     @property
     def current_run(self) -> str | None:
@@ -248,8 +249,9 @@ class CarlApp(ReadablePlots, KeyHelp):
     def _refresh_status(self) -> None:
         """The status bar and the job line (ages tick every second)."""
         if self._showing:
-            self.dashboard.post_message(
-                StatusTick(self.store.summary(), self.snapshot, self.services.clock()))
+            # After any update queued before it: the follower's snapshot is the one shown.
+            self.dashboard.post_message(StatusTick(self.store.summary(), self.follower.snapshot,
+                                                   self.services.clock()))
 
     # -- what other parts call -------------------------------------------------------
 
