@@ -252,6 +252,25 @@ async def test_project_picker_opens_and_follows_a_project(spec_events):
         assert table_cell(app, "loss", "last") == "4.2500"
 
 
+async def test_a_failed_background_job_is_one_plain_notice(spec_events):
+    """A worker no dialog watches (here: listing the projects) fails: one notice, worded
+    as the dialogs word theirs, no traceback."""
+    def broken() -> list[str]:
+        raise OSError("the disk went away")
+
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = make_app(src, list_projects=broken, open_project=lambda name: ScriptedSource())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("P")
+        said = lambda: [str(n.message) for n in app._notifications]
+        await wait_for(pilot, lambda: any("failed" in t for t in said()), what="the notice")
+        assert [t for t in said() if "failed" in t] == [
+            "Listing projects failed: OSError: the disk went away"]
+        assert type(app.screen).__name__ == "DashboardScreen"
+
+
 async def test_overlay_draws_every_run_of_the_project(spec_events, run_ref):
     src = ScriptedSource()
     second = RunRef("test", "proj", "run-2", "second")
@@ -265,12 +284,13 @@ async def test_overlay_draws_every_run_of_the_project(spec_events, run_ref):
         await wait_for(pilot, lambda: app.snapshot is not None and len(app.store.runs()) == 3)
         phi_plot = app.query_one("#phi-plot", MetricPlot)
         assert phi_plot.lines == ["spec-run"]
-        await pilot.press("o")
-        assert sorted(phi_plot.lines) == ["second", "spec-run"]
+        await pilot.press("o")  # the overlaid runs' snapshots come with the next update
+        await wait_for(pilot, lambda: sorted(phi_plot.lines) == ["second", "spec-run"],
+                       what="the project's other run overlaid")
         ent_plot = app.query_one("#entropy-plot", MetricPlot)
         assert sorted(ent_plot.lines) == ["second", "spec-run"]
         await pilot.press("o")
-        assert phi_plot.lines == ["spec-run"]
+        await wait_for(pilot, lambda: phi_plot.lines == ["spec-run"], what="overlay off")
 
 
 async def test_events_view_and_system_panel_keys(spec_events):

@@ -65,6 +65,7 @@ def test_one_wording_for_a_failed_background_job():
         "Push failed: not found (404)"
     token = "hf_" + "A" * 34
     assert token not in failure("Launch", OSError(f"bad {token}"))
+    assert token not in failure("Launch", CarlError(f"Launch failed: bad {token}"))
 
 
 # -- the structure ---------------------------------------------------------------------

@@ -37,6 +37,7 @@ from carl_tui.ui.messages import (
     SnapshotUpdated,
     StatusTick,
     StoreChanged,
+    failure,
 )
 from carl_tui.ui.screens.dashboard import DashboardScreen
 from carl_tui.ui.screens.help import KeyHelp
@@ -267,11 +268,11 @@ class CarlApp(ReadablePlots, KeyHelp):
 
     @on(Worker.StateChanged)
     def _worker_state(self, event: Worker.StateChanged) -> None:
-        """The one place a failed background job becomes a notice: never a traceback,
-        never a secret."""
-        if event.state == WorkerState.ERROR:
+        """The one place a failed background job that no dialog shows becomes a notice:
+        never a traceback, never a secret; worded as the dialogs word theirs."""
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
             what = event.worker.description or event.worker.name
-            self.notify(describe(event.worker.error), title=f"{what} failed",
+            self.notify(failure(what[:1].upper() + what[1:], event.worker.error),
                         severity="error", timeout=10)
 
     # -- keys: the action controller's -------------------------------------------------

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from textual.message import Message
 
 from carl_tui.errors import CarlError, describe
+from carl_tui.redact import redact
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -34,7 +35,7 @@ def failure(what: str, exc: BaseException) -> str:
     a `CarlError`'s own sentence (it says what failed and why), else `<what> failed:
     <type>: <first line>`, secret-free."""
     if isinstance(exc, CarlError):
-        return str(exc)
+        return redact(str(exc))
     return f"{what} failed: {describe(exc)}"
 
 
