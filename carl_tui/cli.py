@@ -346,11 +346,13 @@ def _delegate(command: str, rest: list[str]) -> int:
 # -- the dashboard ----------------------------------------------------------------------
 
 
-def _config(args, opened, **kw):
-    from carl_tui.ui.app import DashboardConfig
+def _config(args, opened, *, completions=None, **kw):
+    """What the dashboard is given: the sources opened (built after the first frame), the
+    user's settings from the flags, the services (the projects to pick from, the
+    completions' readers)."""
+    from carl_tui.ui.app import DashboardConfig, Services, Settings
 
-    return DashboardConfig(
-        sources=lambda: opened.sources,  # built after the first frame
+    settings = Settings(
         theme=args.theme,
         run=opened.run,
         vocab_size=args.vocab_size,
@@ -359,11 +361,12 @@ def _config(args, opened, **kw):
         output_dir=getattr(args, "output_dir", None),
         push_repo=getattr(args, "push_repo", None),
         title=opened.title,
-        list_projects=opened.list_projects,
-        open_project=opened.open_project,
         read_only=getattr(args, "read_only", False),
-        **kw,
     )
+    services = Services(list_projects=opened.list_projects, open_project=opened.open_project,
+                        completions=completions)
+    return DashboardConfig(sources=lambda: opened.sources, settings=settings,
+                           services=services, **kw)
 
 
 def check_terminal() -> None:

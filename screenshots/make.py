@@ -294,16 +294,15 @@ def make_app(theme: str = "carl-dark", *, hub_endpoint: str | None = None,
     """The dashboard on the recording, played at once, with fixed clocks."""
     from carl_tui.actions.diagnosis import Diagnoser
     from carl_tui.sources.replay import ReplaySource
-    from carl_tui.ui.app import DashboardConfig, build_app
+    from carl_tui.ui.app import DashboardConfig, Services, Settings, build_app
 
     path = path or recording()
     now = WALL_START + recording_span(path) + AFTER_END_S
     source = ReplaySource(path, speed=float("inf"), wall_clock=lambda: WALL_START)
-    app = build_app(DashboardConfig(
-        sources=[source], theme=theme, refresh_interval=0.05, clock=lambda: now,
-        hub_endpoint=hub_endpoint, plot_metrics=tuple(plot_metrics),
-        diagnoser_factory=lambda: Diagnoser(max_retries=0, timeout=20.0),
-    ))
+    settings = Settings(theme=theme, refresh_interval=0.05, plot_metrics=tuple(plot_metrics))
+    services = Services(clock=lambda: now, hub_endpoint=hub_endpoint,
+                        diagnoser_factory=lambda: Diagnoser(max_retries=0, timeout=20.0))
+    app = build_app(DashboardConfig(sources=[source], settings=settings, services=services))
     return app, source
 
 

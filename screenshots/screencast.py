@@ -218,14 +218,13 @@ async def frames_svg(path: Path, plan: Sequence[Frame], theme: str = "carl-dark"
     """Yield (frame, SVG) for each frame of `plan`, the recording played on a fake clock."""
     from carl_tui.sources.base import SourceRunner, status_of
     from carl_tui.sources.replay import ReplaySource
-    from carl_tui.ui.app import DashboardConfig, build_app
+    from carl_tui.ui.app import DashboardConfig, Services, Settings, build_app
 
     clock = _SimClock()
     source = ReplaySource(path, speed=1.0, clock=clock, wall_clock=lambda: shots.WALL_START)
-    app = build_app(DashboardConfig(
-        sources=[], theme=theme, refresh_interval=0.05,
-        clock=lambda: shots.WALL_START + clock.t,
-    ))
+    app = build_app(DashboardConfig(sources=[],
+                                    settings=Settings(theme=theme, refresh_interval=0.05),
+                                    services=Services(clock=lambda: shots.WALL_START + clock.t)))
     runner = SourceRunner(source, app.store.apply)
     notices = _Notices(app)
     gif_t = 0.0

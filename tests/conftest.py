@@ -163,3 +163,31 @@ def _private_user_files(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("user")
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
     monkeypatch.setenv("CARL_TUI_CONFIG", str(home / "config.toml"))
+
+
+def dashboard_config(sources, **kw):
+    """A `DashboardConfig` from keywords, each given to what it belongs to by its name: the
+    config itself (store, local_jobs, on_exit), the user's `Settings` or the `Services`."""
+    from dataclasses import fields
+
+    from carl_tui.ui.app import DashboardConfig, Services, Settings
+
+    def pick(cls):
+        return {f.name: kw.pop(f.name) for f in fields(cls) if f.name in kw}
+
+    settings, services = Settings(**pick(Settings)), Services(**pick(Services))
+    return DashboardConfig(sources=sources, settings=settings, services=services, **kw)
+
+
+def notices_said(app) -> list[str]:
+    """The text of every notification `app` raises from now on, in order (a spy on its
+    `notify`; Textual's own list forgets a notification once its toast times out)."""
+    said: list[str] = []
+    notify = app.notify
+
+    def spy(message, *args, **kw):
+        said.append(str(message))
+        return notify(message, *args, **kw)
+
+    app.notify = spy
+    return said

@@ -16,8 +16,9 @@ from carl_tui.sources.jsonl import JsonlSource
 from carl_tui.store import RunStore
 from carl_tui.store.alerts import is_loss
 from carl_tui.ui.alerts import AlertConfig, desktop_sequences, load_alert_config
-from carl_tui.ui.app import DashboardConfig, build_app
-from tests.conftest import ScriptedSource
+from carl_tui.ui.app import DashboardConfig, Settings, build_app
+from carl_tui.ui.widgets.job_bar import JobBar
+from tests.conftest import ScriptedSource, plain_text, wait_for
 
 RUN = RunRef("test", "p", "r1", "alerting")
 
@@ -206,17 +207,17 @@ def test_a_loss_that_settles_at_a_new_level_is_measured_from_there():
 async def test_alerts_ring_the_bell_and_can_be_switched_off(monkeypatch):
     async def run(config: AlertConfig) -> tuple[int, list[str]]:
         src = ScriptedSource()
-        app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05, alerts=config))
+        app = build_app(DashboardConfig(sources=[src],
+                                        settings=Settings(refresh_interval=0.05, alerts=config)))
         rings = []
         monkeypatch.setattr(app, "bell", lambda: rings.append(1))
         async with app.run_test(size=(120, 36)) as pilot:
             src.push([ScalarBatch.from_rows(RUN, [(1, {"loss": 0.5})]),
                       Job(RUN, "job-1", "ERROR", message="exit status 1")])
-            for _ in range(60):
-                await pilot.pause(0.05)
-                if app.notices_shown:
-                    break
-            await pilot.pause(0.1)
+            # The job line shows the state once the update that raised its notice is handled.
+            await wait_for(pilot, lambda: "ERROR" in plain_text(app.query_one(JobBar), 120),
+                           what="the job's state on screen")
+            await pilot.pause()
             shown = [str(n.message) for n in app._notifications]
         return len(rings), shown
 

@@ -11,18 +11,25 @@ from carl_tui.coherence.gates import PhaseTransitionGate
 from carl_tui.events import RunRef, ScalarBatch, SourceStatus
 from carl_tui.metric_names import display_order
 from carl_tui.store import RunStore
-from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.app import DashboardConfig, Settings, build_app
 from carl_tui.ui.widgets.metrics_table import MetricsTable
 from carl_tui.ui.widgets.phase_panel import PhasePanel
 from carl_tui.ui.widgets.plots import MetricPlot
 from carl_tui.ui.widgets.status_bar import StatusBar
-from tests.conftest import ScriptedSource, plain_text, spec_trajectory, wait_for
+from tests.conftest import (
+    ScriptedSource,
+    dashboard_config,
+    notices_said,
+    plain_text,
+    spec_trajectory,
+    wait_for,
+)
 
 SIZE = (160, 45)
 
 
 def make_app(source, **kw):
-    return build_app(DashboardConfig(sources=[source], refresh_interval=0.05, **kw))
+    return build_app(dashboard_config([source], refresh_interval=0.05, **kw))
 
 
 
@@ -71,6 +78,7 @@ async def test_crystallisation_is_flagged_at_the_gate_step(run_ref):
     assert expected.fired
     src = ScriptedSource()
     app = make_app(src)
+    said = notices_said(app)
     async with app.run_test(size=SIZE) as pilot:
         # Points arrive a few at a time, as from a live run: once each batch is on screen,
         # the panel is flagged exactly when the gate's step is among the steps shown.
@@ -84,7 +92,7 @@ async def test_crystallisation_is_flagged_at_the_gate_step(run_ref):
             flagged.append((last, app.query_one("#phase").has_class("-crystallised")))
         assert flagged == [(last, last >= expected.trigger_step) for last, _ in flagged]
         assert flagged[-1][1]
-        flags = [t for t in app.notices_shown if t.startswith("Crystallised")]
+        flags = [t for t in said if t.startswith("Crystallised")]
         assert len(flags) == 1 and f"at step {expected.trigger_step}" in flags[0]
         # No vocabulary size: phi cannot be derived, and its plot says so.
         assert "vocabulary size" in app.query_one("#phi-plot", MetricPlot).view.empty
@@ -122,7 +130,7 @@ async def test_keys_help_runs_metrics_theme_quit(spec_events, run_ref):
         # help lists every key with its id
         await pilot.press("question_mark")
         ids = {row[3] for row in app.key_help()}
-        assert {"app.quit", "app.help", "app.pick_run", "app.pick_metrics", "app.theme"} <= ids
+        assert {"app.quit", "app.help", "app.pick_run", "view.pick_metrics", "app.theme"} <= ids
         assert type(app.screen).__name__ == "HelpScreen"
         await pilot.press("escape")
         # switch run with the picker
@@ -177,6 +185,25 @@ async def test_keymap_remaps_a_binding(spec_events):
         assert type(app.screen).__name__ == "RunPicker"
 
 
+@pytest.mark.parametrize("bid", ["view.events", "app.events"])
+async def test_keymap_remaps_a_dashboard_key_by_its_id_or_its_old_app_id(spec_events, bid):
+    """The dashboard's keys are the screen's own (`view.*` ids); a keymap written for
+    their old `app.*` ids still moves them, and says nothing is wrong."""
+    from carl_tui.ui.keys import check_keymap
+
+    assert check_keymap({bid: "E"}) is None
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = make_app(src, keymap={bid: "E"})
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("e")
+        assert type(app.screen).__name__ != "EventsScreen"
+        await pilot.press("E")
+        assert type(app.screen).__name__ == "EventsScreen"
+        assert ("E", "Events") in {(row[0], row[1]) for row in app.key_help()}
+
+
 async def test_large_run_paints_decimated(run_ref):
     n = 200_000
     steps = np.arange(n)
@@ -225,6 +252,25 @@ async def test_project_picker_opens_and_follows_a_project(spec_events):
         assert table_cell(app, "loss", "last") == "4.2500"
 
 
+async def test_a_failed_background_job_is_one_plain_notice(spec_events):
+    """A worker no dialog watches (here: listing the projects) fails: one notice, worded
+    as the dialogs word theirs, no traceback."""
+    def broken() -> list[str]:
+        raise OSError("the disk went away")
+
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = make_app(src, list_projects=broken, open_project=lambda name: ScriptedSource())
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("P")
+        said = lambda: [str(n.message) for n in app._notifications]
+        await wait_for(pilot, lambda: any("failed" in t for t in said()), what="the notice")
+        assert [t for t in said() if "failed" in t] == [
+            "Listing projects failed: OSError: the disk went away"]
+        assert type(app.screen).__name__ == "DashboardScreen"
+
+
 async def test_overlay_draws_every_run_of_the_project(spec_events, run_ref):
     src = ScriptedSource()
     second = RunRef("test", "proj", "run-2", "second")
@@ -238,12 +284,13 @@ async def test_overlay_draws_every_run_of_the_project(spec_events, run_ref):
         await wait_for(pilot, lambda: app.snapshot is not None and len(app.store.runs()) == 3)
         phi_plot = app.query_one("#phi-plot", MetricPlot)
         assert phi_plot.lines == ["spec-run"]
-        await pilot.press("o")
-        assert sorted(phi_plot.lines) == ["second", "spec-run"]
+        await pilot.press("o")  # the overlaid runs' snapshots come with the next update
+        await wait_for(pilot, lambda: sorted(phi_plot.lines) == ["second", "spec-run"],
+                       what="the project's other run overlaid")
         ent_plot = app.query_one("#entropy-plot", MetricPlot)
         assert sorted(ent_plot.lines) == ["second", "spec-run"]
         await pilot.press("o")
-        assert phi_plot.lines == ["spec-run"]
+        await wait_for(pilot, lambda: phi_plot.lines == ["spec-run"], what="overlay off")
 
 
 async def test_events_view_and_system_panel_keys(spec_events):
@@ -329,7 +376,7 @@ async def test_log_panel_follows_the_newest_line_of_the_run_switched_to(tmp_path
         return open_file(path)
 
     app = build_app(DashboardConfig(sources=[write("short", 5), write("long", 150)],
-                                    refresh_interval=0.05))
+                                    settings=Settings(refresh_interval=0.05)))
     async with app.run_test(size=SIZE) as pilot:
         store = app.store
         await wait_for(pilot, lambda: len(store.runs()) == 2)
@@ -442,7 +489,7 @@ async def test_a_source_that_cannot_be_built_is_said_not_raised():
     def build():
         raise OSError(13, "Permission denied", "/runs/locked.jsonl")
 
-    app = build_app(DashboardConfig(sources=build, refresh_interval=0.05))
+    app = build_app(DashboardConfig(sources=build, settings=Settings(refresh_interval=0.05)))
     async with app.run_test(size=SIZE) as pilot:
         said = lambda: [n.message for n in app._notifications]
         await wait_for(pilot, lambda: any("could not open the source" in m for m in said()))

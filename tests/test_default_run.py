@@ -9,7 +9,8 @@ import math
 
 import pytest
 
-from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.app import DashboardConfig, Settings, build_app
+from tests.conftest import notices_said
 from tests.test_app import wait_for
 from tests.test_report import summary
 
@@ -38,12 +39,12 @@ def tensorboard_folder(tmp_path):
 
 
 async def shown_run(source):
-    app = build_app(DashboardConfig(sources=[source], refresh_interval=0.05))
+    app = build_app(DashboardConfig(sources=[source], settings=Settings(refresh_interval=0.05)))
+    said = notices_said(app)
     async with app.run_test(size=(160, 45)) as pilot:
-        await wait_for(pilot, lambda: any("most recently" in t for t in app.notices_shown),
-                       timeout=20)
+        await wait_for(pilot, lambda: any("most recently" in t for t in said), timeout=20)
         await pilot.pause(0.2)
-        return app.snapshot.run.label, [t for t in app.notices_shown if "showing" in t]
+        return app.snapshot.run.label, [t for t in said if "showing" in t]
 
 
 async def test_a_trackio_project_opens_its_newest_run_everywhere(tmp_path, capsys):

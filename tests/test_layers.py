@@ -106,13 +106,14 @@ builtins.__import__ = guard
 from carl_tui.actions.errors import ActionError
 from carl_tui.actions.jobs import JobsClient
 from carl_tui.sources.jsonl import JsonlSource
-from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.app import DashboardConfig, Settings, build_app
 try:
     JobsClient()
 except ActionError as exc:
     print("JOBS:", exc)
 async def main():
-    app = build_app(DashboardConfig(sources=[JsonlSource({str(stream)!r})], refresh_interval=0.05))
+    app = build_app(DashboardConfig(sources=[JsonlSource({str(stream)!r})],
+                                    settings=Settings(refresh_interval=0.05)))
     async with app.run_test() as pilot:
         for _ in range(100):
             await pilot.pause(0.05)

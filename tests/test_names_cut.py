@@ -12,7 +12,7 @@ from textual.widgets import SelectionList
 
 from carl_tui.events import RunRef, ScalarBatch
 from carl_tui.store import RunStore
-from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.app import DashboardConfig, Settings, build_app
 from carl_tui.ui.format import cut_middle, cut_names
 from carl_tui.ui.screens.pickers import MetricPicker
 from carl_tui.ui.widgets.metrics_table import METRIC_WIDTH, MetricsTable
@@ -60,7 +60,7 @@ async def test_the_table_and_the_metric_picker_tell_the_timings_apart():
                                            for i, n in enumerate(PROFILING)}})
             for s in range(1, 6)]
     src.push([ScalarBatch.from_rows(RUN, rows)])
-    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05))
+    app = build_app(DashboardConfig(sources=[src], settings=Settings(refresh_interval=0.05)))
     async with app.run_test(size=(160, 45)) as pilot:
         await _wait(pilot, lambda: app.snapshot is not None and app.snapshot.last_step == 5)
         table = app.query_one(MetricsTable)

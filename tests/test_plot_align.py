@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.style import Style
 
 from carl_tui.sources.replay import ReplaySource
-from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.app import DashboardConfig, Services, Settings, build_app
 from carl_tui.ui.widgets.plots import MetricPlot
 from tests.conftest import wait_for
 
@@ -32,8 +32,9 @@ def line_columns(plot: MetricPlot, var: str) -> set[int]:
 
 async def test_phi_entropy_and_grid_plots_share_x_and_their_markers_line_up():
     source = ReplaySource(RECORDING, speed=float("inf"))
-    app = build_app(DashboardConfig(sources=[source], refresh_interval=0.05,
-                                    plot_metrics=("reward",), clock=lambda: 0.0))
+    settings = Settings(refresh_interval=0.05, plot_metrics=("reward",))
+    app = build_app(DashboardConfig(sources=[source], settings=settings,
+                                    services=Services(clock=lambda: 0.0)))
     async with app.run_test(size=(160, 45)) as pilot:
         phi = app.query_one("#phi-plot", MetricPlot)
         entropy = app.query_one("#entropy-plot", MetricPlot)

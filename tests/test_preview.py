@@ -380,7 +380,7 @@ def _panel_text(panel, snap) -> str:
 
 
 async def test_the_dashboard_marks_provisional_values_until_the_history_is_read():
-    from carl_tui.ui.app import DashboardConfig, build_app
+    from carl_tui.ui.app import DashboardConfig, Services, build_app
 
     traj = sft_story(length=3000, seed=11)
     rows = traj.rows()
@@ -388,7 +388,7 @@ async def test_the_dashboard_marks_provisional_values_until_the_history_is_read(
     store = RunStore()
     sample = ScalarBatch.from_rows(ref, rows[0:2800:25] + rows[2800:])
     store.apply([ScalarBatch(ref, sample.steps, sample.columns, preview=True)])
-    app = build_app(DashboardConfig(sources=[], store=store, clock=lambda: 0.0))
+    app = build_app(DashboardConfig(sources=[], store=store, services=Services(clock=lambda: 0.0)))
     async with app.run_test(size=(160, 45)) as pilot:
         app.follow(ref.key)
         table, panel = app.dashboard.table, app.dashboard.phase

@@ -37,7 +37,7 @@ from carl_tui.actions.diagnosis import Diagnoser
 from carl_tui.sources.hf_jobs import HfJobSource
 from carl_tui.sources.open import open_file
 from carl_tui.sources.trackio.remote import TrackioRemoteSource
-from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.app import DashboardConfig, Services, Settings, build_app
 from carl_tui.ui.screens.diagnosis import DiagnosisScreen
 from carl_tui.ui.screens.jobs import JobsScreen
 from carl_tui.ui.screens.launch import LaunchScreen
@@ -323,8 +323,10 @@ def scan_logs(scan: Scan, caplog) -> None:
 def stream_app(srv: FakeServer, tmp_path: Path):
     """The dashboard on tmp_path/stream.jsonl, its Claude and Hub on the loopback `srv`."""
     return build_app(DashboardConfig(sources=[open_file(tmp_path / "stream.jsonl")],
-                                     refresh_interval=0.05, hub_endpoint=srv.url,
-                                     diagnoser_factory=lambda: Diagnoser(max_retries=0)))
+                                     settings=Settings(refresh_interval=0.05),
+                                     services=Services(
+                                         hub_endpoint=srv.url,
+                                         diagnoser_factory=lambda: Diagnoser(max_retries=0))))
 
 
 async def pick_run(pilot, app, key: str, scan: Scan | None = None) -> None:
@@ -370,11 +372,11 @@ async def test_dashboard_shows_saves_and_sends_no_secret(hub, trackio, tmp_path,
         remote = TrackioRemoteSource(proxy.url, project="remote", interval=0.2, timeout=5.0)
         sources = [open_file(tmp_path / "stream.jsonl"), open_file(tmp_path / "train.log"),
                    job_source(srv)(JOB_ID, USER), remote]
-        config = DashboardConfig(
-            sources=sources, refresh_interval=0.05, hub_endpoint=srv.url,
-            job_source_factory=job_source(srv), save_dir=str(save_dir),
-            diagnoser_factory=lambda: Diagnoser(max_retries=0),
-        )
+        config = DashboardConfig(sources=sources,
+                                 settings=Settings(refresh_interval=0.05, save_dir=str(save_dir)),
+                                 services=Services(
+                                     hub_endpoint=srv.url, job_source_factory=job_source(srv),
+                                     diagnoser_factory=lambda: Diagnoser(max_retries=0)))
         app = build_app(config)
         async with app.run_test(size=SIZE) as pilot:
             store = app.store
@@ -588,7 +590,8 @@ async def test_jobs_panel_masks_a_token_in_a_job_command(hub):
                  labels={"token": HF, "by": SERVICE})
     scan = Scan()
     app = build_app(DashboardConfig(sources=[open_file(Path("absent.jsonl"))],
-                                    refresh_interval=0.05, hub_endpoint=srv.url))
+                                    settings=Settings(refresh_interval=0.05),
+                                    services=Services(hub_endpoint=srv.url)))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("j")
         listing = app.screen

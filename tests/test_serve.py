@@ -88,9 +88,10 @@ def test_read_only_reaches_the_dashboard_wherever_the_flag_stands(argv):
     from carl_tui.sources.open import Opened
 
     args = build_parser().parse_args(argv)
-    assert _config(args, Opened(list, "t")).read_only is True
+    assert _config(args, Opened(list, "t")).settings.read_only is True
     without = [a for a in argv if a != "--read-only"]
-    assert _config(build_parser().parse_args(without), Opened(list, "t")).read_only is False
+    config = _config(build_parser().parse_args(without), Opened(list, "t"))
+    assert config.settings.read_only is False
 
 
 def test_serve_demo_refuses_to_replace_an_existing_stream(tmp_path, capsys):

@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from carl_tui.sources.jsonl import JsonlSource
-from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.app import DashboardConfig, Settings, build_app
 from carl_tui.ui.screens.skipped import SkippedScreen
 from carl_tui.ui.widgets.status_bar import StatusBar
 from tests.conftest import plain_text
@@ -64,7 +64,8 @@ async def test_the_status_bar_says_what_was_skipped(tmp_path):
     path = tmp_path / "run.jsonl"
     stream_with_bad_lines(path)
     stream_with_bad_lines(path, nan_at=20)
-    app = build_app(DashboardConfig(sources=[JsonlSource(path)], refresh_interval=0.05))
+    app = build_app(DashboardConfig(sources=[JsonlSource(path)],
+                                    settings=Settings(refresh_interval=0.05)))
     async with app.run_test(size=(160, 45)) as pilot:
         bar = app.query_one(StatusBar)
         await wait_for(pilot, lambda: "skipped 3 malformed lines" in plain_text(bar, 300))

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from carl_tui.sources.replay import ReplaySource
-from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.app import build_app
 from carl_tui.ui.screens.help import HelpScreen
-from tests.conftest import wait_for
+from tests.conftest import dashboard_config, wait_for
 
 RECORDING = Path(__file__).resolve().parents[1] / "recordings" / "tiny-demo.jsonl"
 SIZE = (160, 45)
@@ -22,8 +22,8 @@ SIZE = (160, 45)
 
 def replay_app(theme: str = "carl-dark", **kw):
     source = ReplaySource(RECORDING, speed=float("inf"))
-    app = build_app(DashboardConfig(sources=[source], theme=theme, refresh_interval=0.05,
-                                    clock=lambda: 0.0, **kw))
+    app = build_app(dashboard_config([source], theme=theme, refresh_interval=0.05,
+                                     clock=lambda: 0.0, **kw))
     return app, source
 
 

@@ -10,7 +10,7 @@ from rich.style import Style
 from rich.text import Text
 
 from carl_tui.events import RunMeta, RunRef, ScalarBatch
-from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.app import DashboardConfig, Settings, build_app
 from carl_tui.ui.themes import theme_names
 from carl_tui.ui.widgets.plots import MetricPlot
 from tests.conftest import ScriptedSource, spec_trajectory
@@ -60,7 +60,8 @@ wait_for = functools.partial(pilot_wait, timeout=10.0)
 async def test_every_theme_draws_every_plot_line_at_3_to_1_or_more():
     src = ScriptedSource()
     src.push(events("run-a") + events("run-b"))
-    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05, plot_metrics=["loss"]))
+    settings = Settings(refresh_interval=0.05, plot_metrics=["loss"])
+    app = build_app(DashboardConfig(sources=[src], settings=settings))
     async with app.run_test(size=(200, 60)) as pilot:
         accepted = sorted(app.available_themes)
         assert accepted == sorted(theme_names())  # what --theme, t and the palette offer
@@ -104,7 +105,8 @@ async def test_a_theme_file_that_paints_its_plots_in_its_background_still_draws_
     monkeypatch.setenv("CARL_TUI_THEMES", str(tmp_path))
     src = ScriptedSource()
     src.push(events("run-a"))
-    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05, theme="grey"))
+    app = build_app(DashboardConfig(sources=[src],
+                                    settings=Settings(refresh_interval=0.05, theme="grey")))
     async with app.run_test(size=(160, 45)) as pilot:
         assert app.theme == "grey"
         plots = list(app.query(MetricPlot))
@@ -137,7 +139,7 @@ async def test_every_theme_draws_the_status_bars_states_at_4_5_to_1_or_more():
         SourceStatus("bb", "finished"), SourceStatus("cc", "connecting"),
         SourceStatus("dd", "retrying", "refused", last_good=1.0, skipped=2),
         SourceStatus("ee", "error", "gone")])
-    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05))
+    app = build_app(DashboardConfig(sources=[src], settings=Settings(refresh_interval=0.05)))
     async with app.run_test(size=(300, 40)) as pilot:
         bar = app.query_one(StatusBar)
         await wait_for(pilot, lambda: "ee error" in (bar._shown or Text()).plain)
@@ -169,7 +171,8 @@ async def test_every_theme_has_eight_run_colours_of_distinct_hues_at_3_to_1():
     from carl_tui.ui.screens.dashboard import OVERLAY_COLORS
 
     assert len(OVERLAY_COLORS) >= 7
-    app = build_app(DashboardConfig(sources=[ScriptedSource()], refresh_interval=0.05))
+    app = build_app(DashboardConfig(sources=[ScriptedSource()],
+                                    settings=Settings(refresh_interval=0.05)))
     async with app.run_test(size=(120, 36)) as pilot:
         bad = {}
         for name in sorted(app.available_themes):

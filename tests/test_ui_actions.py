@@ -21,14 +21,20 @@ from carl_tui.actions.local_job import LocalJob
 from carl_tui.events import LogLines, RunMeta, RunRef, ScalarBatch
 from carl_tui.identity import job_run
 from carl_tui.sources.hf_jobs import HfJobSource
-from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.app import build_app
 from carl_tui.ui.screens.confirm import ConfirmScreen
 from carl_tui.ui.screens.diagnosis import DiagnosisScreen
 from carl_tui.ui.screens.jobs import JobsScreen
 from carl_tui.ui.screens.launch import LaunchScreen
 from carl_tui.ui.screens.push import PushScreen
 from carl_tui.ui.widgets.job_bar import JobBar
-from tests.conftest import ScriptedSource, plain_text, spec_trajectory
+from tests.conftest import (
+    ScriptedSource,
+    dashboard_config,
+    notices_said,
+    plain_text,
+    spec_trajectory,
+)
 from tests.conftest import wait_for as pilot_wait
 from tests.fakes.anthropic_api import TEST_KEY, AnthropicState, Reply, install_messages_routes
 from tests.fakes.hub_jobs import JobsState, install_jobs_routes
@@ -68,8 +74,8 @@ def job_source(srv):
 
 
 def make_app(srv, sources=(), **kw):
-    config = DashboardConfig(
-        sources=list(sources) or [ScriptedSource()],
+    config = dashboard_config(
+        list(sources) or [ScriptedSource()],
         refresh_interval=0.05,
         hub_endpoint=srv.url,
         job_source_factory=job_source(srv),
@@ -166,6 +172,7 @@ async def test_stop_asks_first_then_cancels_and_shows_canceled(hub):
     jobs.add_job("job-stop", flavor="a10g-small", stage="RUNNING")
     source = job_source(srv)("job-stop", "alice")
     app = make_app(srv, sources=[source])
+    said = notices_said(app)
     cancel = r"^/api/jobs/alice/job-stop/cancel$"
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: "RUNNING" in job_bar(app), what="job shown")
@@ -181,7 +188,7 @@ async def test_stop_asks_first_then_cancels_and_shows_canceled(hub):
         await wait_for(pilot, lambda: "CANCELED" in job_bar(app), what="CANCELED shown")
         assert len(srv.requests_to("POST", cancel)) == 1
         assert jobs.jobs["job-stop"].stage == "CANCELED"
-        assert any("job-stop: CANCELED" in t for t in app.notices_shown)
+        assert any("job-stop: CANCELED" in t for t in said)
         # an ended job is not cancelled twice
         await pilot.press("s")
         assert not isinstance(app.screen, ConfirmScreen)
@@ -557,7 +564,7 @@ async def test_action_keys_are_in_help_and_palette(hub):
 # -- read-only (--read-only, carl-tui serve): no key that acts --------------------------
 
 ACTS = ("actions.launch", "actions.stop", "actions.push", "actions.diagnose", "actions.jobs",
-        "app.save")
+        "view.save")
 
 
 @pytest.mark.parametrize("read_only", [False, True])

@@ -12,7 +12,7 @@ import pytest
 from carl_tui.cli import open_request
 from carl_tui.completions.open import reader_factory
 from carl_tui.sources.open import SourceRequest
-from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.app import DashboardConfig, Services, Settings, build_app
 from tests.conftest import ScriptedSource, plain_text
 from tests.conftest import wait_for as pilot_wait
 
@@ -24,9 +24,10 @@ wait_for = functools.partial(pilot_wait, timeout=20.0)
 
 def app_for(req: SourceRequest):
     opened = open_request(req)
-    return build_app(DashboardConfig(
-        sources=lambda: opened.sources, refresh_interval=0.05, run=opened.run,
-        completions=reader_factory(req, lambda: opened.sources)))
+    return build_app(DashboardConfig(sources=lambda: opened.sources,
+                                     settings=Settings(refresh_interval=0.05, run=opened.run),
+                                     services=Services(
+                                         completions=reader_factory(req, lambda: opened.sources))))
 
 
 def cells(app) -> list[list[str]]:
@@ -42,8 +43,9 @@ def stream_app(spec_events, reader):
     """The dashboard on the spec's events, its completions from `reader` alone."""
     src = ScriptedSource()
     src.push(spec_events)
-    return build_app(DashboardConfig(sources=[src], refresh_interval=0.05,
-                                     completions=lambda run, meta: [reader]))
+    return build_app(DashboardConfig(sources=[src],
+                                     settings=Settings(refresh_interval=0.05),
+                                     services=Services(completions=lambda run, meta: [reader])))
 
 
 def parquet_rows(run, step):
@@ -216,7 +218,7 @@ async def test_the_key_is_in_the_footer_help_and_palette(spec_events):
 
     src = ScriptedSource()
     src.push(spec_events)
-    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05))
+    app = build_app(DashboardConfig(sources=[src], settings=Settings(refresh_interval=0.05)))
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.snapshot is not None)
         assert ("a", "Completions", "app.completions") in {

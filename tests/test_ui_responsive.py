@@ -6,7 +6,7 @@ import threading
 import time
 
 from carl_tui.sources.trackio.remote import TrackioRemoteSource
-from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.app import DashboardConfig, Settings, build_app
 from carl_tui.ui.widgets.status_bar import StatusBar
 from tests.conftest import plain_text
 from tests.fakes.server import FakeServer, Response
@@ -27,7 +27,7 @@ async def test_keys_respond_while_a_poll_hangs_for_10_seconds():
         srv.route("GET", "/version", slow)
         srv.route("POST", "/api/.*", slow)
         source = TrackioRemoteSource(srv.url, project="p", timeout=30.0)
-        app = build_app(DashboardConfig(sources=[source], refresh_interval=0.05))
+        app = build_app(DashboardConfig(sources=[source], settings=Settings(refresh_interval=0.05)))
         try:
             async with app.run_test(size=SIZE) as pilot:
                 deadline = time.monotonic() + 5

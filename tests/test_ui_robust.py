@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.pty_screen import Session
 from carl_tui.sources.trackio.remote import TrackioRemoteSource
-from carl_tui.ui.app import DashboardConfig, build_app
+from carl_tui.ui.app import DashboardConfig, Settings, build_app
 from tests.conftest import ScriptedSource
 
 SIZE = (120, 36)
@@ -50,7 +50,7 @@ async def test_quitting_while_a_server_hangs_does_not_wait_for_it():
     server = SilentServer()
     try:
         source = TrackioRemoteSource(server.url, project="p", timeout=30.0)
-        app = build_app(DashboardConfig(sources=[source], refresh_interval=0.05))
+        app = build_app(DashboardConfig(sources=[source], settings=Settings(refresh_interval=0.05)))
         async with app.run_test(size=SIZE) as pilot:
             assert await _wait(lambda: server.accepted.is_set(), 5.0), "no request was made"
             t0 = time.monotonic()
@@ -64,7 +64,7 @@ async def test_quitting_while_a_server_hangs_does_not_wait_for_it():
 
 async def test_keys_pressed_while_quitting_do_nothing():
     src = ScriptedSource()
-    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05))
+    app = build_app(DashboardConfig(sources=[src], settings=Settings(refresh_interval=0.05)))
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause(0.2)
         await pilot.press("q", "m", "r", "f", "x")

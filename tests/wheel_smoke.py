@@ -15,14 +15,14 @@ from pathlib import Path
 async def main(recording: Path) -> None:
     import carl_tui
     from carl_tui.sources.replay import ReplaySource
-    from carl_tui.ui.app import DashboardConfig, build_app
+    from carl_tui.ui.app import DashboardConfig, Settings, build_app
     from carl_tui.ui.themes import themes_dir
 
     assert "site-packages" in carl_tui.__file__, f"not the installed wheel: {carl_tui.__file__}"
     assert {p.stem for p in themes_dir().glob("*.toml")} >= {"carl-dark", "carl-light"}, (
         f"no themes in the wheel ({themes_dir()})")
     source = ReplaySource(recording, speed=float("inf"))
-    app = build_app(DashboardConfig(sources=[source], refresh_interval=0.05))
+    app = build_app(DashboardConfig(sources=[source], settings=Settings(refresh_interval=0.05)))
     async with app.run_test(size=(120, 36)) as pilot:
         for _ in range(200):
             await pilot.pause(0.05)

@@ -21,8 +21,14 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from carl_tui.errors import describe
+
+if TYPE_CHECKING:  # pragma: no cover
+    from textual.app import App
+
+    from carl_tui.store import Notice
 
 ALERT_KINDS = ("phase_transition", "cascade", "nan_loss", "diverging", "job", "alert")
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f;]")
@@ -76,3 +82,15 @@ def desktop_sequences(title: str, body: str) -> str:
     t = _UNSAFE.sub(" ", title)[:80]
     b = _UNSAFE.sub(" ", body)[:240]
     return f"\x1b]9;{t}: {b}\x07\x1b]777;notify;{t};{b}\x07"
+
+
+def announce(app: App, notice: Notice, cfg: AlertConfig) -> None:
+    """A notice from the store on `app`'s screen; alerts also ring and reach the desktop."""
+    alert = notice.kind in cfg.kinds
+    if not alert or cfg.notice:
+        app.notify(notice.text, title=notice.run.label, severity=notice.severity,  # type: ignore[arg-type]
+                   timeout=10 if alert else 5)
+    if alert and cfg.bell:
+        app.bell()
+    if alert and cfg.desktop and not app.is_headless and app._driver is not None:
+        app._driver.write(desktop_sequences(f"carl-tui · {notice.run.label}", notice.text))

@@ -32,31 +32,16 @@ from carl_tui import metric_names as mn
 from carl_tui.coherence.constants import SIGMA
 from carl_tui.store import RunSnapshot, SeriesView
 from carl_tui.ui.format import count_text, duration_text
-from carl_tui.ui.plot_view import DEFAULT_SETTINGS, TOKENS, WAITING, ChartSettings, PlotView
-
-
-@dataclass(frozen=True)
-class Trace:
-    label: str
-    xs: np.ndarray
-    ys: np.ndarray
-    color_var: str
-    faint: bool = False
-
-
-@dataclass(frozen=True)
-class Mark:
-    kind: str  # "hline", "vline", "point"
-    x: float
-    y: float
-    color_var: str
-
-
-@dataclass(frozen=True)
-class LegendItem:
-    symbol: str
-    text: str
-    color_var: str
+from carl_tui.ui.plot_view import (
+    DEFAULT_SETTINGS,
+    TOKENS,
+    WAITING,
+    ChartSettings,
+    LegendItem,
+    Mark,
+    PlotView,
+    Trace,
+)
 
 
 @dataclass(frozen=True)

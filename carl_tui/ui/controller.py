@@ -1,16 +1,19 @@
 """The keys that act: launch (`l`), stop (`s`), push (`p`), diagnose (`d`), jobs (`j`).
 
 `ActionController` is handed what it needs (the app to show screens and
-notices on, the store, the follower to watch new runs, the config) and
-called by the app's action methods. Blocking work (HTTP, stopping a process)
-runs in thread workers; a failure is raised and shown by the app's one
-worker-error handler; results come back through `call_from_thread`. The
-clients are made by `DashboardConfig` factories, so tests point them at
-loopback servers. Screens, the Hub and Claude are imported on first use.
+notices on, the follower to read the run on screen and to watch new runs, the
+user's settings, the services it talks to) and called by the app's action
+methods. It never writes the store: what it learns (a launched job's meta, a
+job's new state) goes through `Follower.emit`, the one way in, which wakes the
+UI. Blocking work (HTTP, stopping a process) runs in thread workers; a failure
+is raised and shown by the app's one worker-error handler; results come back
+through `call_from_thread`. The clients are made by `Services`, so tests point
+them at loopback servers. Screens, the Hub and Claude are imported on first use.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,27 +23,29 @@ from carl_tui.events import RunMeta, RunRef
 from carl_tui.identity import HF_JOB, local_run
 
 if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.store import RunStore
-    from carl_tui.ui.app import CarlApp, DashboardConfig
+    from textual.app import App
+
+    from carl_tui.store import RunSnapshot
     from carl_tui.ui.follow import Follower
+    from carl_tui.ui.settings import Services, Settings
 
 STOP_WAIT_S = 120.0  # how long `s` waits for a cancelled job to report CANCELED
 LOCAL_GRACE_S = 30.0  # after the interrupt, before terminate
 
 
 class ActionController:
-    def __init__(self, app: CarlApp, store: RunStore, follower: Follower, config: DashboardConfig):
+    def __init__(self, app: App, follower: Follower, settings: Settings, services: Services):
         self.app = app
-        self.store = store
         self.follower = follower
-        self.config = config
+        self.settings = settings
+        self.services = services
         self.local_jobs: dict[str, LocalJob] = {}  # run key -> process started with `l`
         self._local_runs: dict[str, RunRef] = {}
         self._local_stages: dict[str, str] = {}
         self._local_registry: dict[str, Any] = {}  # run key -> LocalRun, as last listed
 
-    def start(self) -> None:
-        for run, local in self.config.local_jobs:
+    def start(self, local_jobs: Sequence[tuple[RunRef, LocalJob]] = ()) -> None:
+        for run, local in local_jobs:
             self.adopt_local_job(run, local)
         self.app.set_interval(2.0, self.watch_local_jobs)
 
@@ -50,7 +55,7 @@ class ActionController:
         self._local_runs[run.key] = run
         event = local.status_event(run)
         self._local_stages[run.key] = event.stage
-        self.store.apply([event])
+        self.follower.emit([event])
 
     def watch_local_jobs(self) -> None:
         """Report a local run's end (completed, failed) as its job status."""
@@ -58,7 +63,7 @@ class ActionController:
             event = job.status_event(self._local_runs[key])
             if self._local_stages.get(key) != event.stage:
                 self._local_stages[key] = event.stage
-                self.store.apply([event])
+                self.follower.emit([event])
 
     def _worker(self, fn, *args, group: str, description: str, exclusive: bool = False) -> None:
         self.app.run_worker(partial(fn, *args), thread=True, group=group, exclusive=exclusive,
@@ -67,41 +72,10 @@ class ActionController:
     def _notify(self, text: str, **kw: Any) -> None:
         self.app.call_from_thread(self.app.notify, text, **kw)
 
-    # -- clients (factories from the config; defaults are the real ones) ---------------
-
-    def jobs_client(self):
-        factory = self.config.jobs_client_factory
-        if factory:
-            return factory()
-        from carl_tui.actions.jobs import JobsClient
-
-        return JobsClient(endpoint=self.config.hub_endpoint)
-
-    def diagnoser(self):
-        factory = self.config.diagnoser_factory
-        if factory:
-            return factory()
-        from carl_tui.actions.diagnosis import Diagnoser
-
-        return Diagnoser()
-
-    def hub_api(self):
-        """An `HfApi` with the user's token (never shown) for the configured endpoint."""
-        from carl_tui.hub import make_api
-
-        return make_api(None, endpoint=self.config.hub_endpoint)
-
-    def job_source(self, job_id: str, namespace: str):
-        factory = self.config.job_source_factory
-        if factory:
-            return factory(job_id, namespace)
-        from carl_tui.sources.hf_jobs import HfJobSource
-
-        return HfJobSource(job_id, namespace=namespace, api=self.hub_api())
-
-    def _current_snapshot(self):
+    def _current_snapshot(self) -> RunSnapshot | None:
+        """The run on screen, every point of it."""
         key = self.follower.current_run
-        return self.store.snapshot(key) if key else None
+        return self.follower.store.snapshot(key) if key else None
 
     # -- l: launch -------------------------------------------------------------------
 
@@ -109,9 +83,8 @@ class ActionController:
         from carl_tui.actions.launch_spec import LaunchSpec
         from carl_tui.ui.screens.launch import LaunchScreen
 
-        defaults = self.config.launch_defaults or LaunchSpec()
-        starter = self.config.local_starter or LocalJob.start
-        self.app.push_screen(LaunchScreen(defaults, self.jobs_client, starter), self._launched)
+        defaults = self.settings.launch_defaults or LaunchSpec()
+        self.app.push_screen(LaunchScreen(defaults, self.services), self._launched)
 
     def _launched(self, outcome) -> None:
         if outcome is None:
@@ -119,9 +92,9 @@ class ActionController:
         spec = outcome.spec
         if outcome.job is not None:
             job = outcome.job
-            self.store.apply([RunMeta(job.run, {"model": spec.model, "method": spec.method,
-                                                "push_repo": spec.output_repo}), job])
-            self.follower.add_source(self.job_source(job.job_id, job.namespace),
+            self.follower.emit([RunMeta(job.run, {"model": spec.model, "method": spec.method,
+                                                  "push_repo": spec.output_repo}), job])
+            self.follower.add_source(self.services.job_source(job.job_id, job.namespace),
                                      follow=job.run.key)
             self.app.notify(f"Launched job {job.job_id} on {job.flavor}; following it.",
                             timeout=6)
@@ -131,7 +104,7 @@ class ActionController:
         from carl_tui.sources.open import open_file
 
         run, local = outcome.run, outcome.local
-        self.store.apply([RunMeta(run, {"model": spec.model, "method": spec.method,
+        self.follower.emit([RunMeta(run, {"model": spec.model, "method": spec.method,
                                         "output_dir": str(Path(spec.output_dir).resolve()),
                                         "push_repo": spec.output_repo})])
         self.adopt_local_job(run, local)
@@ -197,11 +170,11 @@ class ActionController:
 
         from carl_tui.hub import TERMINAL_STAGES
 
-        client = self.jobs_client()
+        client = self.services.jobs_client()
         client.cancel(job_id, namespace=namespace)
         state = client.wait_for(
             job_id, TERMINAL_STAGES, namespace=namespace, timeout=STOP_WAIT_S, interval=1.0,
-            on_state=lambda st: self.store.apply([replace(st, run=run)]),
+            on_state=lambda st: self.follower.emit([replace(st, run=run)]),
         )
         self._notify(f"Job {job_id}: {state.stage}", title="stop", timeout=5)
 
@@ -210,17 +183,17 @@ class ActionController:
         local.stop(grace=LOCAL_GRACE_S)
         event = local.status_event(run)
         self._local_stages[key] = event.stage
-        self.store.apply([event])
+        self.follower.emit([event])
         self._notify(f"{run.label}: {event.stage}", title="stop", timeout=5)
 
     # -- p: push ---------------------------------------------------------------------
 
     def _run_output_dir(self, meta) -> str | None:
         config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
-        return meta.get("output_dir") or config.get("output_dir") or self.config.output_dir
+        return meta.get("output_dir") or config.get("output_dir") or self.settings.output_dir
 
     def push(self) -> None:
-        from carl_tui.actions.push import push_choices, push_folder
+        from carl_tui.actions.push import push_choices
         from carl_tui.ui.screens.push import PushScreen
 
         snap = self._current_snapshot()
@@ -233,20 +206,15 @@ class ActionController:
             return
         config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
         repo = str(meta.get("push_repo") or config.get("hub_model_id")
-                   or self.config.push_repo or "")
+                   or self.settings.push_repo or "")
         output_dir = Path(str(out)).expanduser()
-        endpoint = self.config.hub_endpoint
-
-        def pusher(folder, repo_id, progress):
-            return push_folder(folder, repo_id, endpoint=endpoint, private=True,
-                               progress=progress)
 
         def pushed(result) -> None:
             if result is not None:
                 self.app.notify(f"Pushed to {result.repo_id}: {result.commit_url}", timeout=8)
 
         self.app.push_screen(
-            PushScreen(push_choices(output_dir), repo, pusher, output_dir=output_dir), pushed
+            PushScreen(push_choices(output_dir), repo, self.services, output_dir=output_dir), pushed
         )
 
     # -- d: diagnosis -------------------------------------------------------------------
@@ -260,18 +228,17 @@ class ActionController:
             self.app.notify("No run to diagnose yet.", severity="warning")
             return
         self.app.push_screen(DiagnosisScreen(build_summary(snap), snap.run.label,
-                                             self.diagnoser))
+                                             self.services))
 
     # -- j: jobs panel ---------------------------------------------------------------------
 
     def jobs(self) -> None:
-        from carl_tui.hub import list_jobs
         from carl_tui.ui.screens.jobs import JobsScreen
 
         snap = self.follower.snapshot
         current = snap.run.key if snap is not None and snap.job is not None else None
-        self.app.push_screen(JobsScreen(lambda: list_jobs(None, api=self.hub_api()), current,
-                                        list_local=self._local_rows), self._job_chosen)
+        self.app.push_screen(JobsScreen(self.services, current, list_local=self._local_rows),
+                             self._job_chosen)
 
     def _local_rows(self):
         """Runs started on this machine (the registry), as rows of the jobs list."""
@@ -302,5 +269,6 @@ class ActionController:
         if self.follower.follows_job(row.job_id):
             self.follower.follow(key)
         else:
-            self.follower.add_source(self.job_source(row.job_id, row.namespace), follow=key)
+            self.follower.add_source(self.services.job_source(row.job_id, row.namespace),
+                                     follow=key)
         self.app.notify(f"Following job {row.job_id} ({row.stage}).", timeout=4)

@@ -1,10 +1,15 @@
 """Following runs: sources feed the store in worker threads; the UI thread takes
 snapshots of the run on screen when the store changed.
 
-`Follower` owns the source runners and the choice of the run on screen
-(the preferred one, a run to follow as soon as it appears, a project just
-opened). Threads talk to the UI only by posting one collapsing message
-(`StoreChanged`, which replaces a queued older one); they never touch widgets.
+`Follower` owns the store, the source runners and the choice of the run on screen
+(the preferred one, a run to follow as soon as it appears, a project just opened).
+It talks to the UI only by posting messages: `StoreChanged` from the source threads
+(one collapsing message: it replaces a queued older one) and, from `pull` on the UI
+thread, one `SnapshotUpdated` per update (the snapshot of the run on screen, the runs
+compared with it, the notices to raise). It never calls into the app or its widgets.
+
+Every write to the store goes through `emit` (the sources' threads, and the actions'
+results: a launched job's meta, a job's new state), so every write wakes the UI.
 
 Newest first, coarse to fine: every source that can (`Source.previews`) is
 asked for a coarse preview of a long history before reading it all (see
@@ -17,17 +22,19 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from carl_tui.sources.base import Source, SourceRunner
 from carl_tui.store import Notice, RunSnapshot, RunStore
-from carl_tui.ui.messages import StoreChanged
+from carl_tui.ui.messages import SnapshotUpdated, StoreChanged
 
 if TYPE_CHECKING:  # pragma: no cover
-    from textual.app import App
+    from textual.message import Message
+
+    from carl_tui.events import Event
 
 # Notices from runs not on screen interrupt only for these.
 ALWAYS_SHOWN = ("phase_transition", "job")
@@ -41,9 +48,13 @@ def enable_preview(source: Source, painted: threading.Event | None = None) -> So
     return source
 
 
+MAX_COMPARED = 7  # runs overlaid on the run on screen, at most
+
+
 class Follower:
-    def __init__(self, app: App, store: RunStore, sources: Sequence[Source], preferred: str | None):
-        self.app = app
+    def __init__(self, post: Callable[[Message], object], store: RunStore,
+                 sources: Sequence[Source], preferred: str | None):
+        self.post = post  # where its messages go (the app's queue: thread-safe)
         self.store = store
         self.preferred = preferred
         self.painted = threading.Event()  # the first snapshot of a run is on screen
@@ -51,8 +62,10 @@ class Follower:
                         for s in sources]
         self.current_run: str | None = None
         self.snapshot: RunSnapshot | None = None
-        self._seen_version = -1
+        self._seen_version: object = -1
         self._seen_store_version = -1
+        self.compare: tuple[str, ...] = ()  # run keys overlaid on the run on screen
+        self.overlay = False  # every run of its project overlaid
         self._pending_follow: str | None = None
         self._follow_project: str | None = None
         self._next_pull = 0.0
@@ -108,11 +121,12 @@ class Follower:
         for runner in self.runners:
             runner.join(max(0.0, deadline - time.monotonic()))
 
-    def emit(self, events) -> None:
-        """Called from source threads: store the events, wake the UI (a queued
-        StoreChanged is replaced by the newer one: a burst wakes it once)."""
-        self.store.apply(events)
-        self.app.post_message(StoreChanged())
+    def emit(self, events: Iterable[Event]) -> None:
+        """The one way into the store (source threads, the actions' workers, the UI
+        thread): store the events, wake the UI (a queued StoreChanged is replaced by the
+        newer one: a burst wakes it once)."""
+        self.store.apply(list(events))
+        self.post(StoreChanged())
 
     @property
     def catching_up(self) -> bool:
@@ -137,12 +151,17 @@ class Follower:
         self._seen_version = -1
         self._seen_store_version = -1
 
-    def pull(
-        self, max_points: int, show: Callable[[RunSnapshot], None],
-        notify: Callable[[Notice], None], render_cost: Callable[[], float],
-    ) -> bool:
-        """Take a snapshot of the current run if the store changed and `show` it;
-        hand new notices to `notify`. False when there was nothing new."""
+    def compare_with(self, keys: Sequence[str], overlay: bool) -> None:
+        """Overlay these runs (or, with `overlay`, every run of the project) on the run on
+        screen, from the next update on."""
+        self.compare, self.overlay = tuple(keys), overlay
+        self._seen_version = -1
+        self._seen_store_version = -1
+
+    def pull(self, max_points: int, render_cost: float = 0.0) -> bool:
+        """When the store changed: post one `SnapshotUpdated` (a new snapshot of the run
+        on screen, when it changed, and the notices to raise). False when there was
+        nothing new. `render_cost`: what drawing the last snapshot took (paces a backlog)."""
         store = self.store
         if self._seen_store_version == store.version:
             return False
@@ -153,29 +172,48 @@ class Follower:
         self._seen_store_version = store.version
         self._choose_run()
         told = self._tell_choice()
-        if told is not None:
-            notify(told)
         shown = [n for n in store.take_notices()
                  if self.current_run is None or n.run.key == self.current_run
                  or n.kind in ALWAYS_SHOWN]
-        for notice in collapse(shown):
-            notify(notice)
+        notices = ([told] if told is not None else []) + collapse(shown)
+        snap, others = self._take_snapshot(max_points, render_cost)
+        self.post(SnapshotUpdated(snap, others, tuple(store.runs()), tuple(notices)))
+        return True
+
+    def _take_snapshot(self, max_points: int, render_cost: float
+                       ) -> tuple[RunSnapshot | None, tuple[RunSnapshot | None, ...]]:
+        """A new snapshot of the run on screen (and of the runs compared with it) when
+        any of them changed since the last one; (None, ()) when none did."""
         if self.current_run is None:
-            return True
-        version = store.run_version(self.current_run)
+            return None, ()
+        keys = self._compared_keys()
+        store = self.store
+        version = (store.run_version(self.current_run),
+                   tuple(store.run_version(k) for k in keys))
         if version == self._seen_version:
-            return True
+            return None, ()
         self._seen_version = version
         t0 = time.perf_counter()
         self.snapshot = store.snapshot(self.current_run, max_points=max_points)
-        if self.snapshot is not None:
-            show(self.snapshot)
-            if not self.painted.is_set():
-                # Sources hold a long history back until this frame is drawn.
-                self.app.call_after_refresh(self.painted.set)
-        cost = time.perf_counter() - t0 + render_cost()
+        if self.snapshot is None:
+            return None, ()
+        others = tuple(store.snapshot(k, max_points=500) for k in keys)
+        cost = time.perf_counter() - t0 + render_cost
         self._next_pull = time.perf_counter() + max(10 * cost, 1.0)
-        return True
+        return self.snapshot, others
+
+    def _compared_keys(self) -> list[str]:
+        """The runs overlaid on the run on screen (their colours follow this order)."""
+        current = self.current_run
+        if self.compare:
+            keys = [k for k in self.compare if k != current]
+        elif self.overlay:
+            runs = self.store.runs()
+            project = next((r.project for r in runs if r.key == current), None)
+            keys = [r.key for r in runs if r.project == project and r.key != current]
+        else:
+            return []
+        return keys[:MAX_COMPARED]
 
     def _choose_run(self) -> None:
         store = self.store

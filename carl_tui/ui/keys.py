@@ -37,8 +37,9 @@ APP_KEYS: tuple[Key, ...] = (  # the app's: navigation, theme, help
 )
 
 VIEW_KEYS: tuple[Key, ...] = (  # the dashboard screen's: how the run is viewed
-    Key("m", "pick_metrics", "Metrics", "app.pick_metrics", "Choose which metrics the table shows"),
-    Key("f", "toggle_grid_metric", "Plot", "app.plot_metric",
+    Key("m", "pick_metrics", "Metrics", "view.pick_metrics",
+        "Choose which metrics the table shows"),
+    Key("f", "toggle_grid_metric", "Plot", "view.plot_metric",
         "Plot the metric selected in the table in the grid (again: remove it)"),
     Key("x", "cycle_x_axis", "X axis", "chart.x_axis",
         "Plot against the step, the time since the start, or the tokens seen"),
@@ -48,20 +49,20 @@ VIEW_KEYS: tuple[Key, ...] = (  # the dashboard screen's: how the run is viewed
         "Show the whole run, or the last 100 / 1k / 10k / 100k steps", show=False),
     Key("y", "toggle_log", "Log y", "chart.log_y",
         "Log scale on the plot of the metric selected in the table", show=False),
-    Key("c", "compare", "Compare", "app.compare",
+    Key("c", "compare", "Compare", "view.compare",
         "Choose runs, from any source, to overlay on every plot", show=False),
-    Key("o", "toggle_overlay", "Overlay", "app.overlay",
+    Key("o", "toggle_overlay", "Overlay", "view.overlay",
         "Overlay every run of this project on every plot", show=False),
-    Key("v", "toggle_log_panel", "Log", "app.log", "Show or hide the run's log lines"),
-    Key("g", "toggle_system", "System", "app.system",
+    Key("v", "toggle_log_panel", "Log", "view.log", "Show or hide the run's log lines"),
+    Key("g", "toggle_system", "System", "view.system",
         "Show or hide the system panel: GPUs (utilization, memory, power), CPU and RAM",
         show=False),
-    Key("e", "events", "Events", "app.events",
+    Key("e", "events", "Events", "view.events",
         "The run's story on one timeline: phases, the gate, the cascade, alerts, job states",
         show=False),
-    Key("F", "toggle_follow", "Follow", "app.follow",
+    Key("F", "toggle_follow", "Follow", "view.follow",
         "Follow the end of the log, or pause scrolling", show=False),
-    Key("ctrl+s", "save_view", "Save", "app.save",
+    Key("ctrl+s", "save_view", "Save", "view.save",
         "Save the screen as SVG and the plotted data as CSV", show=False),
 )
 
@@ -84,8 +85,28 @@ ALL_KEYS: tuple[Key, ...] = APP_KEYS + VIEW_KEYS + ACTION_KEYS
 READ_ONLY_HIDDEN: frozenset[str] = frozenset(k.action for k in ACTION_KEYS) | {"save_view"}
 
 
+# The dashboard's keys had `app.` ids before they became the screen's own (`view.`): a
+# keymap that names the old id still works.
+RENAMED_IDS: dict[str, str] = {
+    "app.pick_metrics": "view.pick_metrics",
+    "app.plot_metric": "view.plot_metric",
+    "app.compare": "view.compare",
+    "app.overlay": "view.overlay",
+    "app.log": "view.log",
+    "app.system": "view.system",
+    "app.events": "view.events",
+    "app.follow": "view.follow",
+    "app.save": "view.save",
+}
+
+
 def binding_ids() -> list[str]:
     return [k.id for k in ALL_KEYS]
+
+
+def normalize_keymap(keymap: dict[str, str]) -> dict[str, str]:
+    """`keymap` with the dashboard's old binding ids (RENAMED_IDS) under their new names."""
+    return {RENAMED_IDS.get(bid, bid): key for bid, key in keymap.items()}
 
 
 def check_key(key: str) -> str | None:
@@ -116,12 +137,12 @@ def check_keymap(keymap: dict[str, str]) -> str | None:
     """None when every `binding id -> key` is valid; else one sentence naming the problem."""
     known = binding_ids()
     for bid, key in keymap.items():
-        if bid not in known:
+        if bid not in known and bid not in RENAMED_IDS:
             return f"unknown binding id {bid!r} (known: {', '.join(known)})"
         why = check_key(key)
         if why:
             return f"{bid}={key}: {why}"
-    return _check_clashes(keymap)
+    return _check_clashes(normalize_keymap(keymap))
 
 
 # Textual's own keys, always bound first: quit's second key, the palette, the interrupt.

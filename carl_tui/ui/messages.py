@@ -1,7 +1,9 @@
-"""Messages that worker threads post to the app and to the screens of the actions.
+"""Messages: what the follower posts to the app and the app hands down to the dashboard,
+what the dashboard asks of the app, and what worker threads post to the screens of the
+actions.
 
-Each is a small dataclass. Errors travel as the plain, user-facing text of a
-`CarlError` (never a traceback, never a token). Messages that supersede one
+Each is a small dataclass. Errors travel as one line of plain, user-facing text made
+by `failure` (never a traceback, never a token). Messages that supersede one
 another (new data in the store, upload progress) say so with `can_replace`:
 a queued older one is dropped, so a backlog collapses to the newest.
 """
@@ -13,11 +15,27 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
+from carl_tui.errors import CarlError, describe
+from carl_tui.redact import redact
+
 if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
+
     from carl_tui.actions.jobs import HardwareOption
+    from carl_tui.actions.launch_spec import LaunchSpec
+    from carl_tui.actions.local_job import LocalJob
     from carl_tui.actions.push import PushProgress, PushResult
-    from carl_tui.events import Job
-    from carl_tui.ui.screens.launch import LaunchOutcome
+    from carl_tui.events import Job, RunRef
+    from carl_tui.store import Notice, RunSnapshot
+
+
+def failure(what: str, exc: BaseException) -> str:
+    """The one wording of a background job's failure, as the dialog that ran it shows it:
+    a `CarlError`'s own sentence (it says what failed and why), else `<what> failed:
+    <type>: <first line>`, secret-free."""
+    if isinstance(exc, CarlError):
+        return redact(str(exc))
+    return f"{what} failed: {describe(exc)}"
 
 
 @dataclass
@@ -29,12 +47,59 @@ class StoreChanged(Message):
 
 
 @dataclass
+class SnapshotUpdated(Message, bubble=False):
+    """The follower's news, one per update of the store: a new snapshot of the run on
+    screen (None: it did not change) with the runs compared with it (None where a run
+    has no data), every run the store knows, and the notices to raise. The app raises
+    the notices and hands the message down to the dashboard (it never bubbles back up)."""
+
+    snapshot: RunSnapshot | None
+    compared: tuple[RunSnapshot | None, ...] = ()
+    runs: tuple[RunRef, ...] = ()
+    notices: tuple[Notice, ...] = ()
+
+
+@dataclass
+class StatusTick(Message, bubble=False):
+    """Every second, and after an update: the store's tally and the time, for the status
+    bar, the job line and the system panel (ages tick)."""
+
+    summary: dict
+    snapshot: RunSnapshot | None
+    now: float
+
+
+@dataclass
+class DashboardReady(Message):
+    """The dashboard's first frame is on screen: data may flow in."""
+
+
+@dataclass
+class CompareChanged(Message):
+    """The dashboard wants these runs (or every run of the project) overlaid."""
+
+    keys: tuple[str, ...] = ()
+    overlay: bool = False
+
+
+@dataclass
 class HardwareLoaded(Message):
     """The Jobs hardware flavors (GPU only) for the launch form, or why they are missing."""
 
     options: list[HardwareOption] = field(default_factory=list)
     namespace: str = ""  # the token's user, to suggest an output repo
     error: str = ""
+
+
+@dataclass(frozen=True)
+class LaunchOutcome:
+    """What was started: a Hugging Face Job (`job`) or a process here (`local`)."""
+
+    spec: LaunchSpec
+    run: RunRef  # the run the dashboard follows
+    job: Job | None = None
+    local: LocalJob | None = None
+    stream_path: Path | None = None
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """The chart controls and what a plot shows, as plain values: no numpy, no drawing.
 
 `ChartSettings` are the controls every plot shares (x axis, smoothing, range,
-log scale); `PlotView` is what one plot draws (its traces, marks and legend items
-are `chart.py`'s), built from a snapshot by `chart.build_view`. The dashboard's
+log scale); `PlotView` is what one plot draws (its traces, marks and legend items),
+built from a snapshot by `chart.build_view`. The dashboard's
 first frame imports only this: its plots are empty panels until the run's data
 (and numpy, and plotext) arrive.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from carl_tui.ui.format import count_text
 
 if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.ui.chart import LegendItem, Mark, Trace
+    import numpy as np
 
 WAITING = "waiting for data…"  # what an empty plot says until its run has data
 
@@ -40,6 +40,30 @@ class ChartSettings:
 
 
 DEFAULT_SETTINGS = ChartSettings()
+
+
+@dataclass(frozen=True)
+class Trace:
+    label: str
+    xs: np.ndarray
+    ys: np.ndarray
+    color_var: str
+    faint: bool = False
+
+
+@dataclass(frozen=True)
+class Mark:
+    kind: str  # "hline", "vline", "point"
+    x: float
+    y: float
+    color_var: str
+
+
+@dataclass(frozen=True)
+class LegendItem:
+    symbol: str
+    text: str
+    color_var: str
 
 
 @dataclass(frozen=True)

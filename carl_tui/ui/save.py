@@ -14,18 +14,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.ui.app import CarlApp
-    from carl_tui.ui.screens.dashboard import DashboardScreen
+    from textual.app import App
+
+    from carl_tui.store import RunSnapshot
+    from carl_tui.ui.widgets.plots import MetricPlot
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:60] or "run"
 
 
-def save_view(app: CarlApp, screen: DashboardScreen, folder: str | Path) -> tuple[Path, Path]:
+def save_view(app: App, snap: RunSnapshot | None, plots: list[MetricPlot],
+              folder: str | Path) -> tuple[Path, Path]:
+    """The screen `app` shows (an SVG) and the data of the `plots` shown (a CSV), in
+    `folder`, named after the run of `snap`."""
     folder = Path(folder).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
-    snap = screen.snapshot
     label = snap.run.label if snap else "dashboard"
     stem = f"carl-tui-{_slug(label)}-{time.strftime('%Y%m%d-%H%M%S')}"
     svg = folder / f"{stem}.svg"
@@ -34,7 +38,7 @@ def save_view(app: CarlApp, screen: DashboardScreen, folder: str | Path) -> tupl
     with open(data, "w", encoding="utf-8", newline="") as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(["plot", "run", "x_axis", "x", "value", "smoothed"])
-        for plot in screen.all_plots():
+        for plot in plots:
             if not plot.display:
                 continue
             view = plot.view

@@ -337,13 +337,14 @@ def open_shared_log(logs: dict[str, SharedLog], factory: Any, snap: Any) -> Shar
     return shared
 
 
-def open_completions(app: Any, logs: dict[str, SharedLog]) -> None:
-    """`a`: push the view on the run on screen (a notice when it has no completions)."""
+def open_completions(app: Any, logs: dict[str, SharedLog], factory: Any) -> None:
+    """`a`: push the view on the run on screen (a notice when it has no completions);
+    `factory(run, meta)` makes the readers of a run's completions."""
     snap = app.snapshot
     if snap is None:
         app.notify("no run yet", severity="warning")
         return
-    shared = open_shared_log(logs, app.config.completions, snap)
+    shared = open_shared_log(logs, factory, snap)
     if shared is None:
         app.notify(f"{snap.run.label}: this source holds no completions", severity="warning")
         return

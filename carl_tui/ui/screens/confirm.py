@@ -11,17 +11,16 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from carl_tui.ui.screens.dialog import dialog_css
+
 
 class ConfirmScreen(ModalScreen[bool]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,n", "dismiss(False)", "No", id="confirm.no"),
         Binding("y", "dismiss(True)", "Yes", id="confirm.yes"),
     ]
-    DEFAULT_CSS = """
-    ConfirmScreen { align: center middle; }
-    ConfirmScreen > Vertical {
-        width: 64; height: auto; border: thick $warning; background: $surface; padding: 1 2;
-    }
+    DEFAULT_CSS = dialog_css("ConfirmScreen", width=64, max_height=None,
+                             border="thick $warning", padding="1 2", title="") + """
     ConfirmScreen Horizontal { height: auto; align-horizontal: right; margin-top: 1; }
     ConfirmScreen Button { margin-left: 2; }
     """

@@ -3,14 +3,19 @@ and the keys that change how the run is viewed (which metrics, the plot grid:
 `widgets/plot_grid.py`, chart controls: `chart_keys.py`, comparisons, the log panel,
 saving the view).
 
-The app gives it a snapshot to `show`; it never reads the store for the current run
-itself (overlays of other runs come from `app.store` snapshots).
+It never reads the store nor reaches into the app: the app hands it each update as a
+`SnapshotUpdated` message (the run on screen, the runs compared with it, the run list)
+and the status as `StatusTick`; it hands each widget its part. What it asks for goes up
+as messages: `DashboardReady` (its first frame is on screen), `CompareChanged`.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -21,6 +26,7 @@ from textual.widgets import Header
 from carl_tui import metric_names as mn
 from carl_tui.errors import describe
 from carl_tui.ui.keys import VIEW_KEYS
+from carl_tui.ui.messages import CompareChanged, DashboardReady, SnapshotUpdated, StatusTick
 from carl_tui.ui.plot_view import ChartSettings
 from carl_tui.ui.screens.chart_keys import ChartKeys
 from carl_tui.ui.widgets.job_bar import JobBar
@@ -34,8 +40,8 @@ from carl_tui.ui.widgets.status_bar import StatusBar
 from carl_tui.ui.widgets.system_panel import SystemPanel
 
 if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.events import RunRef
     from carl_tui.store import RunSnapshot
-    from carl_tui.ui.app import CarlApp
     from carl_tui.ui.chart import Overlay
 
 OVERLAY_COLORS = tuple(f"plot-overlay-{i}" for i in range(8))  # 7 compared runs at most
@@ -47,7 +53,8 @@ class DashboardScreen(ChartKeys, Screen[None]):
         for k in VIEW_KEYS
     ]
 
-    def __init__(self, settings: ChartSettings, plot_metrics=(), save_dir: str = "."):
+    def __init__(self, settings: ChartSettings, plot_metrics=(), save_dir: str = ".",
+                 clock: Callable[[], float] = time.time):
         super().__init__()
         self.phi = MetricPlot(mn.PHI, color_var="plot-phi", id="phi-plot", classes="panel")
         self.entropy = MetricPlot(mn.ENTROPY, color_var="plot-entropy", id="entropy-plot",
@@ -68,13 +75,12 @@ class DashboardScreen(ChartKeys, Screen[None]):
         self._log_auto_shown = False
         self._laid_out_for: Size | None = None  # the terminal size the layout follows
         self.snapshot: RunSnapshot | None = None
-
-    @property
-    def carl(self) -> CarlApp:
-        return self.app  # type: ignore[return-value]
+        self.compared: tuple[RunSnapshot | None, ...] = ()  # with the snapshot: compare, overlay
+        self.runs: tuple[RunRef, ...] = ()  # every run known, as of the last update
+        self.clock = clock
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return self.carl.check_action(action, parameters)  # read-only: no ctrl+s
+        return self.app.check_action(action, parameters)  # read-only: no ctrl+s
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -99,7 +105,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
         self.system.border_title = "system"
         self._sync_grid()
         self.layout_for(self.app.size.width, self.app.size.height)
-        self.call_after_refresh(self.carl.screen_ready)  # widgets built: data may flow in
+        self.call_after_refresh(self.post_message, DashboardReady())  # data may flow in
 
     def on_resize(self, event) -> None:
         # The breakpoints follow the terminal's size, once per change of it. Not the
@@ -142,6 +148,17 @@ class DashboardScreen(ChartKeys, Screen[None]):
         """Points per series worth drawing: a few per braille dot of the widest plot."""
         return 4 * max(self.phi.size.width, 40)
 
+    @on(SnapshotUpdated)
+    def _updated(self, update: SnapshotUpdated) -> None:
+        self.runs = update.runs
+        if update.snapshot is not None:
+            self.compared = update.compared
+            self.show(update.snapshot)
+
+    @on(StatusTick)
+    def _tick(self, tick: StatusTick) -> None:
+        self.show_status(tick.summary, tick.snapshot, tick.now)
+
     def show(self, snap: RunSnapshot | None) -> None:
         if snap is None:
             return
@@ -165,23 +182,11 @@ class DashboardScreen(ChartKeys, Screen[None]):
         if self.system.display:
             self.system.show(snap, now)
 
-    def _compared(self, snap: RunSnapshot) -> list[tuple[RunSnapshot, str]]:
+    def _compared(self) -> list[tuple[RunSnapshot, str]]:
         """The runs compared with this one (or the rest of its project), each with its
         colour; one snapshot per run, whatever the number of plots."""
-        store = self.carl.store
-        if self.compare:
-            keys = [k for k in self.compare if k != snap.run.key]
-        elif self.overlay:
-            keys = [r.key for r in store.runs()
-                    if r.project == snap.run.project and r.key != snap.run.key]
-        else:
-            return []
-        out = []
-        for i, key in enumerate(keys[:7]):
-            other = store.snapshot(key, max_points=500)
-            if other is not None:
-                out.append((other, OVERLAY_COLORS[i % len(OVERLAY_COLORS)]))
-        return out
+        return [(other, OVERLAY_COLORS[i % len(OVERLAY_COLORS)])
+                for i, other in enumerate(self.compared) if other is not None]
 
     def _overlays(self, compared: list[tuple[RunSnapshot, str]],
                   metric: str) -> list[Overlay]:
@@ -195,13 +200,10 @@ class DashboardScreen(ChartKeys, Screen[None]):
     def _show_plots(self, snap: RunSnapshot) -> None:
         from carl_tui.ui.chart import shared_xlim  # numpy: here with the run's data
 
-        others = self.compare or self.overlay
-        compared = (tuple(self.compare), self.overlay,
-                    self.carl.store.version if others else None)
+        runs = self._compared()
+        compared = tuple((other.run.key, other.version) for other, _ in runs)
         key = (snap.run.key, snap.version, compared)  # a theme change: each plot redraws itself
         plots = [p for p in self.all_plots() if p.display]
-        wanted = others and any(p.wants(key, self.chart) for p in plots)
-        runs = self._compared(snap) if wanted else []
         shown = [(plot, self._overlays(runs, plot.metric)) for plot in plots]
         xlim = shared_xlim(snap, [(p.metric, o) for p, o in shown], self.chart)
         with self.app.batch_update():
@@ -255,7 +257,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
         from carl_tui.ui.screens.pickers import ComparePicker
 
         current = self.snapshot.run.key if self.snapshot else None
-        runs = [r for r in self.carl.store.runs() if r.key != current]
+        runs = [r for r in self.runs if r.key != current]
         if not runs:
             self.notify("no other runs to compare with yet", severity="warning")
             return
@@ -266,14 +268,19 @@ class DashboardScreen(ChartKeys, Screen[None]):
             if keys is None:
                 return
             self.compare = [r.key for r in runs if r.key in keys]
-            self.redraw(f"comparing with {len(self.compare)} run(s)" if self.compare
-                        else "comparison off")
+            self._ask_compare(f"comparing with {len(self.compare)} run(s)" if self.compare
+                              else "comparison off")
 
         self.app.push_screen(ComparePicker(items), chosen)
 
     def action_toggle_overlay(self) -> None:
         self.overlay = not self.overlay
-        self.redraw("overlay: " + ("every run of the project" if self.overlay else "off"))
+        self._ask_compare("overlay: " + ("every run of the project" if self.overlay else "off"))
+
+    def _ask_compare(self, note: str) -> None:
+        """The runs to overlay change: the next update brings their snapshots."""
+        self.post_message(CompareChanged(tuple(self.compare), self.overlay))
+        self.notify(note, timeout=2)
 
     def action_pick_metrics(self) -> None:
         from carl_tui.ui.screens.pickers import MetricPicker
@@ -300,7 +307,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
     def action_toggle_system(self) -> None:
         self.system.toggle_class("-hidden")
         if not self.system.has_class("-hidden"):
-            self.system.show(self.snapshot, self.carl.config.clock())
+            self.system.show(self.snapshot, self.clock())
 
     def action_events(self) -> None:
         from carl_tui.ui.screens.events import EventsScreen
@@ -318,7 +325,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
         from carl_tui.ui.save import save_view
 
         try:
-            svg, csv_path = save_view(self.carl, self, self.save_dir)
+            svg, csv_path = save_view(self.app, self.snapshot, self.all_plots(), self.save_dir)
         except OSError as exc:
             self.notify(f"could not save: {describe(exc)}", severity="error")
             return

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -24,7 +23,9 @@ from textual.worker import get_current_worker
 
 from carl_tui.actions.diagnosis import DEFAULT_QUESTION, Diagnoser, Exchange, save_markdown
 from carl_tui.errors import CarlError
-from carl_tui.ui.messages import DiagnosisDelta, DiagnosisFinished
+from carl_tui.ui.messages import DiagnosisDelta, DiagnosisFinished, failure
+from carl_tui.ui.screens.dialog import dialog_css
+from carl_tui.ui.settings import Services
 
 BATCH_SECONDS = 0.05  # deltas are posted to the screen at most this often
 
@@ -35,23 +36,19 @@ class DiagnosisScreen(ModalScreen[None]):
         Binding("ctrl+s", "save", "Save", id="diagnosis.save", priority=True,
                 tooltip="Save the conversation as Markdown in the current directory"),
     ]
-    DEFAULT_CSS = """
-    DiagnosisScreen { align: center middle; }
-    DiagnosisScreen > Vertical {
-        width: 90%; height: 90%; border: thick $primary; background: $surface; padding: 0 1;
-    }
-    DiagnosisScreen .title { text-style: bold; }
+    DEFAULT_CSS = dialog_css("DiagnosisScreen", width="90%", height="90%", max_height=None,
+                             title="text-style: bold;") + """
     DiagnosisScreen #answer-scroll { height: 1fr; border: round $foreground 30%; }
     DiagnosisScreen #diag-status { height: auto; color: $text-muted; }
     DiagnosisScreen #diag-status.-error { color: $error; }
     """
 
-    def __init__(self, summary: str, run_label: str, diagnoser: Callable[[], Diagnoser],
+    def __init__(self, summary: str, run_label: str, services: Services,
                  save_dir: Path | None = None):
         super().__init__()
         self._summary = summary
         self._run_label = run_label
-        self._diagnoser_factory = diagnoser
+        self._services = services
         self._diagnoser: Diagnoser | None = None
         self._save_dir = save_dir
         self.history: list[Exchange] = []
@@ -97,7 +94,7 @@ class DiagnosisScreen(ModalScreen[None]):
         last = time.monotonic()
         try:
             if self._diagnoser is None:
-                self._diagnoser = self._diagnoser_factory()
+                self._diagnoser = self._services.diagnoser()
             for delta in self._diagnoser.stream(self._summary, question, history):
                 if worker.is_cancelled:
                     break
@@ -106,10 +103,8 @@ class DiagnosisScreen(ModalScreen[None]):
                 if time.monotonic() - last >= BATCH_SECONDS:
                     self.post_message(DiagnosisDelta("".join(pending)))
                     pending, last = [], time.monotonic()
-        except CarlError as exc:
-            error = str(exc)
         except Exception as exc:  # noqa: BLE001  (shown plainly, never a traceback)
-            error = f"The diagnosis failed: {type(exc).__name__}."
+            error = failure("Diagnosis", exc)
         if pending:
             self.post_message(DiagnosisDelta("".join(pending)))
         self.post_message(DiagnosisFinished(question or "", "".join(parts), error))

@@ -1,15 +1,22 @@
-"""`?`: every key of the dashboard, read from the live bindings (so it never drifts)."""
+"""`?`: every key of the dashboard, read from the live bindings (so it never drifts);
+and `KeyHelp`, the app's part that lists them in the help and the command palette."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import ClassVar
 
 from rich.table import Table
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
+
+from carl_tui.ui.keys import READ_ONLY_HIDDEN
+from carl_tui.ui.screens.dashboard import DashboardScreen
+from carl_tui.ui.screens.dialog import dialog_css
+from carl_tui.ui.settings import Settings
 
 
 class HelpScreen(ModalScreen[None]):
@@ -17,13 +24,8 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,q,question_mark", "dismiss", "Close", id="help.close",
                 tooltip="Close help"),
     ]
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll {
-        width: 90%; max-width: 130; height: auto; max-height: 90%;
-        border: round $primary; background: $surface; padding: 1 2;
-    }
-    """
+    DEFAULT_CSS = dialog_css("HelpScreen", inner="VerticalScroll", width="90%", max_width="130",
+                             border="round $primary", padding="1 2", title="")
 
     def __init__(self, bindings: list[tuple[str, str, str, str]]):
         """bindings: (key display, description, tooltip, id)."""
@@ -44,3 +46,46 @@ class HelpScreen(ModalScreen[None]):
                 "--keymap 'binding.id=key,...'.",
                 classes="dim",
             )
+
+
+class KeyHelp(App[None]):
+    """The app's part that lists its keys, the dashboard's and the actions' in the help
+    (`?`) and the command palette."""
+
+    keymap: dict[str, str]  # binding id -> key(s), the user's
+    settings: Settings
+
+    @property
+    def dashboard(self) -> DashboardScreen:
+        raise NotImplementedError
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.key_help()))
+
+    def key_help(self) -> list[tuple[str, str, str, str]]:
+        """(key, description, tooltip, id) of every dashboard binding, keymap applied."""
+        rows = []
+        for b in self._all_bindings():
+            if b.id:
+                key = self.keymap.get(b.id, b.key)
+                display = ", ".join(self.get_key_display(b.with_key(k)) for k in key.split(","))
+                rows.append((display, b.description, b.tooltip, b.id))
+        rows.append(("ctrl+p", "Commands", "Command palette: every action", "app.command_palette"))
+        return rows
+
+    def _all_bindings(self) -> list[Binding]:
+        """The app's keys, the dashboard's and the actions' (read-only: less READ_ONLY_HIDDEN)."""
+        hidden = READ_ONLY_HIDDEN if self.settings.read_only else frozenset()
+        return [b for b in (*self.BINDINGS, *DashboardScreen.BINDINGS)
+                if isinstance(b, Binding) and b.action not in hidden]
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Every dashboard action is in the command palette."""
+        yield from super().get_system_commands(screen)
+        dash = self.dashboard
+        for b in self._all_bindings():
+            if b.id and b.action not in ("quit", "help"):
+                target = dash if b in DashboardScreen.BINDINGS else self
+                yield SystemCommand(b.description, b.tooltip,
+                                    lambda a=b.action, t=target: t.run_action(a))
+        yield SystemCommand("Help", "List every key", self.action_help)

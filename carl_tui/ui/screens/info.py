@@ -12,6 +12,8 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
+from carl_tui.ui.screens.dialog import dialog_css
+
 
 class InfoScreen(ModalScreen[None]):
     """Subclasses set `BODY_ID` and `render_body()`; `CLOSE_KEYS` adds their own key."""
@@ -19,13 +21,8 @@ class InfoScreen(ModalScreen[None]):
     CLOSE_KEYS = "escape,q"
     BODY_ID = "info-body"
     BINDINGS: ClassVar[list[BindingType]] = []
-    DEFAULT_CSS = """
-    InfoScreen { align: center middle; }
-    InfoScreen > VerticalScroll {
-        width: 110; max-width: 95%; height: auto; max-height: 90%;
-        border: round $primary; background: $surface; padding: 1 2;
-    }
-    """
+    DEFAULT_CSS = dialog_css("InfoScreen", inner="VerticalScroll", width=110, max_width="95%",
+                             border="round $primary", padding="1 2", title="")
 
     def __init_subclass__(cls, **kw) -> None:
         # Before Textual's own hook, which gathers the class's BINDINGS.

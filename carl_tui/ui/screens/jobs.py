@@ -13,11 +13,11 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
-from carl_tui.errors import CarlError, describe
 from carl_tui.events import Job
 from carl_tui.ui.format import duration_text
-from carl_tui.ui.messages import JobsListed
+from carl_tui.ui.messages import JobsListed, failure
 from carl_tui.ui.screens.dialog import dialog_css
+from carl_tui.ui.settings import Services
 from carl_tui.ui.widgets.job_bar import STAGE_STYLE
 
 
@@ -34,14 +34,14 @@ class JobsScreen(ModalScreen[Job | None]):
     JobsScreen #jobs-status.-error { color: $error; }
     """
 
-    def __init__(self, list_jobs: Callable[[], list[Job]], current_run: str | None = None,
+    def __init__(self, services: Services, current_run: str | None = None,
                  list_local: Callable[[], list[Job]] | None = None):
-        """`list_jobs`: the Hub's jobs (may raise); `list_local`: runs started on this
-        machine from the launch form, listed after them even when the Hub cannot be read;
-        `current_run`: the key of the run in view (its job is marked). Rows are keyed by
-        their run's key."""
+        """The Hub's jobs come from `services` (may raise); `list_local`: runs started on
+        this machine from the launch form, listed after them even when the Hub cannot be
+        read; `current_run`: the key of the run in view (its job is marked). Rows are keyed
+        by their run's key."""
         super().__init__()
-        self._list_jobs = list_jobs
+        self._services = services
         self._list_local = list_local
         self._current = current_run
         self.rows: dict[str, Job] = {}
@@ -73,12 +73,9 @@ class JobsScreen(ModalScreen[Job | None]):
             except Exception:  # noqa: BLE001 - the registry is a convenience: list the rest
                 local = []
         try:
-            rows = self._list_jobs()
-        except CarlError as exc:
-            self.post_message(JobsListed(rows=local, error=str(exc)))
+            rows = self._services.list_jobs()
         except Exception as exc:  # noqa: BLE001  (shown plainly, never a traceback)
-            self.post_message(JobsListed(rows=local,
-                                         error=f"Listing your jobs failed: {describe(exc)}"))
+            self.post_message(JobsListed(rows=local, error=failure("Listing your jobs", exc)))
         else:
             self.post_message(JobsListed(rows=rows + local))
 

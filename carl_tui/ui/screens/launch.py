@@ -8,8 +8,6 @@ when the form opens. The form stays open while the launch runs, so a refusal
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -23,23 +21,11 @@ from textual.widgets import Button, Input, Label, Select, Static, Switch
 
 from carl_tui.actions.jobs import JobsClient
 from carl_tui.actions.launch_spec import LaunchSpec, timeout_seconds
-from carl_tui.actions.local_job import LocalJob
 from carl_tui.errors import CarlError
-from carl_tui.events import Job, RunRef
 from carl_tui.identity import local_run
-from carl_tui.ui.messages import HardwareLoaded, LaunchFinished
+from carl_tui.ui.messages import HardwareLoaded, LaunchFinished, LaunchOutcome, failure
 from carl_tui.ui.screens.dialog import dialog_css
-
-
-@dataclass(frozen=True)
-class LaunchOutcome:
-    """What was started: a Hugging Face Job (`job`) or a process here (`local`)."""
-
-    spec: LaunchSpec
-    run: RunRef  # the run the dashboard follows
-    job: Job | None = None
-    local: LocalJob | None = None
-    stream_path: Path | None = None
+from carl_tui.ui.settings import Services
 
 
 def _row(label: str, widget, *, only: str = "") -> list:
@@ -71,17 +57,11 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
     LaunchScreen #buttons Button { margin-left: 2; }
     """
 
-    def __init__(
-        self,
-        defaults: LaunchSpec,
-        jobs_client: Callable[[], JobsClient],
-        start_local: Callable[[LaunchSpec, Path], LocalJob] = LocalJob.start,
-    ):
+    def __init__(self, defaults: LaunchSpec, services: Services):
         super().__init__()
         self._defaults = defaults
-        self._jobs_client_factory = jobs_client
+        self._services = services
         self._client: JobsClient | None = None
-        self._start_local = start_local
         self._flavors: dict[str, float] = {}  # name -> price per hour, once loaded
         self.busy = False
         self.problems: list[str] = []
@@ -140,7 +120,7 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
     def _jobs_client(self) -> JobsClient:
         """One client for the form's calls (it remembers the user's namespace)."""
         if self._client is None:
-            self._client = self._jobs_client_factory()
+            self._client = self._services.jobs_client()
         return self._client
 
     # -- hardware ------------------------------------------------------------
@@ -286,10 +266,8 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
     def _launch(self, spec: LaunchSpec) -> None:
         try:
             outcome = self._start(spec)
-        except CarlError as exc:
-            self.post_message(LaunchFinished(error=str(exc)))
         except Exception as exc:  # noqa: BLE001  (shown plainly, never a traceback)
-            self.post_message(LaunchFinished(error=f"Launch failed: {type(exc).__name__}."))
+            self.post_message(LaunchFinished(error=failure("Launch", exc)))
         else:
             self.post_message(LaunchFinished(outcome=outcome))
 
@@ -297,7 +275,7 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
         if spec.target == "local":
             stamp = time.strftime("%Y%m%d-%H%M%S")
             stream = Path(spec.output_dir) / f"stream-{stamp}.jsonl"
-            local = self._start_local(spec, stream)
+            local = self._services.start_local(spec, stream)
             try:  # so that `j` finds it again after the dashboard restarts
                 local.record(spec.job_name())
             except CarlError:

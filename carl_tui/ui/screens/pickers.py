@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -13,18 +13,12 @@ from textual.widgets import Checkbox, Label, OptionList, SelectionList
 from textual.widgets.option_list import Option
 
 from carl_tui.ui.format import cut_names
+from carl_tui.ui.screens.dialog import dialog_css
 
-if TYPE_CHECKING:
-    from carl_tui.ui.app import CarlApp
 
-_CSS = """
-{name} {{ align: center middle; }}
-{name} > Vertical {{
-    width: 72; height: auto; max-height: 80%;
-    border: round $primary; background: $surface; padding: 0 1;
-}}
-{name} Label {{ padding: 0 0 1 0; }}
-"""
+def _css(name: str) -> str:
+    return dialog_css(name, width=72, max_height="80%", border="round $primary",
+                      title="") + f"{name} Label {{ padding: 0 0 1 0; }}\n"
 
 
 class ListPicker(ModalScreen[str | None]):
@@ -33,7 +27,7 @@ class ListPicker(ModalScreen[str | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "dismiss(None)", "Cancel", id="picker.cancel"),
     ]
-    DEFAULT_CSS = _CSS.format(name="ListPicker")
+    DEFAULT_CSS = _css("ListPicker")
     TITLE = "Choose (enter to choose, esc to cancel)"
 
     def __init__(self, items: list[tuple[str, str]], current: str | None = None):
@@ -61,12 +55,12 @@ class ListPicker(ModalScreen[str | None]):
 
 
 class RunPicker(ListPicker):
-    DEFAULT_CSS = _CSS.format(name="RunPicker")
+    DEFAULT_CSS = _css("RunPicker")
     TITLE = "Switch run (enter to choose, esc to cancel)"
 
 
 class ProjectPicker(ListPicker):
-    DEFAULT_CSS = _CSS.format(name="ProjectPicker")
+    DEFAULT_CSS = _css("ProjectPicker")
     TITLE = "Open a Trackio project (enter to open, esc to cancel)"
 
 
@@ -77,7 +71,7 @@ class ChecklistPicker(ModalScreen[set[str] | None]):
         Binding("escape", "dismiss(None)", "Cancel", id="checklist.cancel"),
         Binding("enter", "apply", "Apply", id="checklist.apply", priority=True),
     ]
-    DEFAULT_CSS = _CSS.format(name="ChecklistPicker")
+    DEFAULT_CSS = _css("ChecklistPicker")
     TITLE = "Choose (space toggles, enter applies, esc cancels)"
 
     def __init__(self, items: list[tuple[str, str, bool]]):
@@ -122,25 +116,3 @@ class MetricPicker(ChecklistPicker):
 
 class ComparePicker(ChecklistPicker):
     TITLE = "Runs to overlay on every plot (space toggles, enter applies, esc cancels)"
-
-
-def pick_project(app: CarlApp, names: list[str]) -> None:
-    """`P`: choose a project; one already open is switched to, another is opened as a
-    new source and followed."""
-    if not names:
-        app.notify("no projects found", severity="warning")
-        return
-    current = app.snapshot.run.project if app.snapshot else None
-
-    def chosen(name: str | None) -> None:
-        if not name:
-            return
-        runs = [r for r in app.store.runs() if r.project == name]
-        if runs:  # already open: just show it
-            app.switch_run(runs[0].key)
-            return
-        app.follower.add_source(app.config.open_project(name))  # type: ignore[misc]
-        app.follower.follow_project(name)
-        app.notify(f"opening project {name}", timeout=3)
-
-    app.push_screen(ProjectPicker([(n, n) for n in names], current), chosen)

@@ -7,7 +7,6 @@ shown only once the commit is made; a failure is shown as is.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
 
@@ -20,14 +19,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, ProgressBar, Static
 from textual.widgets.option_list import Option
 
-from carl_tui.actions.push import PushProgress, PushResult, human_bytes, list_files
-from carl_tui.errors import CarlError
-from carl_tui.ui.messages import PushFinished, PushProgressed
+from carl_tui.actions.push import PushResult, human_bytes, list_files
+from carl_tui.ui.messages import PushFinished, PushProgressed, failure
 from carl_tui.ui.screens.confirm import ConfirmScreen
 from carl_tui.ui.screens.dialog import dialog_css
-
-# push(folder, repo_id, progress) -> PushResult; raises CarlError
-Pusher = Callable[[Path, str, Callable[[PushProgress], None]], PushResult]
+from carl_tui.ui.settings import Services
 
 
 class PushScreen(ModalScreen[PushResult | None]):
@@ -49,11 +45,12 @@ class PushScreen(ModalScreen[PushResult | None]):
     PushScreen .field { color: $text-muted; margin-top: 1; }
     """
 
-    def __init__(self, choices: list[Path], repo_id: str, pusher: Pusher, *, output_dir: Path):
+    def __init__(self, choices: list[Path], repo_id: str, services: Services, *,
+                 output_dir: Path):
         super().__init__()
         self._choices = choices
         self._repo = repo_id
-        self._pusher = pusher
+        self._services = services
         self._output_dir = output_dir
         self.busy = False
         self.result: PushResult | None = None
@@ -153,11 +150,10 @@ class PushScreen(ModalScreen[PushResult | None]):
           description="pushing to the Hub")
     def _upload(self, folder: Path, repo: str) -> None:
         try:
-            result = self._pusher(folder, repo, lambda p: self.post_message(PushProgressed(p)))
-        except CarlError as exc:
-            self.post_message(PushFinished(error=str(exc)))
+            result = self._services.push_folder(
+                folder, repo, lambda p: self.post_message(PushProgressed(p)))
         except Exception as exc:  # noqa: BLE001  (shown plainly, never a traceback)
-            self.post_message(PushFinished(error=f"Push failed: {type(exc).__name__}."))
+            self.post_message(PushFinished(error=failure("Push", exc)))
         else:
             self.post_message(PushFinished(result=result))
 

@@ -1,0 +1,119 @@
+"""What the dashboard is given, in two objects: `Settings` (the user's choices, plain
+typed values: the CLI's flags, the config file's alerts) and `Services` (what it talks
+to: the Hub, Claude, the sources it opens later, the clock; factories the tests point
+at loopback fakes). `DashboardConfig` (app.py) holds one of each, with the sources.
+
+No Textual import: the CLI builds both before anything heavy loads.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from carl_tui import metric_names as mn
+from carl_tui.ui.plot_view import ChartSettings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from huggingface_hub import HfApi
+
+    from carl_tui.actions.diagnosis import Diagnoser
+    from carl_tui.actions.jobs import JobsClient
+    from carl_tui.actions.launch_spec import LaunchSpec
+    from carl_tui.actions.local_job import LocalJob
+    from carl_tui.actions.push import PushProgress, PushResult
+    from carl_tui.events import Job, RunRef
+    from carl_tui.sources.base import Source
+    from carl_tui.ui.alerts import AlertConfig
+
+DEFAULT_THEME = "carl-dark"
+
+
+@dataclass
+class Settings:
+    """The user's choices: what the dashboard shows and how."""
+
+    theme: str = DEFAULT_THEME
+    run: str | None = None  # preferred run: run_id, name or key
+    vocab_size: int | None = None
+    gate_metric: str = mn.ACCURACY
+    keymap: dict[str, str] = field(default_factory=dict)
+    refresh_interval: float = 0.25
+    title: str = "carl-tui"
+    chart: ChartSettings = field(default_factory=ChartSettings)
+    plot_metrics: tuple[str, ...] | list[str] = ()  # metrics plotted in the grid from the start
+    alerts: AlertConfig | None = None  # None: read the config file
+    save_dir: str = "."  # where ctrl+s writes the screen and the plotted data
+    read_only: bool = False  # no key that acts on the world, nor ctrl+s (READ_ONLY_HIDDEN)
+    output_dir: str | None = None  # where the run's checkpoints are (p), unless its meta says
+    push_repo: str | None = None  # default target repo of p
+    launch_defaults: LaunchSpec | None = None  # the launch form's; None: LaunchSpec()
+
+
+@dataclass
+class Services:
+    """What the dashboard talks to. Each factory left None is the real one."""
+
+    hub_endpoint: str | None = None  # None: HF_ENDPOINT or the Hub
+    jobs_client_factory: Callable[[], JobsClient] | None = None
+    diagnoser_factory: Callable[[], Diagnoser] | None = None
+    job_source_factory: Callable[[str, str], Source] | None = None  # (job id, namespace)
+    local_starter: Callable[[LaunchSpec, Path], LocalJob] | None = None  # a run started here
+    # Project picker (P): list project names (may do I/O: runs in a worker) and open one.
+    list_projects: Callable[[], list[str]] | None = None
+    open_project: Callable[[str], Source] | None = None
+    # The completions view (a): (run, its meta) -> the readers of its completions.
+    completions: Callable[[RunRef, Any], list] | None = None
+    clock: Callable[[], float] = time.time  # for "updated 3s ago"; fixed in snapshot tests
+
+    def jobs_client(self) -> JobsClient:
+        if self.jobs_client_factory is not None:
+            return self.jobs_client_factory()
+        from carl_tui.actions.jobs import JobsClient
+
+        return JobsClient(endpoint=self.hub_endpoint)
+
+    def diagnoser(self) -> Diagnoser:
+        if self.diagnoser_factory is not None:
+            return self.diagnoser_factory()
+        from carl_tui.actions.diagnosis import Diagnoser
+
+        return Diagnoser()
+
+    def hub_api(self) -> HfApi:
+        """An `HfApi` with the user's token (never shown) for the configured endpoint."""
+        from carl_tui.hub import make_api
+
+        return make_api(None, endpoint=self.hub_endpoint)
+
+    def job_source(self, job_id: str, namespace: str) -> Source:
+        if self.job_source_factory is not None:
+            return self.job_source_factory(job_id, namespace)
+        from carl_tui.sources.hf_jobs import HfJobSource
+
+        return HfJobSource(job_id, namespace=namespace, api=self.hub_api())
+
+    def list_jobs(self) -> list[Job]:
+        """The account's Hugging Face jobs, newest first (raises CarlError)."""
+        from carl_tui.hub import list_jobs
+
+        return list_jobs(None, api=self.hub_api())
+
+    def push_folder(self, folder: Path, repo_id: str,
+                    progress: Callable[[PushProgress], None]) -> PushResult:
+        """Upload a checkpoint folder to a private model repo (raises CarlError)."""
+        from carl_tui.actions.push import push_folder
+
+        return push_folder(folder, repo_id, endpoint=self.hub_endpoint, private=True,
+                           progress=progress)
+
+    def start_local(self, spec: LaunchSpec, stream: Path) -> LocalJob:
+        """Start the training `spec` on this machine, writing its stream to `stream`."""
+        if self.local_starter is not None:
+            return self.local_starter(spec, stream)
+        from carl_tui.actions.local_job import LocalJob
+
+        return LocalJob.start(spec, stream)
