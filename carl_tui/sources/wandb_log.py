@@ -161,7 +161,7 @@ class _ChunkScan:
 
 # -- newest first ---------------------------------------------------------------------
 
-HEAD_BYTES = 64 << 10  # the head first read for the run record (more while it is not whole)
+HEAD_BYTES = 64 << 10  # the head first read (more until it holds a history record)
 HEAD_MAX_BYTES = 4 << 20
 TAIL_BYTES = 512 << 10  # the newest records of the preview (more while they hold no row)
 TAIL_MAX_BYTES = 16 << 20
@@ -251,10 +251,12 @@ def _scan(f, start: int, size: int, want: int, resync_at: bool) -> tuple[list[by
 
 
 def _head(f, size: int, kinds: _Kinds) -> tuple[list[bytes], int]:
+    """The records from the start, up to a history record at least: what comes
+    before the first row (the run record, a config update, the step metric)."""
     want = HEAD_BYTES
     while True:
         records, _, end = _scan(f, HEADER_LEN, size, want, resync_at=False)
-        if kinds.has(records, "run") or HEADER_LEN + want >= size or want >= HEAD_MAX_BYTES:
+        if kinds.has(records, "history") or HEADER_LEN + want >= size or want >= HEAD_MAX_BYTES:
             return records, end
         want *= 4
 
