@@ -18,8 +18,8 @@ mode; `wandb sync` uploads it later) is LevelDB's log format with W&B's file
 header, read by `wandb_log.py`. Each record is a protobuf `wandb_internal.Record`.
 
 Current wandb releases (0.31) have no Python reader for this file any more
-(their Go core reads it), so the chunk format is read here, and wandb's own
-generated protobuf classes decode the records: `_record_class()` is the one
+(their Go core reads it), so the chunk format is read by `wandb_log.py`, and
+wandb's own generated protobuf classes decode the records: `_record_class()` is the one
 place that finds wandb (lazily; without it a `SourceError(retry=False)` says
 how to install it). Logs written by wandb 0.16 (its Python writer) and 0.31
 (its Go core) read the same, with either version installed.
