@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 import time
 
@@ -53,7 +54,13 @@ def measure_leet(home, run_dir, last_step: int, timeout: float) -> float | None:
         return None
     pattern = re.compile(rf"\b_step\s+{last_step}\b")
     with Session([tool, "leet", str(run_dir)], _env(home), size=SIZE, cwd=str(home)) as s:
-        return s.wait_until(lambda sc: bool(pattern.search(sc.text())), timeout)
+        try:
+            return s.wait_until(lambda sc: bool(pattern.search(sc.text())), timeout)
+        finally:
+            try:  # leet's Go core is a child of the wandb CLI: end the whole group
+                os.killpg(s.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def _single(n: int, repeat: int) -> list[Row]:

@@ -95,6 +95,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch
 from carl_tui.sources.base import (
@@ -562,7 +563,8 @@ class _RunReader:
         once per logged row."""
         raw = self.summary_raw
         for item in record.update:
-            path = (item.key,) if item.key else tuple(item.nested_key)
+            key = item.key
+            path = (key,) if key else tuple(item.nested_key)
             if path and path[0] != "_wandb":
                 raw[path] = item.value_json
         for item in record.remove:
@@ -593,6 +595,7 @@ class _RunReader:
         """(step, {raw key: value}, timestamp) of one history record."""
         tree: dict[str, Any] = {}
         typed = self.typed
+        loads = orjson.loads
         for item in history.item:
             key, path = item.key, None
             if not key:
@@ -604,7 +607,13 @@ class _RunReader:
                 else:
                     path = list(nested)
             try:
-                value = _item_value(item, typed)
+                if typed and item.WhichOneof("value") is not None:
+                    value = _item_value(item, typed)
+                else:
+                    try:
+                        value = loads(item.value_json)
+                    except orjson.JSONDecodeError:
+                        value = loads_json(item.value_json)
             except ValueError:
                 where = key or ".".join(path or ())
                 self.tally.skip(NOT_JSON, f"{where}={item.value_json!r}")
