@@ -246,3 +246,53 @@ def test_a_folder_previews_its_long_runs(long_run, small_preview):
     assert {e.run.run_id for e in previews} == {long_run.run_id}
     assert points(real(events)) == expected_points(grpo_rows(N), step_metric=STEP_METRIC)
 
+
+
+@needs_wandb
+def test_only_a_folders_newest_runs_are_previewed(long_run, small_preview, monkeypatch):
+    monkeypatch.setattr(wr, "PREVIEW_MAX_RUNS", 0)
+    events = drain(previewing(long_run.dir.parent))
+    assert not any(isinstance(e, ScalarBatch) and e.preview for e in events)
+    assert points(events) == expected_points(grpo_rows(N), step_metric=STEP_METRIC)
+
+
+class _Recorded(wr.WandbSource):
+    """A W&B source that keeps what it sent, in order."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        self.sent: list = []
+
+    def poll(self):
+        got = super().poll()
+        self.sent += got
+        return got
+
+
+@needs_wandb
+async def test_the_dashboard_shows_the_preview_then_the_exact_history(long_run, small_preview):
+    from carl_tui.ui.app import DashboardConfig, build_app
+    from tests.conftest import wait_for
+
+    src = _Recorded(long_run.dir)
+    src.preview_min_bytes = 256 << 10
+    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05))
+    last = str(N * 5)
+    async with app.run_test(size=(160, 45)) as pilot:
+        table = app.dashboard.table
+
+        def settled() -> bool:
+            rows = [k.value for k in table.rows]
+            if "loss" not in rows or src.interval == 0:
+                return False
+            row = [str(c) for c in table.get_row("loss")]
+            return row[5] == last and not any("≈" in c for c in row)
+
+        await wait_for(pilot, settled, timeout=60, what="the whole history on screen")
+        await pilot.press("q")
+    kinds = [(type(e).__name__, getattr(e, "preview", None), len(e) if hasattr(e, "steps")
+              else None) for e in src.sent]
+    first_real = next(i for i, k in enumerate(kinds) if k[0] == "ScalarBatch" and not k[1])
+    assert any(k[1] and k[2] for k in kinds[:first_real])  # the preview came first
+    assert [k for k in kinds if k[1] and not k[2]] == [("ScalarBatch", True, 0)]
+    assert src.tally.total == 4 + 2

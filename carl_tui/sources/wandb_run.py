@@ -41,7 +41,8 @@ and `export` leave it off): on the first poll, each log longer than
 (`wandb_log.read_preview`): its head (the run record: the run's name, its
 config, the step metric) and its tail (the newest rows, back far enough to hold
 one, and the latest summary), and one row from each of a strided sample of
-blocks between them (`PREVIEW_SAMPLES`, shared by a folder's runs), sent as
+blocks between them (`PREVIEW_SAMPLES`, shared by a folder's runs; its
+`PREVIEW_MAX_RUNS` most recently written runs are previewed), sent as
 `RunMeta` (config, summary) and `ScalarBatch(preview=True)` (the head's and
 sampled rows, then the newest rows). The log is then read in order as above,
 once the preview is on screen (`hold`), and an empty preview batch says when
@@ -125,6 +126,7 @@ MAX_BYTES_PER_POLL = 4 << 20
 PREVIEW_MIN_BYTES = 2 * MAX_BYTES_PER_POLL  # a shorter log is simply read
 PREVIEW_SAMPLES = 1500  # sampled rows of a previewed log (shared by a folder's runs)
 PREVIEW_MIN_SAMPLES = 100
+PREVIEW_MAX_RUNS = 8  # a folder's newest runs are previewed, the others read in order
 NOT_METRICS = frozenset({"_step", "_runtime", "_timestamp", "_wandb"})
 _RUN_DIR = re.compile(r"^(?:offline-)?run-")
 
@@ -807,6 +809,7 @@ class WandbSource(PolledSource):
         """The first poll's previews of the long logs (module docstring)."""
         self._previewed = True
         events: list[Event] = []
+        readers = readers[:PREVIEW_MAX_RUNS]  # the newest: the rest are read in order
         samples = max(PREVIEW_MIN_SAMPLES, PREVIEW_SAMPLES // max(1, len(readers)))
         for reader in readers:
             try:
