@@ -11,6 +11,8 @@ the real log and on logs made by LevelDB's writer, record by record.
 from __future__ import annotations
 
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -296,3 +298,25 @@ async def test_the_dashboard_shows_the_preview_then_the_exact_history(long_run, 
     assert any(k[1] and k[2] for k in kinds[:first_real])  # the preview came first
     assert [k for k in kinds if k[1] and not k[2]] == [("ScalarBatch", True, 0)]
     assert src.tally.total == 4 + 2
+
+
+@needs_wandb
+def test_records_are_decoded_without_importing_wandb(long_run):
+    """`Record` is built from wandb's generated descriptors (the import costs seconds);
+    it decodes every record of a real log as wandb's own class does."""
+    code = ("import sys; from carl_tui.sources import wandb_run as wr; "
+            "cls = wr._record_class(); print(cls.DESCRIPTOR.full_name, 'wandb' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120)
+    assert out.stdout.split() == ["wandb_internal.Record", "False"]
+    built = wr._generated_record_class()
+    from wandb.proto.wandb_internal_pb2 import Record
+
+    data = long_run.log.read_bytes()
+    records = wl.scan_chunks(data[wl.HEADER_LEN :], wl.HEADER_LEN, at_eof=True,
+                             tally=InputTally()).records
+    assert built is not None and built is not Record and len(records) > 3 * N
+    for raw in records[:: len(records) // 500]:
+        ours, theirs = built.FromString(raw), Record.FromString(raw)
+        assert ours.WhichOneof("record_type") == theirs.WhichOneof("record_type")
+        assert str(ours) == str(theirs)
