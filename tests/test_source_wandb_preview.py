@@ -320,3 +320,14 @@ def test_records_are_decoded_without_importing_wandb(long_run):
         ours, theirs = built.FromString(raw), Record.FromString(raw)
         assert ours.WhichOneof("record_type") == theirs.WhichOneof("record_type")
         assert str(ours) == str(theirs)
+
+
+@needs_wandb
+def test_a_sampled_block_whose_first_bytes_hold_no_row_is_read_whole(long_run, monkeypatch):
+    monkeypatch.setattr(wl, "SAMPLE_BYTES", 16)  # no record fits: each block is read whole
+    got = wl.read_preview(long_run.log, wr._record_class(), samples=20, min_bytes=1)
+    assert got is not None and len(got.sample) == 20
+    want = expected_points(grpo_rows(N), step_metric=STEP_METRIC)
+    probe = wr._RunReader(long_run.dir, InputTally(), wr._record_class())
+    sampled = points(probe._records(got.head + got.sample))
+    assert set(sampled["loss"]) <= set(want["loss"]) and len(sampled["loss"]) > 20

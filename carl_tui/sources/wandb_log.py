@@ -165,7 +165,7 @@ HEAD_BYTES = 64 << 10  # the head first read (more until it holds a history reco
 HEAD_MAX_BYTES = 4 << 20
 TAIL_BYTES = 512 << 10  # the newest records of the preview (more while they hold no row)
 TAIL_MAX_BYTES = 16 << 20
-SAMPLE_BYTES = 8 << 10  # read at each sampled block for its first history record
+SAMPLE_BYTES = 2 << 10  # read at each sampled block for its first history record
 
 
 def resync(buf: bytes, start: int) -> int | None:
@@ -287,9 +287,11 @@ def _sample(f, head_end: int, tail_start: int, count: int, kinds: _Kinds) -> lis
     out = []
     for b in blocks:
         start = b * BLOCK_LEN
-        records, _, _ = _scan(f, start, tail_start, min(SAMPLE_BYTES, tail_start - start),
-                              resync_at=True)
-        row = next((raw for raw in records if kinds.of(raw) == "history"), None)
-        if row is not None:
-            out.append(row)
+        for want in (SAMPLE_BYTES, BLOCK_LEN):  # a few records; the block if they hold no row
+            records, _, _ = _scan(f, start, tail_start, min(want, tail_start - start),
+                                  resync_at=True)
+            row = next((raw for raw in records if kinds.of(raw) == "history"), None)
+            if row is not None:
+                out.append(row)
+                break
     return out
