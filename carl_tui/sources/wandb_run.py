@@ -741,6 +741,8 @@ def _previewed(event: Event, summary: bool) -> bool:
 class WandbSource(PolledSource):
     """Follows one W&B run, or every run of a `wandb/` directory (module docstring)."""
 
+    previews = True  # it can send a coarse preview of a long log first (newest first)
+
     def __init__(
         self,
         path: str | os.PathLike,
