@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from carl_tui.events import LogLines, RunMeta, ScalarBatch
 from carl_tui.metric_names import canonical, is_metric_key
+from carl_tui.sources import wandb_log as wl
 from carl_tui.sources import wandb_run as wr
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.tally import InputTally
@@ -379,7 +380,7 @@ def test_log_growing_in_pieces_delivers_every_point_once(written, tmp_path):
     """Half-written records at the end are waited for, across block boundaries."""
     _, _, grpo = written
     data, log = copy_log(grpo, tmp_path)
-    assert len(data) > 5 * wr.BLOCK_LEN
+    assert len(data) > 5 * wl.BLOCK_LEN
     whole = drain(wr.WandbSource(grpo.dir))
     rng = random.Random(11)
     src = wr.WandbSource(log.parent)
@@ -431,8 +432,8 @@ def test_corrupt_records_are_skipped_and_counted(written, tmp_path):
     expected = expected_points(rows[:k] + rows[k + 1 :], step_metric="train/global_step")
     assert points(events) == expected
     reasons = {r.reason: r.count for r in src.tally.reasons()}
-    assert reasons[wr.CORRUPT] == 2
-    assert "checksum" in next(r.example for r in src.tally.reasons() if r.reason == wr.CORRUPT)
+    assert reasons[wl.CORRUPT] == 2
+    assert "checksum" in next(r.example for r in src.tally.reasons() if r.reason == wl.CORRUPT)
     assert src.finished  # the damage did not hide the exit record
 
 
@@ -441,7 +442,7 @@ def test_damaged_header_resumes_at_next_block(written, tmp_path):
     _, _, grpo = written
     data, log = copy_log(grpo, tmp_path)
     damaged = bytearray(data)
-    damaged[3 * wr.BLOCK_LEN : 3 * wr.BLOCK_LEN + 7] = b"\x13\x37\xff\xff\x09\x00\x42"
+    damaged[3 * wl.BLOCK_LEN : 3 * wl.BLOCK_LEN + 7] = b"\x13\x37\xff\xff\x09\x00\x42"
     log.write_bytes(bytes(damaged))
     src = wr.WandbSource(log.parent)
     got = points(drain(src))["reward"]
@@ -449,9 +450,9 @@ def test_damaged_header_resumes_at_next_block(written, tmp_path):
     # What is lost is one contiguous stretch of rows inside that block; the rest is exact.
     first_lost = next(i for i, p in enumerate(got) if p != full[i])
     lost = len(full) - len(got)
-    assert 0 < lost < wr.BLOCK_LEN // 700
+    assert 0 < lost < wl.BLOCK_LEN // 700
     assert got == full[:first_lost] + full[first_lost + lost :]
-    assert {r.reason: r.count for r in src.tally.reasons()}[wr.CORRUPT] == 1
+    assert {r.reason: r.count for r in src.tally.reasons()}[wl.CORRUPT] == 1
     assert src.finished
 
 
@@ -464,7 +465,7 @@ def test_truncated_log_waits_for_the_rest(written, tmp_path):
     src = wr.WandbSource(log.parent)
     half = drain(src)
     assert 0 < len(points(half)["loss"]) < len(grpo_rows())
-    assert src.tally.total <= 6 and wr.CORRUPT not in {r.reason for r in src.tally.reasons()}
+    assert src.tally.total <= 6 and wl.CORRUPT not in {r.reason for r in src.tally.reasons()}
     assert not src.finished
     log.write_bytes(data)  # the writer comes back and the file is whole (same inode)
     rest = drain(src)
@@ -561,18 +562,18 @@ def test_follow_a_run_while_it_logs(tmp_path):
 
 def leveldb_log(records: list[bytes]) -> tuple[bytes, list[list[tuple[int, int]]]]:
     """The log LevelDB's writer makes of `records`, and where each record's data lies."""
-    out = bytearray(wr.FILE_IDENT + struct.pack("<HB", wr.FILE_MAGIC, 0))
+    out = bytearray(wl.FILE_IDENT + struct.pack("<HB", wl.FILE_MAGIC, 0))
     spans: list[list[tuple[int, int]]] = []
     for rec in records:
         pieces, data, first = [], rec, True
         while True:
-            left = wr.BLOCK_LEN - len(out) % wr.BLOCK_LEN
-            if left < wr.HEADER_LEN:
+            left = wl.BLOCK_LEN - len(out) % wl.BLOCK_LEN
+            if left < wl.HEADER_LEN:
                 out += bytes(left)
-                left = wr.BLOCK_LEN
-            frag, data = data[: left - wr.HEADER_LEN], data[left - wr.HEADER_LEN :]
+                left = wl.BLOCK_LEN
+            frag, data = data[: left - wl.HEADER_LEN], data[left - wl.HEADER_LEN :]
             last = not data
-            kind = (wr.FULL if last else wr.FIRST) if first else (wr.LAST if last else wr.MIDDLE)
+            kind = (wl.FULL if last else wl.FIRST) if first else (wl.LAST if last else wl.MIDDLE)
             out += struct.pack("<IHB", zlib.crc32(bytes([kind]) + frag), len(frag), kind)
             pieces.append((len(out), len(out) + len(frag)))
             out += frag
@@ -585,9 +586,9 @@ def leveldb_log(records: list[bytes]) -> tuple[bytes, list[list[tuple[int, int]]
 
 def follow(data: bytes, cuts: list[int], tally) -> list[bytes]:
     """Records found by reading `data` as it grows to each of `cuts`, as a source does."""
-    got, offset = [], wr.HEADER_LEN
+    got, offset = [], wl.HEADER_LEN
     for size in [*sorted(cuts), len(data)]:
-        scan = wr.scan_chunks(data[offset:size], offset, at_eof=True, tally=tally)
+        scan = wl.scan_chunks(data[offset:size], offset, at_eof=True, tally=tally)
         got.extend(scan.records)
         offset = max(offset, scan.end)
     return got
@@ -601,7 +602,7 @@ def _record(size_seed: tuple[int, int]) -> bytes:
 # Records small and larger than a block (which then span two or three blocks).
 record_lists = st.lists(
     st.tuples(
-        st.one_of(st.integers(0, 300), st.integers(wr.BLOCK_LEN - 40, 80_000)), st.integers(0, 99)
+        st.one_of(st.integers(0, 300), st.integers(wl.BLOCK_LEN - 40, 80_000)), st.integers(0, 99)
     ).map(_record),
     min_size=1,
     max_size=12,
@@ -612,7 +613,7 @@ record_lists = st.lists(
 @given(records=record_lists, data=st.data())
 def test_chunks_growing_anywhere_give_every_record_once(records, data):
     log, _ = leveldb_log(records)
-    cuts = data.draw(st.lists(st.integers(wr.HEADER_LEN, len(log)), max_size=25))
+    cuts = data.draw(st.lists(st.integers(wl.HEADER_LEN, len(log)), max_size=25))
     tally = InputTally()
     assert follow(log, cuts, tally) == records
     assert tally.total == 0
@@ -632,16 +633,16 @@ def test_a_damaged_record_is_the_only_one_lost(records, data):
     damaged[at] ^= 0x5A
     tally = InputTally()
     assert follow(bytes(damaged), [], tally) == records[:victim] + records[victim + 1 :]
-    assert [(r.reason, r.count) for r in tally.reasons()] == [(wr.CORRUPT, 1)]
+    assert [(r.reason, r.count) for r in tally.reasons()] == [(wl.CORRUPT, 1)]
 
 
 @pytest.mark.parametrize("room", range(9))
 def test_block_tail_padding_and_empty_first_piece(room):
     """A block ending with `room` bytes after a record: < 7 is zero padding, 7 is a
     first piece with no data; read growing one byte at a time across the edge."""
-    first = wr.BLOCK_LEN - 2 * wr.HEADER_LEN - room
+    first = wl.BLOCK_LEN - 2 * wl.HEADER_LEN - room
     records = [_record((first, 1)), _record((50, 2)), _record((40_000, 3))]
     log, _ = leveldb_log(records)
     tally = InputTally()
-    assert follow(log, list(range(wr.BLOCK_LEN - 12, wr.BLOCK_LEN + 70)), tally) == records
+    assert follow(log, list(range(wl.BLOCK_LEN - 12, wl.BLOCK_LEN + 70)), tally) == records
     assert tally.total == 0

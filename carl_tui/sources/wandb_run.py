@@ -15,17 +15,12 @@ What PATH may name (`WandbSource(path)`, `list_runs(path)`):
 
 The transaction log (wandb writes it while the run is live, also in offline
 mode; `wandb sync` uploads it later) is LevelDB's log format with W&B's file
-header: 7 bytes `":W&B"`, magic 0xBEE1 (little-endian), version 0; then
-32 KiB blocks of chunks, each `crc32 (u32) | length (u16) | type (u8) | data`,
-type 1 a whole record, 2/3/4 the first/middle/last piece of a longer one; a
-chunk never straddles a block and a block's last < 7 bytes are zero padding.
-The checksum is zlib's CRC-32 of the type byte followed by the data. Each
-record is a protobuf `wandb_internal.Record`.
+header, read by `wandb_log.py`. Each record is a protobuf `wandb_internal.Record`.
 
 Current wandb releases (0.31) have no Python reader for this file any more
-(their Go core reads it), so the chunk format is read here, and wandb's own
-generated protobuf classes decode the records: `_record_class()` is the one
-place that imports wandb (lazily; without it a `SourceError(retry=False)` says
+(their Go core reads it), so the chunk format is read by `wandb_log.py`, and
+wandb's own generated protobuf classes decode the records: `_record_class()` is the one
+place that finds wandb (lazily; without it a `SourceError(retry=False)` says
 how to install it). Logs written by wandb 0.16 (its Python writer) and 0.31
 (its Go core) read the same, with either version installed.
 
@@ -39,6 +34,21 @@ backlog is read in pieces of `max_bytes_per_poll` and `interval` is 0 until it
 is caught up. The wandb SDK writes the file every 15 s by default
 (`x_transaction_log_flush_interval`; `WANDB_X_TRANSACTION_LOG_FLUSH_INTERVAL=1`
 makes a live view follow within a second).
+
+Newest first, coarse to fine (`preview = True`, set by the dashboard; `summary`
+and `export` leave it off): on the first poll, each log longer than
+`preview_min_bytes` and not read yet is previewed from both ends
+(`wandb_log.read_preview`): its head (the run record: the run's name, its
+config, the step metric) and its tail (the newest rows, back far enough to hold
+one, and the latest summary), and one row from each of a strided sample of
+blocks between them (`PREVIEW_SAMPLES`, shared by a folder's runs; its
+`PREVIEW_MAX_RUNS` most recently written runs are previewed), sent as
+`RunMeta` (config, summary) and `ScalarBatch(preview=True)` (the head's and
+sampled rows, then the newest rows). The log is then read in order as above,
+once the preview is on screen (`hold`), and an empty preview batch says when
+the read has passed the preview's newest record. A preview counts no skipped
+input and sends no exit code (the read in order does both); what the store
+holds in the end is what a read from the start gives.
 
 Records used:
 
@@ -78,39 +88,48 @@ from __future__ import annotations
 import math
 import os
 import re
-import struct
-import zlib
+import sys
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch
-from carl_tui.sources.base import WAITING, PolledSource, SourceError, short_path
+from carl_tui.sources.base import (
+    HOLD_MAX_S,
+    WAITING,
+    PolledSource,
+    SourceError,
+    short_path,
+)
 from carl_tui.sources.rows import build_columns
 from carl_tui.sources.run_config import describe_config, loads_json
 from carl_tui.sources.tally import InputTally
+from carl_tui.sources.wandb_log import (
+    FILE_IDENT,
+    HEADER_LEN,
+    check_file_header,
+    read_preview,
+    scan_chunks,
+)
 
 SOURCE = "wandb"
 DEFAULT_PROJECT = "wandb"
 NEED_WANDB = "reading W&B runs needs wandb: pip install 'carl-tui[wandb]'"
 
-FILE_IDENT = b":W&B"
-FILE_MAGIC = 0xBEE1
-FILE_HEADER = struct.Struct("<4sHB")
-CHUNK_HEADER = struct.Struct("<IHB")
-HEADER_LEN = 7
-BLOCK_LEN = 32768
-FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
-_CRC_SEED = [zlib.crc32(bytes([t])) for t in range(LAST + 1)]
 
 MAX_BYTES_PER_POLL = 4 << 20
+PREVIEW_MIN_BYTES = 2 * MAX_BYTES_PER_POLL  # a shorter log is simply read
+PREVIEW_SAMPLES = 1500  # sampled rows of a previewed log (shared by a folder's runs)
+PREVIEW_MIN_SAMPLES = 100
+PREVIEW_MAX_RUNS = 8  # a folder's newest runs are previewed, the others read in order
 NOT_METRICS = frozenset({"_step", "_runtime", "_timestamp", "_wandb"})
 _RUN_DIR = re.compile(r"^(?:offline-)?run-")
 
-CORRUPT = "corrupt record"
 UNREADABLE = "record not readable"
 NOT_FINITE = "value not a finite number"
 NOT_NUMBER = "value not a number"
@@ -124,7 +143,60 @@ BAD_STEP = "invalid step"
 def _record_class() -> type:
     """wandb's protobuf `Record` class. wandb keeps the generated classes in
     `wandb.proto.wandb_internal_pb2` (which picks the build matching the
-    installed protobuf); a wandb upgrade that moves them changes only this."""
+    installed protobuf); a wandb upgrade that moves them changes only this.
+    Importing them imports the whole `wandb` package (seconds), so the class is
+    first built from the descriptors those generated files hold (tens of ms,
+    `_generated_record_class`); when that fails, by the import."""
+    global _RECORD_CLASS
+    if "wandb" in sys.modules:  # imported already (or marked missing): the import decides
+        return _imported_record_class()
+    if _RECORD_CLASS is None:
+        _RECORD_CLASS = _generated_record_class() or _imported_record_class()
+    return _RECORD_CLASS
+
+
+_RECORD_CLASS: type | None = None
+_SERIALIZED = re.compile(r"AddSerializedFile\((b'(?:[^'\\\n]|\\.)*')\)")
+_PROTO_FILES = ("wandb_base_pb2", "wandb_telemetry_pb2", "wandb_internal_pb2")
+
+
+def _generated_record_class() -> type | None:
+    """`Record` built in a descriptor pool of its own (never the default one that
+    an `import wandb` fills) from the serialized descriptors in wandb's generated
+    files, found without importing wandb; None when anything is not as expected."""
+    try:
+        import ast
+        import importlib.util
+
+        import google.protobuf
+        from google.protobuf import (
+            descriptor_pool,
+            empty_pb2,
+            message_factory,
+            struct_pb2,
+            timestamp_pb2,
+        )
+
+        spec = importlib.util.find_spec("wandb")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        major = google.protobuf.__version__.split(".")[0]
+        proto = Path(next(iter(spec.submodule_search_locations))) / "proto" / f"v{major}"
+        pool = descriptor_pool.DescriptorPool()
+        for dep in (empty_pb2, struct_pb2, timestamp_pb2):
+            pool.AddSerializedFile(dep.DESCRIPTOR.serialized_pb)
+        for name in _PROTO_FILES:
+            found = _SERIALIZED.search((proto / f"{name}.py").read_text(encoding="utf-8"))
+            if found is None:
+                return None
+            pool.AddSerializedFile(ast.literal_eval(found.group(1)))
+        desc = pool.FindMessageTypeByName("wandb_internal.Record")
+        return message_factory.GetMessageClass(desc)
+    except Exception:  # noqa: BLE001 - any surprise: the import below decides
+        return None
+
+
+def _imported_record_class() -> type:
     try:
         from wandb.proto.wandb_internal_pb2 import Record
     except ModuleNotFoundError as exc:
@@ -134,126 +206,6 @@ def _record_class() -> type:
     except ImportError as exc:  # e.g. a protobuf major version this wandb does not support
         raise SourceError(f"reading W&B runs: wandb did not import: {exc}", retry=False) from exc
     return Record
-
-
-# -- the chunk format ------------------------------------------------------------------
-
-
-@dataclass
-class Scan:
-    """What one pass over a piece of the log found."""
-
-    records: list[bytes] = field(default_factory=list)
-    end: int = 0  # resume offset: the end of the last complete record (or skipped damage)
-
-
-def check_file_header(head: bytes, where: str) -> int:
-    """The format version from the first 7 bytes; SourceError if it is no W&B log."""
-    ident, magic, version = FILE_HEADER.unpack(head[:HEADER_LEN])
-    if ident != FILE_IDENT or magic != FILE_MAGIC:
-        raise SourceError(f"{where} is not a W&B transaction log (bad file header)", retry=False)
-    return version
-
-
-def scan_chunks(
-    buf: bytes, start: int, *, at_eof: bool, tally: InputTally, where: str = ""
-) -> Scan:
-    """Records in `buf`, the log's bytes from file offset `start` (past the
-    file header). `at_eof`: `buf` reaches the end of the file as it is now, so
-    a damaged-looking last chunk may still be being written and is waited for."""
-    return _ChunkScan(buf, start, at_eof, tally, where).run()
-
-
-class _ChunkScan:
-    """One pass of `scan_chunks`: walks the chunks, joins the pieces of each record,
-    and keeps the resume offset (`committed`: the end of the last complete record)."""
-
-    def __init__(self, buf: bytes, start: int, at_eof: bool, tally: InputTally, where: str):
-        self.buf, self.start, self.at_eof = buf, start, at_eof
-        self.tally, self.where = tally, where
-        self.pos = self.committed = start
-        self.parts: list[bytes] | None = None  # pieces of the record being joined
-        self.damaged = False  # inside a damaged record: its later pieces are not counted again
-        self.out = Scan(end=start)
-
-    def run(self) -> Scan:
-        buf, start = self.buf, self.start
-        end_abs = start + len(buf)
-        while True:
-            pos = self.pos
-            left = BLOCK_LEN - pos % BLOCK_LEN
-            if left < HEADER_LEN:  # the block's zero padding
-                if end_abs - pos < left:
-                    break
-                self.pos = pos + left
-                if self.parts is None:
-                    self.committed = self.pos
-                continue
-            if end_abs - pos < HEADER_LEN:
-                break
-            i = pos - start
-            crc, length, kind = CHUNK_HEADER.unpack_from(buf, i)
-            if not FULL <= kind <= LAST or length > left - HEADER_LEN:
-                if self._unwritten(i + HEADER_LEN):
-                    break
-                self._bad_header(kind == crc == length == 0, left)
-                continue
-            chunk_end = pos + HEADER_LEN + length
-            if chunk_end > end_abs:
-                break
-            data = buf[i + HEADER_LEN : i + HEADER_LEN + length]
-            if zlib.crc32(data, _CRC_SEED[kind]) != crc:
-                if self._unwritten(chunk_end - start):
-                    break  # the last chunk may still be settling
-                self._bad_checksum(kind, chunk_end)
-                continue
-            self.pos = chunk_end
-            self._piece(kind, data, pos)
-        self.out.end = self.committed
-        return self.out
-
-    def _unwritten(self, i: int) -> bool:
-        """Only zeros from buffer index `i` to the end of the file: the rest of
-        a record not written yet (or a crash's zero fill), to be waited for."""
-        return self.at_eof and not self.buf[i:].strip(b"\0")
-
-    def _corrupt(self, what: str, at: int, *, new_record: bool = True) -> None:
-        if new_record or not self.damaged:
-            where = f" of {self.where}" if self.where else ""
-            self.tally.skip(CORRUPT, f"{what} at byte {at}{where}")
-
-    def _bad_header(self, zeros: bool, left: int) -> None:
-        """A chunk header that cannot be one: the rest of the block is dropped (LevelDB's rule)."""
-        what = "a zero-filled region" if zeros else "a bad chunk header"
-        self._corrupt(what, self.pos, new_record=not self.damaged)
-        self.pos += left
-        self.parts, self.committed, self.damaged = None, self.pos, True
-
-    def _bad_checksum(self, kind: int, chunk_end: int) -> None:
-        self._corrupt("a checksum mismatch", self.pos, new_record=kind in (FULL, FIRST))
-        self.pos = chunk_end
-        self.parts, self.committed, self.damaged = None, chunk_end, kind in (FIRST, MIDDLE)
-
-    def _piece(self, kind: int, data: bytes, chunk_start: int) -> None:
-        """A good chunk: a whole record, or a piece of one (first, middle, last)."""
-        if kind == FULL or kind == FIRST:
-            if self.parts is not None:  # the pieces before are lost; resume here from now on
-                self._corrupt("a record cut short", chunk_start)
-                self.committed = chunk_start
-            self.damaged = False
-            if kind == FULL:
-                self.out.records.append(data)
-                self.parts, self.committed = None, self.pos
-            else:
-                self.parts = [data]
-        elif self.parts is None:  # a middle or last piece without its first
-            self._corrupt("a record piece without its start", self.pos, new_record=False)
-            self.committed, self.damaged = self.pos, kind == MIDDLE
-        else:
-            self.parts.append(data)
-            if kind == LAST:
-                self.out.records.append(b"".join(self.parts))
-                self.parts, self.committed = None, self.pos
 
 
 # -- values ------------------------------------------------------------------------------
@@ -613,7 +565,8 @@ class _RunReader:
         once per logged row."""
         raw = self.summary_raw
         for item in record.update:
-            path = (item.key,) if item.key else tuple(item.nested_key)
+            key = item.key
+            path = (key,) if key else tuple(item.nested_key)
             if path and path[0] != "_wandb":
                 raw[path] = item.value_json
         for item in record.remove:
@@ -644,6 +597,7 @@ class _RunReader:
         """(step, {raw key: value}, timestamp) of one history record."""
         tree: dict[str, Any] = {}
         typed = self.typed
+        loads = orjson.loads
         for item in history.item:
             key, path = item.key, None
             if not key:
@@ -655,7 +609,13 @@ class _RunReader:
                 else:
                     path = list(nested)
             try:
-                value = _item_value(item, typed)
+                if typed and item.WhichOneof("value") is not None:
+                    value = _item_value(item, typed)
+                else:
+                    try:
+                        value = loads(item.value_json)
+                    except orjson.JSONDecodeError:
+                        value = loads_json(item.value_json)
             except ValueError:
                 where = key or ".".join(path or ())
                 self.tally.skip(NOT_JSON, f"{where}={item.value_json!r}")
@@ -733,11 +693,55 @@ def _integral(v: Any) -> int | None:
     return None
 
 
+# -- newest first ------------------------------------------------------------------------
+
+
+@dataclass
+class _Shown:
+    """A preview on screen: its run, and the log offset past its newest record."""
+
+    ref: RunRef
+    until: int
+
+
+def _preview(
+    reader: _RunReader, samples: int, min_bytes: int
+) -> tuple[list[Event], _Shown] | None:
+    """The preview of a long log not read yet (`wandb_log.read_preview`): its
+    config (from the head), a preview batch of its head's and sampled rows, one
+    of its newest rows, and its latest summary. Decoded by a reader of its own:
+    nothing is counted in the tally (the read in order counts it all) and the
+    exit record is left to the read in order. None when there is no preview."""
+    log = reader._locate()
+    got = None
+    if log is not None and not reader.offset:
+        got = read_preview(log, reader.record_cls, samples=samples, min_bytes=min_bytes)
+    if got is None:
+        return None
+    probe = _RunReader(reader.path, InputTally(), reader.record_cls)
+    probe.log = log
+    events = [e for e in probe._records(got.head + got.sample) if _previewed(e, summary=False)]
+    probe.summary_raw = {}
+    events += [e for e in probe._records(got.tail) if _previewed(e, summary=True)]
+    assert probe.ref is not None  # the head holds a run record (read_preview)
+    events = [replace(e, preview=True) if isinstance(e, ScalarBatch) else e for e in events]
+    return events, _Shown(probe.ref, got.tail_end)
+
+
+def _previewed(event: Event, summary: bool) -> bool:
+    if isinstance(event, ScalarBatch):
+        return True
+    meta = event.meta if isinstance(event, RunMeta) else {}
+    return "summary" in meta if summary else "config" in meta
+
+
 # -- the source --------------------------------------------------------------------------
 
 
 class WandbSource(PolledSource):
     """Follows one W&B run, or every run of a `wandb/` directory (module docstring)."""
+
+    previews = True  # it can send a coarse preview of a long log first (newest first)
 
     def __init__(
         self,
@@ -759,8 +763,11 @@ class WandbSource(PolledSource):
         self._readers: dict[Path, _RunReader] = {}
         self._record_cls: type | None = None
         self.name = f"wandb: {short_path(self.path)}"
-
-
+        self.preview = False  # preview long logs newest first (the dashboard sets it)
+        self.preview_min_bytes = PREVIEW_MIN_BYTES
+        self.hold: threading.Event | None = None  # set by the dashboard: preview on screen
+        self._previewed = False
+        self._shown: dict[Path, _Shown] = {}  # previews on screen, by reader
 
     def _discover(self) -> list[_RunReader]:
         """The readers to poll, latest first; raises "waiting for ..." when there are none."""
@@ -800,8 +807,45 @@ class WandbSource(PolledSource):
         names = {reader.ref.run_id, reader.ref.name, reader.path.name}
         return bool(names & self.runs)
 
+    def _preview_first(self, readers: list[_RunReader]) -> list[Event]:
+        """The first poll's previews of the long logs (module docstring)."""
+        self._previewed = True
+        events: list[Event] = []
+        readers = readers[:PREVIEW_MAX_RUNS]  # the newest: the rest are read in order
+        samples = max(PREVIEW_MIN_SAMPLES, PREVIEW_SAMPLES // max(1, len(readers)))
+        for reader in readers:
+            try:
+                got = _preview(reader, samples, self.preview_min_bytes)
+            except (OSError, SourceError):
+                continue  # the read in order says what is wrong
+            if got is None:
+                continue
+            shown = got[1]
+            if self.runs is not None and not {shown.ref.run_id, shown.ref.name,
+                                              reader.path.name} & self.runs:
+                continue
+            events.extend(got[0])
+            self._shown[reader.path] = shown
+        return events
+
+    def _preview_ends(self, reader: _RunReader, more: bool) -> list[Event]:
+        """An empty preview batch once the read in order has passed the preview."""
+        shown = self._shown.get(reader.path)
+        if shown is None or (reader.offset < shown.until and more):
+            return []
+        del self._shown[reader.path]
+        return [ScalarBatch(shown.ref, np.empty(0, dtype=np.int64), {}, preview=True)]
+
     def poll(self) -> list[Event]:
         readers = self._discover()
+        if self.preview and not self._previewed:
+            events = self._preview_first(readers)
+            if events:
+                self.behind = True
+                return events
+        if self._shown and self.hold is not None:
+            self.hold.wait(HOLD_MAX_S)  # read the history once the preview is on screen
+            self.hold = None
         events: list[Event] = []
         budget = self.max_bytes_per_poll
         behind = False
@@ -833,6 +877,7 @@ class WandbSource(PolledSource):
                     )
             if reader.wanted is not False:
                 events.extend(got)
+                events.extend(self._preview_ends(reader, more))
             if reader.version and not self.limitation:
                 self.limitation = f"unknown .wandb format version {reader.version}"
         if error is not None and not events:
