@@ -273,12 +273,12 @@ class _Recorded(wr.WandbSource):
 
 @needs_wandb
 async def test_the_dashboard_shows_the_preview_then_the_exact_history(long_run, small_preview):
-    from carl_tui.ui.app import DashboardConfig, build_app
-    from tests.conftest import wait_for
+    from carl_tui.ui.app import build_app
+    from tests.conftest import dashboard_config, wait_for
 
     src = _Recorded(long_run.dir)
     src.preview_min_bytes = 256 << 10
-    app = build_app(DashboardConfig(sources=[src], refresh_interval=0.05))
+    app = build_app(dashboard_config([src], refresh_interval=0.05))
     last = str(N * 5)
     async with app.run_test(size=(160, 45)) as pilot:
         table = app.dashboard.table
