@@ -12,7 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from carl_tui.events import JobStatus, JobUsage, Marker, Progress, RunRef, SourceStatus
+from carl_tui.events import (
+    JobStatus,
+    JobUsage,
+    Marker,
+    Progress,
+    RunLife,
+    RunRef,
+    SourceStatus,
+)
 from carl_tui.store.skipped import counts_text, skipped_counts
 from carl_tui.store.system import SystemView
 
@@ -78,6 +86,7 @@ class PhaseView:
     stage_start: int | None = None
     history: tuple[tuple[str, int, str], ...] = ()  # (phase, first step, stage) of every stage
     provisional: bool = False  # classified on a sample of the history while it is read
+    metric: str = ""  # the current stage's progress metric ("mean_token_accuracy", a reward)
 
 
 @dataclass(frozen=True)
@@ -129,6 +138,7 @@ class RunSnapshot:
     # While a long history is read after a coarse preview: the share of it read so far
     # (0..1, by step); None once every row is in (nothing on screen is provisional).
     history_read: float | None = None
+    life: RunLife | None = None  # the source's word on the run's life, if it said one
 
     @property
     def provisional(self) -> bool:
