@@ -82,6 +82,7 @@ class DashboardConfig:
     read_only: bool = False  # no key that acts on the world, nor ctrl+s (READ_ONLY_HIDDEN)
     # The completions view (a): (run, its meta) -> the readers of its completions.
     completions: Callable[[RunRef, Any], list] | None = None
+    fleet: bool = False  # open on the fleet table (`carl-tui fleet`), the dashboard under it
 
 
 class CarlApp(ReadablePlots, App[None]):
@@ -191,6 +192,8 @@ class CarlApp(ReadablePlots, App[None]):
             self.notify(self._source_problem, severity="error", timeout=15)
         self.dashboard.prepare_plots()  # while the sources read their first rows
         self.pull()
+        if self.config.fleet:
+            self.action_pick_run()
 
     def on_unmount(self) -> None:
         self._quitting = True
@@ -309,8 +312,10 @@ class CarlApp(ReadablePlots, App[None]):
 
     def key_help(self) -> list[tuple[str, str, str, str]]:
         """(key, description, tooltip, id) of every dashboard binding, keymap applied."""
+        from carl_tui.ui.screens.fleet import screen_keys
+
         rows = []
-        for b in self._all_bindings():
+        for b in (*self._all_bindings(), *screen_keys(self.screen)):
             if b.id:
                 key = self.config.keymap.get(b.id, b.key)
                 display = ", ".join(self.get_key_display(b.with_key(k)) for k in key.split(","))
@@ -329,14 +334,9 @@ class CarlApp(ReadablePlots, App[None]):
         open_completions(self, self._completion_logs)
 
     def action_pick_run(self) -> None:
-        from carl_tui.ui.screens.pickers import RunPicker
+        from carl_tui.ui.screens.fleet import open_fleet
 
-        runs = [(r.key, f"{r.label}  [{r.source}: {r.project}]") for r in self.store.runs()]
-        if not runs:
-            self.notify("no runs yet", severity="warning")
-            return
-        self.push_screen(RunPicker(runs, self.current_run),
-                         lambda key: self.switch_run(key) if key else None)
+        open_fleet(self)
 
     def action_pick_project(self) -> None:
         if self.config.list_projects is None or self.config.open_project is None:

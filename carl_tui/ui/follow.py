@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from carl_tui.sources.base import Source, SourceRunner
 from carl_tui.store import Notice, RunSnapshot, RunStore
+from carl_tui.store.notice_groups import group_other_runs
 from carl_tui.ui.messages import StoreChanged
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -161,7 +162,7 @@ class Follower:
         shown = [n for n in store.take_notices()
                  if self.current_run is None or n.run.key == self.current_run
                  or n.kind in ALWAYS_SHOWN]
-        for notice in collapse(shown):
+        for notice in collapse(group_other_runs(shown, self.current_run)):
             notify(notice)
         if self.current_run is None:
             return True

@@ -310,6 +310,11 @@ class DashboardScreen(ChartKeys, Screen[None]):
             return
         self.app.push_screen(EventsScreen(self.snapshot))
 
+    def action_run_card(self) -> None:
+        from carl_tui.ui.screens.run_card import show_card
+
+        show_card(self.app, self.snapshot.run.key if self.snapshot else None, self.compare)
+
     def action_toggle_follow(self) -> None:
         self.log_panel.set_follow(not self.log_panel.follow)
         self.notify("log: " + ("following" if self.log_panel.follow else "paused"), timeout=2)

@@ -1,0 +1,55 @@
+"""Notices from runs other than the one in view, grouped: overlaying a 300-run project
+must say "300 runs crystallised" once, not raise 300 toasts.
+
+`group_other_runs` leaves the notices of the run in view as they are; of the other runs'
+notices, one kind from one run passes as it is, one kind from several runs becomes one
+notice naming how many runs and the first few of them (each run's own notice stays in its
+events, `e`, and on its row of the fleet table, `r`). Pure: no Textual.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from carl_tui.store.snapshot import Notice
+
+# How a kind reads after "N runs ..."; another kind reads as "N runs: <kind>".
+KIND_VERBS = {"phase_transition": "crystallised", "job": "changed job state",
+              "cascade": "switched their reward cascade"}
+NAMED = 3  # runs named in a grouped notice; the rest are counted
+
+
+def group_other_runs(notices: list[Notice], current_run: str | None) -> list[Notice]:
+    """`notices` with those of other runs than `current_run` (every run, while none is in
+    view) grouped by kind, in order."""
+    own: list[Notice] = []
+    others: dict[str, list[Notice]] = {}
+    for n in notices:
+        if n.run.key == current_run:
+            own.append(n)
+        else:
+            others.setdefault(n.kind, []).append(n)
+    out = list(own)
+    for kind, group in others.items():
+        runs = list(dict.fromkeys(n.run.key for n in group))
+        if len(runs) < 2:
+            out.extend(group)
+            continue
+        out.append(grouped(kind, group, len(runs)))
+    return sorted(out, key=lambda n: n.seq)
+
+
+def grouped(kind: str, group: list[Notice], count: int) -> Notice:
+    """One notice for `group` (notices of one kind from `count` runs)."""
+    labels = list(dict.fromkeys(n.run.label for n in group))
+    named = ", ".join(labels[:NAMED]) + (f" and {len(labels) - NAMED} more"
+                                         if len(labels) > NAMED else "")
+    verb = KIND_VERBS.get(kind)
+    what = f"{count} runs {verb}" if verb else f"{count} runs: {kind.replace('_', ' ')}"
+    last = group[-1]
+    worst = max(group, key=lambda n: _RANK.get(n.severity, 0)).severity
+    return replace(last, step=None, severity=worst,
+                   text=f"{what}: {named} (r: the fleet table)")
+
+
+_RANK = {"information": 0, "warning": 1, "error": 2}
