@@ -24,15 +24,22 @@ SWEEP = (("grpo-a", 1e-4, 1, 46, True), ("grpo-b", 3e-4, 2, 30, False),
          ("sft-c", 1e-5, 3, 20, False), ("grpo-d", 1e-4, 4, 40, True))
 
 
-def write_run(path: Path, name: str, lr: float, seed: int, steps: int, ages: float = 60.0):
-    rows = spec_trajectory(n=46, seed=seed)[:steps]
+def write_run(path: Path, name: str, lr: float, seed: int, steps: int, ago: float = 60.0):
+    """A run of the sweep as a JSONL stream: its meta (config), `steps` rows one second
+    apart, the last `ago` seconds before NOW."""
     with open(path, "w") as f:
         f.write(json.dumps({"event": "meta", "run_id": name, "name": name, "project": "sweep",
                             "vocab_size": 151936, "config": {"lr": lr, "seed": seed,
-                                                         "model": "tiny"}}) + "\n")
-        for step, values in rows:
-            t = NOW - ages - (steps - step)
-            f.write(json.dumps({"step": step, "time": t, **values}) + "\n")
+                                                             "model": "tiny"}}) + "\n")
+    append_rows(path, seed, range(steps), steps, ago)
+
+
+def append_rows(path: Path, seed: int, steps, last: int, ago: float = 60.0) -> None:
+    rows = spec_trajectory(n=max(46, last), seed=seed)
+    with open(path, "a") as f:
+        for step in steps:
+            t = NOW - ago - (last - 1 - step)
+            f.write(json.dumps({"step": step, "time": t, **rows[step][1]}) + "\n")
 
 
 @pytest.fixture
@@ -74,3 +81,189 @@ async def open_fleet(pilot, app, runs: int = len(SWEEP)) -> FleetScreen:
     await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), what="the fleet table")
     await wait_for(pilot, lambda: table(app).row_count == runs, timeout=10, what="its rows")
     return app.screen
+
+
+async def choose_run(pilot, app, key: str) -> None:
+    """`r`, then the run `key` chosen with the arrow keys and enter."""
+    await pilot.press("r")
+    await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen)
+                   and table(app).row_count == len(app.store.runs()), what="the fleet table")
+    order = [r.run.key for r in app.screen.shown]
+    delta = order.index(key) - table(app).cursor_row
+    await pilot.press(*(["down"] * delta if delta > 0 else ["up"] * -delta), "enter")
+    await wait_for(pilot, lambda: app.current_run == key and app.screen is app.dashboard,
+                   what=f"the dashboard on {key}")
+
+
+def by_name(app, key: str) -> dict[str, str]:
+    """Column `key` of each run, by the run's name."""
+    return dict(zip(column(app, "name"), column(app, key), strict=True))
+
+
+async def test_r_shows_every_run_of_the_sweep_with_its_cells(sweep):
+    app = fleet_app(sweep)
+    async with app.run_test(size=(200, 60)) as pilot:
+        fleet = await open_fleet(pilot, app)
+        assert sorted(column(app, "name")) == sorted(name for name, *_ in SWEEP)
+        assert by_name(app, "step") == {"grpo-a": "45", "grpo-b": "29", "sft-c": "19",
+                                        "grpo-d": "39"}
+        assert set(column(app, "updated")) == {"1m ago"}
+        # the gate fired at step 27 in the runs that reached it; sft-c is still melting
+        assert by_name(app, "gate") == {"grpo-a": "27", "grpo-b": "27", "sft-c": "–",
+                                        "grpo-d": "27"}
+        assert by_name(app, "phase")["sft-c"].startswith("melting")
+        assert by_name(app, "phase")["grpo-a"].startswith("converged")
+        assert by_name(app, "task")["sft-c"] == "0.0800"
+        assert by_name(app, "loss")["grpo-a"] == "0.0310"
+        assert all(set(t) <= set("▁▂▃▄▅▆▇█") and t for t in column(app, "trend"))
+        # the sweep's axes, and not the model every run shares
+        assert by_name(app, "config:lr") == {"grpo-a": "0.0001", "grpo-b": "0.0003",
+                                             "sft-c": "1e-05", "grpo-d": "0.0001"}
+        assert by_name(app, "config:seed")["sft-c"] == "3"
+        assert "model" not in headers(app)
+        assert headers(app)[1:] == ["run", "source", "state", "step", "updated", "phase",
+                                    "gate", "task", "best", "trend", "loss", "gpu", "flavor",
+                                    "cost", "lr", "seed"]
+        assert "fleet · 4 runs" in str(fleet.query_one("#fleet-title").render())
+
+
+async def test_a_narrow_terminal_keeps_the_essential_columns(sweep):
+    app = fleet_app(sweep)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_fleet(pilot, app)
+        shown = headers(app)
+        assert {"run", "state", "step", "phase"} <= set(shown)
+        assert not {"loss", "gpu", "flavor", "cost", "lr", "seed"} & set(shown)
+        widths = sum(c.get_render_width(table(app)) for c in table(app).columns.values())
+        assert widths <= 80
+
+
+async def test_sort_by_a_column_reverse_and_click_a_header(sweep):
+    app = fleet_app(sweep)
+    async with app.run_test(size=(120, 36)) as pilot:
+        fleet = await open_fleet(pilot, app)
+        for _ in range(4):  # o: the next column (run, source, state, step)
+            await pilot.press("o")
+        assert fleet.sort == "step"
+        await wait_for(pilot, lambda: column(app, "name") == ["sft-c", "grpo-b", "grpo-d",
+                                                              "grpo-a"], what="by step")
+        assert "step ▲" in [str(c.label) for c in table(app).columns.values()]
+        await pilot.press("O")
+        await wait_for(pilot, lambda: column(app, "name") == ["grpo-a", "grpo-d", "grpo-b",
+                                                              "sft-c"], what="reversed")
+        # a click on the header of the run's name sorts by it
+        t = table(app)
+        keys = [k.value for k in t.columns]
+        x = sum(t.columns[k].get_render_width(t) for k in t.columns
+                if keys.index(k.value) < keys.index("name"))
+        await pilot.click("#fleet-table", offset=(x + 2, 0))
+        await wait_for(pilot, lambda: column(app, "name") == ["grpo-a", "grpo-b", "grpo-d",
+                                                              "sft-c"], what="by name")
+        assert fleet.sort == "name" and not fleet.reverse
+
+
+async def filter_with(pilot, app, text: str) -> None:
+    await pilot.press("slash")
+    box = app.screen.query_one("#fleet-filter", Input)
+    await wait_for(pilot, lambda: box.has_focus, what="the filter box")
+    box.value = ""
+    await pilot.press(*text, "enter")
+
+
+def error_text(app) -> str:
+    error = app.screen.query_one("#fleet-error", Static)
+    return "" if not error.display else str(error.render())
+
+
+async def test_filter_rows_and_a_bad_filter_says_why_and_keeps_the_last(sweep):
+    app = fleet_app(sweep)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await open_fleet(pilot, app)
+        await filter_with(pilot, app, "lr>=1e-4 name~grpo")
+        await wait_for(pilot, lambda: sorted(column(app, "name")) == ["grpo-a", "grpo-b",
+                                                                      "grpo-d"])
+        assert error_text(app) == ""
+        await filter_with(pilot, app, "phase:converged seed<4")
+        await wait_for(pilot, lambda: column(app, "name") == ["grpo-a"], what="one run")
+        await filter_with(pilot, app, "lr>>1")
+        await wait_for(pilot, lambda: error_text(app), what="the error")
+        assert "'lr>>1': > compares numbers, and '>1' is not one" in error_text(app)
+        assert "the filter stays: phase:converged seed<4" in error_text(app)
+        assert column(app, "name") == ["grpo-a"]
+        app.screen.query_one("#fleet-filter", Input).value = ""
+        await pilot.press(*"colour:red", "enter")
+        await wait_for(pilot, lambda: "unknown key 'colour'" in error_text(app))
+        assert "lr" in error_text(app) and "seed" in error_text(app)  # the known keys
+        await pilot.press("escape")  # closes the box; the last good filter stays
+        await wait_for(pilot, lambda: table(app).has_focus)
+        assert column(app, "name") == ["grpo-a"]
+        await filter_with(pilot, app, "")
+        await wait_for(pilot, lambda: table(app).row_count == 4, what="every run again")
+
+
+async def test_group_by_a_config_key_that_differs(sweep):
+    app = fleet_app(sweep)
+    async with app.run_test(size=(120, 36)) as pilot:
+        fleet = await open_fleet(pilot, app)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: "group" in [k.value for k in table(app).columns])
+        assert fleet.group == "lr"
+        groups = column(app, "group")
+        names = column(app, "name")
+        assert groups[0] == "lr=1e-05 (1)" and names[0] == "sft-c"
+        assert groups[1] == "lr=0.0001 (2)" and groups[2] == ""
+        assert sorted(names[1:3]) == ["grpo-a", "grpo-d"]
+        assert groups[3] == "lr=0.0003 (1)" and names[3] == "grpo-b"
+        await pilot.press("g")
+        await wait_for(pilot, lambda: fleet.group == "seed" and column(app, "group")[0]
+                       == "seed=1 (1)")
+        await pilot.press("g")  # no grouping again
+        await wait_for(pilot, lambda: "group" not in [k.value for k in table(app).columns])
+
+
+async def move_to(pilot, app, name: str) -> None:
+    delta = column(app, "name").index(name) - table(app).cursor_row
+    await pilot.press(*(["down"] * delta if delta > 0 else ["up"] * -delta))
+    await wait_for(pilot, lambda: app.screen.cursor_run() == f"jsonl:sweep:{name}")
+
+
+async def test_space_selects_runs_to_compare_and_enter_opens_one(sweep):
+    app = fleet_app(sweep)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await open_fleet(pilot, app)
+        for name in ("grpo-b", "sft-c"):
+            await move_to(pilot, app, name)
+            await pilot.press("space")
+        await wait_for(pilot, lambda: by_name(app, "mark")["sft-c"] == "●")
+        assert by_name(app, "mark") == {"grpo-a": " ", "grpo-b": "●", "sft-c": "●",
+                                        "grpo-d": " "}
+        assert app.dashboard.compare == ["jsonl:sweep:grpo-b", "jsonl:sweep:sft-c"]
+        await move_to(pilot, app, "grpo-d")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is app.dashboard
+                       and app.snapshot.run.name == "grpo-d", what="grpo-d on the dashboard")
+        plot = app.dashboard.phi
+        await wait_for(pilot, lambda: sorted(plot.lines) == ["grpo-b", "grpo-d", "sft-c"],
+                       what="the selected runs overlaid")
+        # r again: the selection is still there, the cursor on the run shown
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen)
+                       and table(app).row_count == 4)
+        assert by_name(app, "mark")["grpo-b"] == "●"
+        assert app.screen.cursor_run() == "jsonl:sweep:grpo-d"
+
+
+async def test_rows_stay_live_keeping_cursor_and_selection(sweep):
+    app = fleet_app(sweep)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await open_fleet(pilot, app)
+        await move_to(pilot, app, "sft-c")
+        await pilot.press("space")
+        await move_to(pilot, app, "grpo-b")
+        append_rows(sweep[2], 3, range(20, 30), 30)  # sft-c goes on to step 29
+        await wait_for(pilot, lambda: by_name(app, "step")["sft-c"] == "29", timeout=10,
+                       what="the new rows on screen")
+        assert by_name(app, "gate")["sft-c"] == "27"  # it crystallised meanwhile
+        assert by_name(app, "mark")["sft-c"] == "●"
+        assert app.screen.cursor_run() == "jsonl:sweep:grpo-b"
+

@@ -1,14 +1,18 @@
 """Notices from runs other than the one in view, grouped: overlaying a 300-run project
 must say "300 runs crystallised" once, not raise 300 toasts.
 
-`group_other_runs` leaves the notices of the run in view as they are; of the other runs'
-notices, one kind from one run passes as it is, one kind from several runs becomes one
-notice naming how many runs and the first few of them (each run's own notice stays in its
-events, `e`, and on its row of the fleet table, `r`). Pure: no Textual.
+`NoticeGrouper` holds other runs' notices for a moment (`WINDOW`), so that a burst read by
+several sources' threads over several pulls is told together. `group_other_runs` leaves
+the notices of the run in view as they are; of the other runs' notices, one kind from one
+run passes as it is, one kind from several runs becomes one notice naming how many runs
+and the first few of them (each run's own notice stays in its events, `e`, and its card,
+`i`; its row of the fleet table, `r`, shows its gate). Pure: no Textual.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from carl_tui.store.snapshot import Notice
@@ -53,3 +57,33 @@ def grouped(kind: str, group: list[Notice], count: int) -> Notice:
 
 
 _RANK = {"information": 0, "warning": 1, "error": 2}
+
+
+WINDOW = 1.0  # seconds other runs' notices wait for the rest of their burst
+
+
+class NoticeGrouper:
+    """Other runs' notices, held from the first of a burst for `window` seconds, then told
+    grouped (`due`); the notices of the run in view pass at once (`take`)."""
+
+    def __init__(self, window: float = WINDOW, clock: Callable[[], float] = time.monotonic):
+        self.window = window
+        self.clock = clock
+        self._held: list[Notice] = []
+        self._since: float | None = None
+
+    def take(self, notices: list[Notice], current_run: str | None) -> list[Notice]:
+        """The notices of `current_run`; the others are held."""
+        own = [n for n in notices if n.run.key == current_run]
+        others = [n for n in notices if n.run.key != current_run]
+        if others and self._since is None:
+            self._since = self.clock()
+        self._held += others
+        return own
+
+    def due(self) -> list[Notice]:
+        """The held notices, grouped, once the burst's window has passed."""
+        if self._since is None or self.clock() - self._since < self.window:
+            return []
+        held, self._held, self._since = self._held, [], None
+        return group_other_runs(held, None)

@@ -129,7 +129,7 @@ def fit_columns(columns: Sequence[Column], rows: Sequence[FleetRow], width: int,
     way first)."""
     widths = {c.key: column_width(c, rows, now) for c in columns}
     kept: set[str] = set()
-    used = 2  # the selection mark and the scrollbar
+    used = 3 + 2  # the selection mark, and the scrollbar
     for priority in sorted({c.priority for c in columns}):
         level = [c for c in columns if c.priority == priority]
         for c in level:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from carl_tui.sources.base import Source, SourceRunner
 from carl_tui.store import Notice, RunSnapshot, RunStore
-from carl_tui.store.notice_groups import group_other_runs
+from carl_tui.store.notice_groups import NoticeGrouper
 from carl_tui.ui.messages import StoreChanged
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,6 +66,7 @@ class Follower:
         # until the user picks one.
         self._auto = preferred is None
         self._told: str | None = None  # the automatic choice last announced
+        self.grouper = NoticeGrouper()  # "12 runs crystallised", not 12 notices
 
     # -- sources ---------------------------------------------------------------
 
@@ -148,6 +149,8 @@ class Follower:
         """Take a snapshot of the current run if the store changed and `show` it;
         hand new notices to `notify`. False when there was nothing new."""
         store = self.store
+        for notice in collapse(self.grouper.due()):  # other runs': grouped, after a moment
+            notify(notice)
         if self._seen_store_version == store.version:
             return False
         if time.perf_counter() < self._next_pull and self.catching_up:
@@ -162,7 +165,7 @@ class Follower:
         shown = [n for n in store.take_notices()
                  if self.current_run is None or n.run.key == self.current_run
                  or n.kind in ALWAYS_SHOWN]
-        for notice in collapse(group_other_runs(shown, self.current_run)):
+        for notice in collapse(self.grouper.take(shown, self.current_run)):
             notify(notice)
         if self.current_run is None:
             return True

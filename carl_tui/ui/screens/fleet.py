@@ -97,7 +97,8 @@ class FleetScreen(Screen[None]):
         self.reverse = False
         self.group: str | None = None  # a config key
         self.selected: list[str] = list(selected)  # run keys, in the order chosen
-        self._columns: list[Column] = []
+        self._columns: list[Column] = []  # the data columns shown
+        self._shown_header: list[tuple[str, str]] = []  # (key, label) of every column shown
         self._cells: dict[str, tuple] = {}  # run key -> its cells as shown
         self._seen = (-1, -1.0)  # (store version, time) of the rows read
 
@@ -163,15 +164,14 @@ class FleetScreen(Screen[None]):
         cells = {r.run.key: self._row_cells(r, label, columns, now, colors)
                  for r, label in arranged}
         order = [r.run.key for r, _ in arranged]
-        table = self.table
-        if [c.key for c in columns] != [c.key for c in self._columns] or \
-                order != [r.run.key for r in self.shown]:
-            self._rebuild(columns, order, cells)
+        header = self._header(columns)
+        if header != self._shown_header or order != [r.run.key for r in self.shown]:
+            self._rebuild(columns, header, order, cells)
         else:
             self._update(cells)
         self.shown = [r for r, _ in arranged]
         self._cells = cells
-        table.refresh()
+        self.table.refresh()
         self._show_title()
 
     def _row_cells(self, row: FleetRow, label: str, columns: list[Column], now: float,
@@ -182,21 +182,20 @@ class FleetScreen(Screen[None]):
         # Text, never markup: a run named `grpo [REDACTED]` keeps its brackets.
         return (mark, *map(as_text, group), *map(as_text, cells))
 
-    def _column_keys(self) -> list[str]:
-        return ["mark", *(["group"] if self.group else []), *(c.key for c in self._columns)]
+    def _header(self, columns: list[Column]) -> list[tuple[str, str]]:
+        """(key, label) of each column shown: the selection mark, the group, the data."""
+        group = [("group", f"{self.group} (group)")] if self.group else []
+        return [("mark", " "), *group, *((c.key, self._label(c)) for c in columns)]
 
-    def _rebuild(self, columns: list[Column], order: list[str], cells: dict) -> None:
+    def _rebuild(self, columns: list[Column], header: list[tuple[str, str]],
+                 order: list[str], cells: dict) -> None:
         table = self.table
         cursor = self.cursor_run() or self.current
-        if [c.key for c in columns] != [c.key for c in self._columns] or \
-                len(table.columns) != len(columns) + 1 + bool(self.group):
+        if header != self._shown_header:
             table.clear(columns=True)
-            self._columns = columns
-            table.add_column(" ", key="mark", width=1)
-            if self.group:
-                table.add_column(f"{self.group} (group)", key="group")
-            for c in columns:
-                table.add_column(self._label(c), key=c.key)
+            self._columns, self._shown_header = columns, header
+            for key, label in header:
+                table.add_column(label, key=key, width=1 if key == "mark" else None)
         else:
             table.clear()
         for key in order:
@@ -205,7 +204,7 @@ class FleetScreen(Screen[None]):
             table.move_cursor(row=order.index(cursor), animate=False)
 
     def _update(self, cells: dict) -> None:
-        keys = self._column_keys()
+        keys = [key for key, _ in self._shown_header]
         for run_key, row in cells.items():
             old = self._cells.get(run_key, ())
             for i, (col, value) in enumerate(zip(keys, row, strict=True)):
@@ -316,7 +315,6 @@ class FleetScreen(Screen[None]):
             return
         i = keys.index(self.group) if self.group in keys else 0
         self.group = keys[(i + 1) % len(keys)]
-        self._columns = []  # the group column comes or goes
         self.show_rows()
 
     # -- the filter ----------------------------------------------------------------
