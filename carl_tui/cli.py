@@ -29,6 +29,7 @@ commands:
   carl-tui demo                 train a tiny model on the CPU and watch it live
   carl-tui summary SOURCE       print a run's story (phases, gate, metrics) and exit
   carl-tui export SOURCE        print every step of a run as JSONL or CSV
+  carl-tui fleet SOURCE         print every run of a source: state, step, phase, gate, config
   carl-tui replay FILE          play a recorded stream back
   carl-tui train ...            train a real model with the CARL callback (needs [train])
   carl-tui launch ...           launch a GRPO job on Hugging Face Jobs (needs [hub])
@@ -242,6 +243,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the GRPO completions instead: one row per completion (step, prompt, "
                         "completion, rewards, advantage)")
 
+    f = sub.add_parser("fleet", help="print every run of a source, one row each (no screen)",
+                       description="Read what a source holds now and print one row per run: "
+                                   "state, steps, phase, gate, task metric, loss, GPU, job "
+                                   "cost, and the config keys that differ between the runs.")
+    _add_headless_options(f)
+    f.add_argument("--json", action="store_true",
+                   help="one JSON array, one object per run (for scripts and CI)")
+
     # train and launch parse their own arguments (their modules import heavy libraries).
     sub.add_parser("train", help="train a model with the CARL callback and reward (needs [train])",
                    add_help=False)
@@ -267,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     args = parser.parse_args(argv)
     try:
-        if args.command in ("summary", "export"):
+        if args.command in ("summary", "export", "fleet"):
             from carl_tui.report.cli import run_report
 
             return run_report(args)
@@ -332,7 +341,8 @@ def source_request(args, **kw):
     from carl_tui.sources.open import SourceRequest
 
     watch = getattr(args, "watch", None)
-    if getattr(args, "file", None) is not None and args.command in ("summary", "export"):
+    if getattr(args, "file", None) is not None and args.command in ("summary", "export",
+                                                                    "fleet"):
         if watch is not None:
             raise UsageError("give the file once: either FILE or --watch FILE")
         watch = args.file
