@@ -180,6 +180,10 @@ def _add_reading_options(p: argparse.ArgumentParser) -> None:
 
 def _add_view_options(p: argparse.ArgumentParser) -> None:
     _add_reading_options(p)
+    _add_display_options(p)
+
+
+def _add_display_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("display")
     g.add_argument("--theme", default="carl-dark", type=_bounded,
                    help="colour theme (carl-dark, carl-light)")
@@ -243,11 +247,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the GRPO completions instead: one row per completion (step, prompt, "
                         "completion, rewards, advantage)")
 
-    f = sub.add_parser("fleet", help="print every run of a source, one row each (no screen)",
-                       description="Read what a source holds now and print one row per run: "
-                                   "state, steps, phase, gate, task metric, loss, GPU, job "
-                                   "cost, and the config keys that differ between the runs.")
+    f = sub.add_parser("fleet", help="every run of a source, one row each: the fleet table "
+                                     "in a terminal; printed when piped or with --json",
+                       description="One row per run: state, steps, phase, gate, task metric, "
+                                   "loss, GPU, job cost, and the config keys that differ "
+                                   "between the runs. In a terminal: the fleet table, live "
+                                   "(sort, filter, group, compare, open a run); piped, or with "
+                                   "--json: read what the source holds now, print, exit.")
     _add_headless_options(f)
+    _add_display_options(f)
     f.add_argument("--json", action="store_true",
                    help="one JSON array, one object per run (for scripts and CI)")
 
@@ -276,6 +284,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     args = parser.parse_args(argv)
     try:
+        if args.command == "fleet" and not args.json and interactive():
+            check_view_args(args)
+            return run_fleet_screen(args)
         if args.command in ("summary", "export", "fleet"):
             from carl_tui.report.cli import run_report
 
@@ -439,13 +450,24 @@ def dashboard_request(args):
     return source_request(args)
 
 
-def run_dashboard(args) -> int:
+def run_dashboard(args, **kw) -> int:
     req = dashboard_request(args)
     opened = open_request(req)
     from carl_tui.completions.open import reader_factory
 
     completions = reader_factory(req, lambda: opened.sources)
-    return _run_app(_config(args, opened, completions=completions))
+    return _run_app(_config(args, opened, completions=completions, **kw))
+
+
+def interactive() -> bool:
+    """Keys come from a terminal and the screen goes to one (else `fleet` prints)."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def run_fleet_screen(args) -> int:
+    """`carl-tui fleet [source options]` in a terminal: the dashboard, opened on the fleet
+    table of every run the sources hold (esc shows the run under it, r the table again)."""
+    return run_dashboard(args, fleet=True)
 
 
 def start_demo_training(args, who: str, before_start: Callable[[], None] | None = None):

@@ -267,3 +267,66 @@ async def test_rows_stay_live_keeping_cursor_and_selection(sweep):
         assert by_name(app, "mark")["sft-c"] == "●"
         assert app.screen.cursor_run() == "jsonl:sweep:grpo-b"
 
+
+
+def card_text(app) -> str:
+    return plain_text(app.screen.query_one("#run-card-body"), 160)
+
+
+async def test_the_run_card_shows_config_summary_events_and_the_differing_config(sweep):
+    with open(sweep[0], "a") as f:  # grpo-a's Trainer says its end-of-training values
+        f.write(json.dumps({"step": 45, "train_runtime": 12.5, "train_loss": 0.31,
+                            "total_flos": 1e9}) + "\n")
+    app = fleet_app(sweep)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await open_fleet(pilot, app)
+        await wait_for(pilot, lambda: "train_summary" in app.store.snapshot(
+            "jsonl:sweep:grpo-a").meta, what="the summary read")
+        await move_to(pilot, app, "sft-c")
+        await pilot.press("space")
+        await move_to(pilot, app, "grpo-a")
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen))
+        text = card_text(app)
+        assert "grpo-a  [jsonl: sweep]" in text and "step 45" in text
+        lines = [" ".join(line.split()) for line in text.splitlines()]
+        for line in ("lr 0.0001", "model tiny", "seed 1",  # its config
+                     "train_runtime 12.5", "train_loss 0.31"):  # its summary-only values
+            assert line in lines, (line, text)
+        assert "Crystallised: mean_token_accuracy held >= 0.99" in text  # its events
+        assert "27 phase transition" in " ".join(text.split())
+        # the run selected to compare: the keys that differ, side by side
+        assert "config that differs" in text
+        assert "lr 0.0001 1e-05" in lines and "seed 1 3" in lines
+        assert "model tiny tiny" not in lines
+        await pilot.press("escape", "escape")
+        # i on the dashboard: the card of the run on screen
+        await wait_for(pilot, lambda: app.screen is app.dashboard)
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen))
+        assert app.screen.key == app.current_run == "jsonl:sweep:grpo-a"
+        assert "lr 0.0001 1e-05" in [" ".join(x.split()) for x in card_text(app).splitlines()]
+
+
+async def test_other_runs_crystallising_are_one_notice_not_one_each(tmp_path):
+    """Six runs of a sweep crystallise while grpo-0 is on screen: its own notice, and one
+    saying how many of the others did (never five toasts)."""
+    paths = []
+    for i in range(6):
+        path = tmp_path / f"grpo-{i}.jsonl"
+        write_run(path, f"grpo-{i}", 1e-4 * (i + 1), i, 46)
+        paths.append(path)
+    app = build_app(DashboardConfig(sources=[open_file(p) for p in paths], run="grpo-0",
+                                    refresh_interval=0.05, clock=lambda: NOW))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for(pilot, lambda: any("runs crystallised" in t for t in app.notices_shown),
+                       timeout=20, what="the grouped notice")
+        await wait_for(pilot, lambda: all(app.store.snapshot(r.key).last_step == 45
+                                          for r in app.store.runs())
+                       and not app.follower.grouper.holding, what="every run read and told")
+        crystallised = [t for t in app.notices_shown if "rystallised" in t]
+        assert crystallised == [
+            "Crystallised: mean_token_accuracy held >= 0.99 (3/5 >= 0.99) at step 27",
+            "5 runs crystallised: grpo-1, grpo-2, grpo-3 and 2 more (r: the fleet table)"]
+        shown = [n.message for n in app._notifications]
+        assert sum("rystallised" in m for m in shown) == 2

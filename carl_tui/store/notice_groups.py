@@ -45,14 +45,16 @@ def group_other_runs(notices: list[Notice], current_run: str | None) -> list[Not
 
 def grouped(kind: str, group: list[Notice], count: int) -> Notice:
     """One notice for `group` (notices of one kind from `count` runs)."""
-    labels = list(dict.fromkeys(n.run.label for n in group))
+    labels = sorted({n.run.label for n in group})
     named = ", ".join(labels[:NAMED]) + (f" and {len(labels) - NAMED} more"
                                          if len(labels) > NAMED else "")
     verb = KIND_VERBS.get(kind)
     what = f"{count} runs {verb}" if verb else f"{count} runs: {kind.replace('_', ' ')}"
     last = group[-1]
     worst = max(group, key=lambda n: _RANK.get(n.severity, 0)).severity
-    return replace(last, step=None, severity=worst,
+    # Titled with the project (a notice's title is its run's name), not one of the runs.
+    run = replace(last.run, name=last.run.project or what)
+    return replace(last, run=run, step=None, severity=worst,
                    text=f"{what}: {named} (r: the fleet table)")
 
 
@@ -80,6 +82,10 @@ class NoticeGrouper:
             self._since = self.clock()
         self._held += others
         return own
+
+    @property
+    def holding(self) -> bool:
+        return bool(self._held)
 
     def due(self) -> list[Notice]:
         """The held notices, grouped, once the burst's window has passed."""

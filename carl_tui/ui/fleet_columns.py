@@ -124,19 +124,21 @@ def columns_for(config_keys: Sequence[str]) -> list[Column]:
 
 def fit_columns(columns: Sequence[Column], rows: Sequence[FleetRow], width: int,
                 now: float) -> list[Column]:
-    """The columns that fit `width` cells, in order: the lowest priorities first, then
-    each priority while all of it fits (at 80 wide, config, GPU, cost, flavor and loss give
-    way first)."""
+    """The columns that fit `width` cells, in their order: priority 0 always, then each
+    priority in turn until one does not fit (at 80 wide, config, GPU, cost, flavor and loss
+    give way first); a column no run has a value for gives way before any other."""
     widths = {c.key: column_width(c, rows, now) for c in columns}
+    empty = {c.key for c in columns
+             if c.priority and all(plain(c.cell(r, now, {})) in ("", DASH) for r in rows)}
     kept: set[str] = set()
     used = 3 + 2  # the selection mark, and the scrollbar
-    for priority in sorted({c.priority for c in columns}):
-        level = [c for c in columns if c.priority == priority]
-        for c in level:
-            need = widths[c.key] + 2  # a cell's padding
-            if priority == 0 or used + need <= width:
-                kept.add(c.key)
-                used += need
+    ranked = sorted(columns, key=lambda c: (c.key in empty, c.priority))
+    for c in ranked:
+        need = widths[c.key] + 2  # a cell's padding
+        if c.priority and used + need > width:
+            break
+        kept.add(c.key)
+        used += need
     return [c for c in columns if c.key in kept]
 
 
