@@ -6,7 +6,6 @@ rows a filter leaves, its error, the card's content."""
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -61,6 +60,12 @@ def table(app) -> DataTable:
     return app.screen.query_one("#fleet-table", DataTable)
 
 
+def row_count(app) -> int:
+    """The fleet table's rows (-1 while it is not on screen)."""
+    found = app.screen.query("#fleet-table") if isinstance(app.screen, FleetScreen) else []
+    return found[0].row_count if found else -1
+
+
 def column(app, key: str) -> list[str]:
     """The text of column `key`, top to bottom, as on screen."""
     t = table(app)
@@ -78,16 +83,15 @@ async def open_fleet(pilot, app, runs: int = len(SWEEP)) -> FleetScreen:
         app.store.snapshot(r.key) and app.store.snapshot(r.key).last_step is not None
         for r in app.store.runs()), timeout=20, what="every run's rows")
     await pilot.press("r")
-    await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen), what="the fleet table")
-    await wait_for(pilot, lambda: table(app).row_count == runs, timeout=10, what="its rows")
+    await wait_for(pilot, lambda: row_count(app) == runs, timeout=10, what="the fleet table")
     return app.screen
 
 
 async def choose_run(pilot, app, key: str) -> None:
     """`r`, then the run `key` chosen with the arrow keys and enter."""
     await pilot.press("r")
-    await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen)
-                   and table(app).row_count == len(app.store.runs()), what="the fleet table")
+    await wait_for(pilot, lambda: row_count(app) == len(app.store.runs()),
+                   what="the fleet table")
     order = [r.run.key for r in app.screen.shown]
     delta = order.index(key) - table(app).cursor_row
     await pilot.press(*(["down"] * delta if delta > 0 else ["up"] * -delta), "enter")
@@ -247,8 +251,7 @@ async def test_space_selects_runs_to_compare_and_enter_opens_one(sweep):
                        what="the selected runs overlaid")
         # r again: the selection is still there, the cursor on the run shown
         await pilot.press("r")
-        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen)
-                       and table(app).row_count == 4)
+        await wait_for(pilot, lambda: row_count(app) == 4)
         assert by_name(app, "mark")["grpo-b"] == "●"
         assert app.screen.cursor_run() == "jsonl:sweep:grpo-d"
 
@@ -274,9 +277,8 @@ def card_text(app) -> str:
 
 
 async def test_the_run_card_shows_config_summary_events_and_the_differing_config(sweep):
-    with open(sweep[0], "a") as f:  # grpo-a's Trainer says its end-of-training values
-        f.write(json.dumps({"step": 45, "train_runtime": 12.5, "train_loss": 0.31,
-                            "total_flos": 1e9}) + "\n")
+    end = {"step": 45, "train_runtime": 12.5, "train_loss": 0.31, "total_flos": 1e9}
+    sweep[0].write_text(sweep[0].read_text() + json.dumps(end) + "\n")  # the Trainer's end
     app = fleet_app(sweep)
     async with app.run_test(size=(160, 45)) as pilot:
         await open_fleet(pilot, app)
@@ -330,3 +332,51 @@ async def test_other_runs_crystallising_are_one_notice_not_one_each(tmp_path):
             "5 runs crystallised: grpo-1, grpo-2, grpo-3 and 2 more (r: the fleet table)"]
         shown = [n.message for n in app._notifications]
         assert sum("rystallised" in m for m in shown) == 2
+
+
+async def test_carl_tui_fleet_in_a_terminal_opens_the_fleet_table(sweep, monkeypatch):
+    from carl_tui import cli
+
+    configs = []
+    monkeypatch.setattr(cli, "interactive", lambda: True)
+    monkeypatch.setattr(cli, "_run_app", lambda config: configs.append(config) or 0)
+    assert cli.main(["fleet", str(sweep[0]), "--theme", "carl-light"]) == 0
+    (config,) = configs
+    assert config.fleet and config.theme == "carl-light"
+    app = build_app(config)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: row_count(app) == 1, timeout=10, what="the fleet table")
+        assert column(app, "name") == ["grpo-a"] and column(app, "step") == ["45"]
+        await pilot.press("escape")  # the dashboard under it, on that run
+        await wait_for(pilot, lambda: app.screen is app.dashboard and app.snapshot is not None
+                       and app.snapshot.run.name == "grpo-a")
+
+
+async def test_the_fleet_keys_are_in_the_footer_the_help_and_the_palette(sweep):
+    from textual.widgets import Footer
+
+    from carl_tui.ui.keys import FLEET_KEYS, check_keymap
+    from carl_tui.ui.screens.help import HelpScreen
+
+    app = fleet_app(sweep)
+    async with app.run_test(size=(160, 45)) as pilot:
+        fleet = await open_fleet(pilot, app)
+        footer = fleet.query_one(Footer)
+        await wait_for(pilot, lambda: {"Select", "Card", "Filter", "Sort", "Group", "Back"}
+                       <= {getattr(w, "description", "") for w in footer.children})
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        help_text = plain_text(app.screen.query_one("VerticalScroll > Static"), 200)
+        for k in FLEET_KEYS:
+            assert k.id in help_text and k.description in help_text, k.id
+        await pilot.press("escape")
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+        await pilot.press(*"Group")
+        await wait_for(pilot, lambda: "Group" in str(app.screen.query_one("CommandList")
+                                                       .get_option_at_index(0).prompt))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: fleet.group == "lr", what="grouped from the palette")
+    # each id can be remapped; a key is refused only where it is taken on the same screen
+    assert check_keymap({"fleet.sort": "x"}) is None  # x: the dashboard's, not the table's
+    assert "bound to both actions.stop and fleet.sort" in check_keymap({"fleet.sort": "s"})

@@ -38,7 +38,6 @@ from carl_tui.sources.open import open_file
 from carl_tui.sources.trackio.remote import TrackioRemoteSource
 from carl_tui.ui.app import DashboardConfig, build_app
 from carl_tui.ui.screens.diagnosis import DiagnosisScreen
-from carl_tui.ui.screens.fleet import FleetScreen
 from carl_tui.ui.screens.jobs import JobsScreen
 from carl_tui.ui.screens.launch import LaunchScreen
 from carl_tui.ui.screens.run_card import RunCardScreen
@@ -48,6 +47,7 @@ from tests.fakes.hub_jobs import JobsState, install_jobs_routes
 from tests.fakes.hub_repos import HubState, install_job_launch_routes, install_repo_routes
 from tests.fakes.server import FakeServer, Request, Response
 from tests.fakes.trackio_server import FaultProxy, TrackioServer, start_writer, wait_writer
+from tests.test_fleet_screen import row_count
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -331,8 +331,7 @@ async def pick_run(pilot, app, key: str, scan: Scan | None = None) -> None:
     """`r`, then the run `key` chosen in the fleet table with the arrow keys and enter (the
     table and the run's card scanned if `scan`)."""
     await pilot.press("r")
-    await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen)
-                   and app.screen.table.row_count == len(app.store.runs()), what="the fleet")
+    await wait_for(pilot, lambda: row_count(app) == len(app.store.runs()), what="the fleet")
     fleet = app.screen
     order = [r.run.key for r in fleet.shown]
     delta = order.index(key) - fleet.table.cursor_row
@@ -656,8 +655,7 @@ async def test_a_masked_name_shows_as_redacted(hub, tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.snapshot is not None, what="a run")
         await pilot.press("r")
-        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen)
-                       and app.screen.table.row_count == 1, what="the fleet table")
+        await wait_for(pilot, lambda: row_count(app) == 1, what="the fleet table")
         fleet = screen(app, scan, "fleet table")
         await pilot.press("i")
         await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen), what="the card")

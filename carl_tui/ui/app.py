@@ -212,10 +212,10 @@ class CarlApp(ReadablePlots, App[None]):
         # Read-only: no key that acts (absent from the footer, refused).
         return not (self.config.read_only and action in READ_ONLY_HIDDEN)
 
-    async def run_action(self, action, default_namespace=None) -> bool:
+    async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
         if self._quitting:
             return False
-        return await super().run_action(action, default_namespace)
+        return await super().run_action(action, default_namespace, namespaces)
 
     # -- moving data to the screen -------------------------------------------
 
