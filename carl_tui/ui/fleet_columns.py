@@ -88,7 +88,7 @@ BASE_COLUMNS: tuple[Column, ...] = (
     Column("step", "step", 1, lambda r, *_: _num(r.last_step), lambda r: r.last_step, 8),
     Column("updated", "updated", 1, lambda r, now, _c: age_text(r.updated_at, now),
            lambda r: -(r.updated_at or 0.0) if r.updated_at else None, 9),
-    Column("phase", "phase", 0, _phase, lambda r: r.phase, 24),
+    Column("phase", "phase", 0, _phase, lambda r: r.phase, 28),
     Column("gate", "gate", 2, lambda r, *_: _num(r.gate_step), lambda r: r.gate_step, 6),
     Column("task", "task", 1, _value(lambda r: r.task_last), lambda r: r.task_last, 8),
     Column("best", "best", 2, _value(lambda r: r.task_best), lambda r: r.task_best, 8),

@@ -23,7 +23,13 @@ from textual.widgets import DataTable, Input, Static
 
 from carl_tui.store.fleet import FleetRow
 from carl_tui.store.fleet_filter import FilterError, FleetFilter, parse_filter
-from carl_tui.ui.fleet_columns import Column, arrange, columns_for, fit_columns
+from carl_tui.ui.fleet_columns import (
+    Column,
+    arrange,
+    column_width,
+    columns_for,
+    fit_columns,
+)
 from carl_tui.ui.keys import FLEET_KEYS
 from carl_tui.ui.widgets.key_footer import KeyFooter
 
@@ -98,7 +104,7 @@ class FleetScreen(Screen[None]):
         self.group: str | None = None  # a config key
         self.selected: list[str] = list(selected)  # run keys, in the order chosen
         self._columns: list[Column] = []  # the data columns shown
-        self._shown_header: list[tuple[str, str]] = []  # (key, label) of every column shown
+        self._shown_header: list[tuple[str, str, int]] = []  # (key, label, width) shown
         self._cells: dict[str, tuple] = {}  # run key -> its cells as shown
         self._seen = (-1, -1.0)  # (store version, time) of the rows read
 
@@ -164,7 +170,7 @@ class FleetScreen(Screen[None]):
         cells = {r.run.key: self._row_cells(r, label, columns, now, colors)
                  for r, label in arranged}
         order = [r.run.key for r, _ in arranged]
-        header = self._header(columns)
+        header = self._header(columns, rows, [label for _, label in arranged], now)
         if header != self._shown_header or order != [r.run.key for r in self.shown]:
             self._rebuild(columns, header, order, cells)
         else:
@@ -182,10 +188,18 @@ class FleetScreen(Screen[None]):
         # Text, never markup: a run named `grpo [REDACTED]` keeps its brackets.
         return (mark, *map(as_text, group), *map(as_text, cells))
 
-    def _header(self, columns: list[Column]) -> list[tuple[str, str]]:
-        """(key, label) of each column shown: the selection mark, the group, the data."""
-        group = [("group", f"{self.group} (group)")] if self.group else []
-        return [("mark", " "), *group, *((c.key, self._label(c)) for c in columns)]
+    def _header(self, columns: list[Column], rows: list[FleetRow], groups: list[str],
+                now: float) -> list[tuple[str, str, int]]:
+        """(key, label, width) of each column shown: the selection mark, the group, the
+        data; widths from the rows shown (the same rows: the same layout)."""
+        out = [("mark", " ", 1)]
+        if self.group:
+            label = f"{self.group} (group)"
+            out.append(("group", label, max(len(g) for g in [label, *groups])))
+        for c in columns:
+            label = self._label(c)
+            out.append((c.key, label, max(len(label), column_width(c, rows, now))))
+        return out
 
     def _rebuild(self, columns: list[Column], header: list[tuple[str, str]],
                  order: list[str], cells: dict) -> None:
@@ -194,8 +208,8 @@ class FleetScreen(Screen[None]):
         if header != self._shown_header:
             table.clear(columns=True)
             self._columns, self._shown_header = columns, header
-            for key, label in header:
-                table.add_column(label, key=key, width=1 if key == "mark" else None)
+            for key, label, width in header:
+                table.add_column(label, key=key, width=width)
         else:
             table.clear()
         for key in order:
@@ -204,7 +218,7 @@ class FleetScreen(Screen[None]):
             table.move_cursor(row=order.index(cursor), animate=False)
 
     def _update(self, cells: dict) -> None:
-        keys = [key for key, _ in self._shown_header]
+        keys = [key for key, _, _ in self._shown_header]
         for run_key, row in cells.items():
             old = self._cells.get(run_key, ())
             for i, (col, value) in enumerate(zip(keys, row, strict=True)):
