@@ -206,6 +206,20 @@ def _add_headless_options(p: argparse.ArgumentParser) -> None:
                    help="seconds to wait for a remote or live source (default 30)")
 
 
+def _add_fleet_parser(sub) -> None:
+    f = sub.add_parser("fleet", help="every run of a source, one row each: the fleet table "
+                                     "in a terminal; printed when piped or with --json",
+                       description="One row per run: state, steps, phase, gate, task metric, "
+                                   "loss, GPU, job cost, and the config keys that differ "
+                                   "between the runs. In a terminal: the fleet table, live "
+                                   "(sort, filter, group, compare, open a run); piped, or with "
+                                   "--json: read what the source holds now, print, exit.")
+    _add_headless_options(f)
+    _add_display_options(f)
+    f.add_argument("--json", action="store_true",
+                   help="one JSON array, one object per run (for scripts and CI)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="carl-tui", description=DESCRIPTION, epilog=EPILOG,
                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -247,17 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the GRPO completions instead: one row per completion (step, prompt, "
                         "completion, rewards, advantage)")
 
-    f = sub.add_parser("fleet", help="every run of a source, one row each: the fleet table "
-                                     "in a terminal; printed when piped or with --json",
-                       description="One row per run: state, steps, phase, gate, task metric, "
-                                   "loss, GPU, job cost, and the config keys that differ "
-                                   "between the runs. In a terminal: the fleet table, live "
-                                   "(sort, filter, group, compare, open a run); piped, or with "
-                                   "--json: read what the source holds now, print, exit.")
-    _add_headless_options(f)
-    _add_display_options(f)
-    f.add_argument("--json", action="store_true",
-                   help="one JSON array, one object per run (for scripts and CI)")
+    _add_fleet_parser(sub)
 
     # train and launch parse their own arguments (their modules import heavy libraries).
     sub.add_parser("train", help="train a model with the CARL callback and reward (needs [train])",

@@ -192,8 +192,10 @@ class CarlApp(ReadablePlots, App[None]):
             self.notify(self._source_problem, severity="error", timeout=15)
         self.dashboard.prepare_plots()  # while the sources read their first rows
         self.pull()
-        if self.config.fleet:
-            self.action_pick_run()
+        if self.config.fleet:  # the table at once: its rows arrive as the sources read
+            from carl_tui.ui.screens.fleet import open_fleet
+
+            open_fleet(self)
 
     def on_unmount(self) -> None:
         self._quitting = True
@@ -336,6 +338,9 @@ class CarlApp(ReadablePlots, App[None]):
     def action_pick_run(self) -> None:
         from carl_tui.ui.screens.fleet import open_fleet
 
+        if not self.store.runs():
+            self.notify("no runs yet", severity="warning")
+            return
         open_fleet(self)
 
     def action_pick_project(self) -> None:

@@ -138,7 +138,11 @@ def check_keymap(keymap: dict[str, str]) -> str | None:
     known = binding_ids()
     for bid, key in keymap.items():
         if bid not in known:
-            return f"unknown binding id {bid!r} (known: {', '.join(known)})"
+            import difflib
+
+            close = difflib.get_close_matches(bid, known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            return f"unknown binding id {bid!r}{hint} (? lists every id, with its key)"
         why = check_key(key)
         if why:
             return f"{bid}={key}: {why}"

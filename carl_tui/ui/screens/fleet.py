@@ -234,7 +234,7 @@ class FleetScreen(Screen[None]):
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append("fleet", style="bold")
         n, shown = len(self.rows), len(self.shown)
-        t.append(f" · {n} run{'s' if n != 1 else ''}")
+        t.append(f" · {n} run{'s' if n != 1 else ''}" if n else " · no runs yet")
         if self.filter:
             t.append(f" · {shown} shown · filter: {self.filter.text}")
         if self.sort:
