@@ -120,12 +120,11 @@ def job_prices(rows: Sequence[FleetRow],
     None (said once through `say`) when it cannot be had."""
     if not any(r.flavor for r in rows):
         return None
-    try:
-        from carl_tui.actions.jobs import JobsClient
+    from carl_tui.hub import job_prices as hub_prices
 
-        options = JobsClient().hardware()
+    try:
+        return hub_prices()
     except Exception as exc:  # noqa: BLE001 - a missing price is a missing column, said once
         if say is not None:
             say(f"job cost unknown: {exc}")
         return None
-    return {o.name: o.price_per_hour_usd for o in options}
