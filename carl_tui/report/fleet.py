@@ -24,6 +24,7 @@ is a job) times the hours it has run; null when the price cannot be had (offline
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -73,6 +74,15 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
+def _config_cell(v: Any) -> str:
+    """A config value as people write it: 0.0003, 1e-05, 8, tiny-llama."""
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, default=str)
+    return "-" if v is None else str(v)
+
+
 def fleet_table(rows: Sequence[FleetRow], *, now: float | None = None) -> list[list[str]]:
     """The table's cells, its header first: what the fleet screen shows, for a pipe."""
     now = time.time() if now is None else now
@@ -86,7 +96,7 @@ def fleet_table(rows: Sequence[FleetRow], *, now: float | None = None) -> list[l
             r.run.label, r.source, r.state, _cell(r.last_step),
             ago(None if r.updated_at is None else now - r.updated_at), phase,
             _cell(r.gate_step), _cell(r.task_metric), _cell(r.task_last),
-            _cell(r.task_best), *(_cell(r.config.get(k)) for k in axes),
+            _cell(r.task_best), *(_config_cell(r.config.get(k)) for k in axes),
         ])
     return out
 
@@ -110,12 +120,11 @@ def job_prices(rows: Sequence[FleetRow],
     None (said once through `say`) when it cannot be had."""
     if not any(r.flavor for r in rows):
         return None
-    try:
-        from carl_tui.actions.jobs import JobsClient
+    from carl_tui.hub import job_prices as hub_prices
 
-        options = JobsClient().hardware()
+    try:
+        return hub_prices()
     except Exception as exc:  # noqa: BLE001 - a missing price is a missing column, said once
         if say is not None:
             say(f"job cost unknown: {exc}")
         return None
-    return {o.name: o.price_per_hour_usd for o in options}

@@ -58,11 +58,14 @@ class FleetRow:
 
 #: A live run is "stalled" when nothing new came for more than STALL_FACTOR times its
 #: usual interval between updates (the median gap between the wall times of its last
-#: rows), and for at least STALL_MIN_S seconds (a run that logs every 0.2 s is not stalled
-#: after 1 s of garbage collection). A run whose interval cannot be measured (fewer than
-#: three rows with a wall time) is never called stalled.
+#: rows, as its source dates them: each row's time where the source knows it, else each
+#: read batch's newest), and for at least STALL_MIN_S seconds (a run that logs every
+#: 0.2 s is not stalled after 1 s of garbage collection). Where the interval cannot be
+#: measured (fewer than three dated rows: a history read in one batch), after
+#: STALL_UNKNOWN_S seconds without an update.
 STALL_FACTOR = 5.0
 STALL_MIN_S = 60.0
+STALL_UNKNOWN_S = 600.0
 TREND_POINTS = 32  # values across the run for a row's sparkline
 
 #: A job's stage -> the run's state (a run with no word from its source on its life).
@@ -72,12 +75,12 @@ JOB_STATES: dict[str, FleetState] = {
 }
 
 #: Config keys that differ between runs for no meaning (names, ids, paths, times): never a
-#: sweep's axis. Matched on the key itself, at the top level of the config.
+#: sweep's axis. Matched on the key itself, at the top level of the config; so are the keys
+#: a tracker adds with a leading underscore (Trackio's `_Created`, W&B's `_wandb`).
 NOISE_KEYS = frozenset({
     "name", "run_name", "run_id", "id", "job_id", "url", "output_dir", "logging_dir",
     "hub_model_id", "trackio_url", "trackio_dir", "trackio_project", "timestamp",
-    "created_at", "start_time", "started_at", "_timestamp", "_wandb", "wandb_run_id",
-    "command", "labels",
+    "created_at", "start_time", "started_at", "wandb_run_id", "command", "labels",
 })
 
 #: Meta entries that are the store's or a source's bookkeeping, not the run's config (for a
@@ -169,8 +172,10 @@ def usual_interval(snap: RunSnapshot) -> float | None:
 
 def _stalled(snap: RunSnapshot, now: float) -> bool:
     updated, interval = _updated_at(snap), usual_interval(snap)
-    if updated is None or interval is None:
+    if updated is None:
         return False
+    if interval is None:
+        return now - updated > STALL_UNKNOWN_S
     return now - updated > max(STALL_FACTOR * interval, STALL_MIN_S)
 
 
@@ -229,7 +234,8 @@ def run_config(meta: Mapping[str, Any]) -> dict[str, Any]:
 def differing_keys(rows: Sequence[FleetRow]) -> list[str]:
     """The config keys whose values differ between the rows (a sweep's axes: learning
     rate, seed, model...), in the order the runs name them. Keys every run gives the same
-    value are left out, and so are NOISE_KEYS (names, ids, paths, times). A key a run does
+    value are left out, and so are NOISE_KEYS (names, ids, paths, times) and keys that
+    begin with "_". A key a run does
     not have counts as a value of its own."""
     missing = object()
     keys: dict[str, None] = {}
@@ -237,7 +243,7 @@ def differing_keys(rows: Sequence[FleetRow]) -> list[str]:
         keys.update(dict.fromkeys(r.config))
     out = []
     for key in keys:
-        if key in NOISE_KEYS:
+        if key in NOISE_KEYS or key.startswith("_"):
             continue
         values = {_comparable(r.config.get(key, missing)) for r in rows}
         if len(values) > 1:
