@@ -6,6 +6,7 @@ rows a filter leaves, its error, the card's content."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from carl_tui.ui.app import DashboardConfig, build_app
 from carl_tui.ui.screens.fleet import FleetScreen
 from carl_tui.ui.screens.run_card import RunCardScreen
 from tests.conftest import plain_text, spec_trajectory, wait_for
+from tests.test_fleet import hub  # noqa: F401  (the loopback Hub, a fixture)
 
 NOW = 1_800_000_000.0
 # The sweep: (run name, learning rate, seed, steps, crystallises); the model is the same.
@@ -380,3 +382,40 @@ async def test_the_fleet_keys_are_in_the_footer_the_help_and_the_palette(sweep):
     # each id can be remapped; a key is refused only where it is taken on the same screen
     assert check_keymap({"fleet.sort": "x"}) is None  # x: the dashboard's, not the table's
     assert "bound to both actions.stop and fleet.sort" in check_keymap({"fleet.sort": "s"})
+
+
+@pytest.fixture
+def loopback_hub(request):
+    """The Hub's fake on loopback, with one user's jobs (`test_fleet.hub`)."""
+    return request.getfixturevalue("hub")
+
+
+@pytest.mark.timeout(120)
+async def test_a_jobs_row_and_card_show_its_flavor_and_cost_from_the_hubs_prices(
+        loopback_hub, monkeypatch):
+    from carl_tui import cli
+
+    srv, jobs = loopback_hub
+    now = time.time()
+    jobs.add_job("job-failed", flavor="a10g-small", stage="ERROR", message="out of memory",
+                 created_at=now - 4000, started_at=now - 3600, finished_at=now - 1800,
+                 command=["python", "train.py", "--hub_token", jobs.token])
+    configs = []
+    monkeypatch.setattr(cli, "interactive", lambda: True)
+    monkeypatch.setattr(cli, "_run_app", lambda config: configs.append(config) or 0)
+    assert cli.main(["fleet", "--job", "job-failed", "--namespace", "alice"]) == 0
+    app = build_app(configs[0])
+    async with app.run_test(size=(200, 60)) as pilot:
+        await wait_for(pilot, lambda: row_count(app) == 1 and column(app, "cost") != ["–"],
+                       timeout=20, what="the job's row with its cost")
+        assert column(app, "state") == ["failed"] and column(app, "flavor") == ["a10g-small"]
+        assert column(app, "cost") == ["$0.50"]  # $1.00/h for the 30 minutes it ran
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen))
+        lines = [" ".join(x.split()) for x in card_text(app).splitlines()]
+        for line in ("job job-failed", "stage ERROR", "message out of memory",
+                     "flavor a10g-small", "command python train.py --hub_token [REDACTED]",
+                     "cost so far $0.50"):
+            assert line in lines, (line, lines)
+        assert jobs.token not in card_text(app)
+    assert len(srv.requests_to("GET", r"^/api/jobs/hardware$")) == 1  # asked once

@@ -10,7 +10,7 @@ whenever the store changed; cursor and selection follow their runs across update
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
@@ -21,6 +21,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
+from carl_tui.errors import describe
 from carl_tui.store.fleet import FleetRow
 from carl_tui.store.fleet_filter import FilterError, FleetFilter, parse_filter
 from carl_tui.ui.fleet_columns import (
@@ -36,7 +37,7 @@ from carl_tui.ui.widgets.key_footer import KeyFooter
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store import RunStore
 
-RowsOf = Callable[["RunStore", float], list[FleetRow]]
+RowsOf = Callable[["RunStore", float, "Mapping[str, float] | None"], list[FleetRow]]
 MARK = "●"
 
 
@@ -44,10 +45,11 @@ def as_text(cell: str | Text) -> Text:
     return cell if isinstance(cell, Text) else Text(cell)
 
 
-def store_rows(store: RunStore, now: float) -> list[FleetRow]:
+def store_rows(store: RunStore, now: float,
+               prices: Mapping[str, float] | None = None) -> list[FleetRow]:
     from carl_tui.store.fleet import fleet_rows
 
-    return fleet_rows(store, now=now)
+    return fleet_rows(store, now=now, prices=prices)
 
 
 class FleetCommands(Provider):
@@ -73,7 +75,44 @@ class FleetCommands(Provider):
         return lambda: screen.run_action(action)
 
 
-class FleetScreen(Screen[None]):
+class FilterBox(Screen[None]):
+    """`/`: the filter box over the table; a bad filter says why under it and the last
+    good one stays. (The fleet table's base: `FleetScreen` has the rows and the table.)"""
+
+    rows: list[FleetRow]
+    filter: FleetFilter
+    table: DataTable
+
+    def show_rows(self) -> None:
+        raise NotImplementedError
+
+    def action_filter(self) -> None:
+        box = self.query_one("#fleet-filter", Input)
+        box.remove_class("-hidden")
+        box.value = self.filter.text
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        keys = {k for r in self.rows for k in r.config}
+        error = self.query_one("#fleet-error", Static)
+        try:
+            self.filter = parse_filter(event.value, keys)
+        except FilterError as exc:
+            error.update(Text(f"{exc} (the filter stays: {self.filter.text or 'none'})"))
+            error.remove_class("-hidden")
+            return
+        error.add_class("-hidden")
+        self._close_filter()
+        self.show_rows()
+
+    def _close_filter(self) -> None:
+        self.query_one("#fleet-filter", Input).add_class("-hidden")
+        self.query_one("#fleet-error", Static).add_class("-hidden")
+        self.table.focus()
+
+
+class FleetScreen(FilterBox):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(k.key, k.action, k.description, id=k.id, tooltip=k.tooltip, show=k.show)
         for k in FLEET_KEYS
@@ -90,10 +129,15 @@ class FleetScreen(Screen[None]):
 
     def __init__(self, store: RunStore, *, rows_of: RowsOf = store_rows,
                  clock: Callable[[], float] = time.time, current: str | None = None,
-                 selected: Iterable[str] = ()):
+                 selected: Iterable[str] = (),
+                 prices_of: Callable[[], Mapping[str, float]] | None = None):
+        """`prices_of`: each Jobs flavor's price per hour (the Hub's list), asked once, in
+        the worker, when a run is a job: its cost is that times the hours it ran."""
         super().__init__()
         self.store = store
         self.rows_of = rows_of
+        self.prices_of = prices_of
+        self.prices: Mapping[str, float] | None = None
         self.clock = clock
         self.current = current  # the run on the dashboard: the cursor starts on it
         self.rows: list[FleetRow] = []  # every run, as last read
@@ -139,7 +183,16 @@ class FleetScreen(Screen[None]):
           description="reading the fleet")
     def read_rows(self) -> None:
         now, version = self.clock(), self.store.version
-        rows = self.rows_of(self.store, now)
+        rows = self.rows_of(self.store, now, self.prices)
+        if self.prices_of is not None and any(r.flavor for r in rows):
+            ask, self.prices_of = self.prices_of, None  # once
+            try:
+                self.prices = ask()
+            except Exception as exc:  # noqa: BLE001 - a missing price is a missing cost, said
+                self.app.call_from_thread(self.notify, f"job cost unknown: {describe(exc)}",
+                                          severity="warning")
+            else:
+                rows = self.rows_of(self.store, now, self.prices)
         self.app.call_from_thread(self._take, rows, version, now)
 
     def _take(self, rows: list[FleetRow], version: int, now: float) -> None:
@@ -272,7 +325,7 @@ class FleetScreen(Screen[None]):
         """Show the run on the dashboard, the selected runs compared with it."""
         carl = self.app
         self.dismiss(None)
-        carl.switch_run(key)  # type: ignore[attr-defined]
+        carl.switch_run(key)
 
     def action_close(self) -> None:
         if not self.query_one("#fleet-filter", Input).has_class("-hidden"):
@@ -288,7 +341,7 @@ class FleetScreen(Screen[None]):
             self.selected.remove(key)
         else:
             self.selected.append(key)
-        dash = self.app.dashboard  # type: ignore[attr-defined]
+        dash = self.app.dashboard
         dash.compare = list(self.selected)  # overlaid on every plot of the run shown
         dash.redraw()
         self.show_rows()
@@ -301,7 +354,8 @@ class FleetScreen(Screen[None]):
             self.notify("no run here", severity="warning")
             return
         compared = [k for k in self.selected if k != key]
-        self.app.push_screen(RunCardScreen(self.store, key, compared, now=self.clock()))
+        self.app.push_screen(RunCardScreen(self.store, key, compared, now=self.clock(),
+                                           prices=self.prices))
 
     def action_cycle_sort(self) -> None:
         keys = [None, *(c.key for c in self._columns)]
@@ -331,41 +385,20 @@ class FleetScreen(Screen[None]):
         self.group = keys[(i + 1) % len(keys)]
         self.show_rows()
 
-    # -- the filter ----------------------------------------------------------------
-
-    def action_filter(self) -> None:
-        box = self.query_one("#fleet-filter", Input)
-        box.remove_class("-hidden")
-        box.value = self.filter.text
-        box.focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        keys = {k for r in self.rows for k in r.config}
-        error = self.query_one("#fleet-error", Static)
-        try:
-            self.filter = parse_filter(event.value, keys)
-        except FilterError as exc:
-            error.update(Text(f"{exc} (the filter stays: {self.filter.text or 'none'})"))
-            error.remove_class("-hidden")
-            return
-        error.add_class("-hidden")
-        self._close_filter()
-        self.show_rows()
-
-    def _close_filter(self) -> None:
-        self.query_one("#fleet-filter", Input).add_class("-hidden")
-        self.query_one("#fleet-error", Static).add_class("-hidden")
-        self.table.focus()
-
 
 def open_fleet(app) -> None:
     """`r`: the fleet table over the dashboard (once: `r` there again does nothing)."""
     if isinstance(app.screen, FleetScreen):
         return
-    dash = app.dashboard
+    endpoint = app.config.hub_endpoint
+
+    def prices() -> Mapping[str, float]:
+        from carl_tui.hub import job_prices, make_api
+
+        return job_prices(make_api(None, endpoint=endpoint))
+
     app.push_screen(FleetScreen(app.store, clock=app.config.clock, current=app.current_run,
-                                selected=dash.compare))
+                                selected=app.dashboard.compare, prices_of=prices))
 
 
 def screen_keys(screen) -> list[Binding]:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 MAX_EVENTS = 30  # the newest; `e` on the dashboard lists them all
 MAX_VALUE = 60  # characters of one config value
+JOB_META = frozenset({"job_id", "flavor", "command", "labels", "url"})  # a job's, not config
 
 
 def _pairs(title: str, items: Sequence[tuple[str, Any]]) -> Table:
@@ -117,17 +118,19 @@ class RunCardScreen(InfoScreen):
     BODY_ID = "run-card-body"
 
     def __init__(self, store: RunStore, key: str, compared: Sequence[str] = (),
-                 now: float | None = None):
+                 now: float | None = None, prices: Mapping[str, float] | None = None):
+        """`prices`: each Jobs flavor's price per hour, for a job's cost (None: no cost)."""
         super().__init__()
         self.store = store
         self.key = key
         self.compared = [k for k in compared if k != key]
         self.now = time.time() if now is None else now
+        self.prices = prices
 
     def _row(self, snap: RunSnapshot | None) -> FleetRow | None:
         from carl_tui.store.fleet import fleet_row
 
-        return None if snap is None else fleet_row(snap, now=self.now)
+        return None if snap is None else fleet_row(snap, now=self.now, prices=self.prices)
 
     def render_body(self) -> RenderableType:
         snap = self.store.snapshot(self.key, max_points=64)
@@ -141,7 +144,8 @@ class RunCardScreen(InfoScreen):
             head.append(f" · {row.state} · step {step}"
                         f" · updated {age_text(row.updated_at, self.now)}")
         parts: list[RenderableType] = [head, Text()]
-        config = row.config if row is not None else {}
+        config = {k: v for k, v in (row.config if row is not None else {}).items()
+                  if k not in JOB_META}  # a job's meta: in its own part below
         parts.append(_pairs("config", sorted(config.items())) if config
                      else Text("config: none logged", style="dim"))
         for title, items in (("summary values", summary_values(snap)),
