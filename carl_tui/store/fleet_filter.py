@@ -128,7 +128,7 @@ def parse_filter(text: str, config_keys: Iterable[str] = ()) -> FleetFilter:
                               "(e.g. state:live lr>=1e-4 name~grpo)")
         key, op, value = m.groups()
         if key not in FIELDS and key not in known:
-            names = ", ".join([*FIELDS, *sorted(known)])
+            names = ", ".join([*FIELDS, *sorted(k for k in known if not k.startswith("_"))])
             raise FilterError(f"unknown key {key!r} (known: {names})")
         if not value:
             raise FilterError(f"{word!r}: no value after {op!r}")

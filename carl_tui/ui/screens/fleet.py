@@ -217,8 +217,9 @@ class FleetScreen(FilterBox):
         sort = next((c for c in all_columns if c.key == self.sort), None)
         arranged = arrange(rows, sort, self.reverse, self.group)
         width = self.size.width or self.app.size.width
-        columns = fit_columns(all_columns, rows or self.rows, width - (14 if self.group else 0),
-                              now)
+        if self.group:  # the group column takes its labels' width first
+            width -= 2 + max([len(f"{self.group} (group)"), *(len(g) for _, g in arranged)])
+        columns = fit_columns(all_columns, rows or self.rows, width, now)
         colors = getattr(self.app, "theme_variables", {})
         cells = {r.run.key: self._row_cells(r, label, columns, now, colors)
                  for r, label in arranged}

@@ -146,7 +146,8 @@ class RunCardScreen(InfoScreen):
         parts: list[RenderableType] = [head, Text()]
         config = {k: v for k, v in (row.config if row is not None else {}).items()
                   if k not in JOB_META}  # a job's meta: in its own part below
-        parts.append(_pairs("config", sorted(config.items())) if config
+        items = sorted(config.items(), key=lambda kv: (str(kv[0]).startswith("_"), kv[0]))
+        parts.append(_pairs("config", items) if config
                      else Text("config: none logged", style="dim"))
         for title, items in (("summary values", summary_values(snap)),
                              ("job", job_lines(snap, row, self.now))):
