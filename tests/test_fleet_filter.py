@@ -82,7 +82,8 @@ def test_one_notice_for_many_runs_of_one_kind_the_run_in_view_apart():
     shown = group_other_runs(notices, "trackio:sweep:run-000")
     assert [n.text for n in shown] == [
         "Crystallised",  # the run in view: as it is
-        "299 runs crystallised: run-001, run-002, run-003 and 296 more (r: the fleet table)",
+        ("299 runs crystallised: run-001, run-002, run-003 and 296 more "
+        "(e lists each; r: the fleet table)"),
         "job RUNNING",  # one run's: as it is
     ]
     assert shown[1].run.label == "sweep" and shown[1].severity == "warning"
@@ -97,7 +98,7 @@ def test_notices_of_other_runs_wait_for_their_burst_then_come_grouped():
     assert grouper.take([notice(3, "run-2")], current) == [] and grouper.due() == []
     now[0] = 1.0
     (told,) = grouper.due()
-    assert told.text == "2 runs crystallised: run-1, run-2 (r: the fleet table)"
+    assert told.text == "2 runs crystallised: run-1, run-2 (e lists each; r: the fleet table)"
     assert grouper.due() == [] and not grouper.holding
     grouper.take([notice(4, "run-3")], current)  # one run alone: its own notice, later
     now[0] = 2.5

@@ -331,9 +331,18 @@ async def test_other_runs_crystallising_are_one_notice_not_one_each(tmp_path):
         crystallised = [t for t in app.notices_shown if "rystallised" in t]
         assert crystallised == [
             "Crystallised: mean_token_accuracy held >= 0.99 (3/5 >= 0.99) at step 27",
-            "5 runs crystallised: grpo-1, grpo-2, grpo-3 and 2 more (r: the fleet table)"]
+            ("5 runs crystallised: grpo-1, grpo-2, grpo-3 and 2 more "
+            "(e lists each; r: the fleet table)")]
         shown = [n.message for n in app._notifications]
         assert sum("rystallised" in m for m in shown) == 2
+        await pilot.press("e")  # the events view lists each of them, with its run
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "EventsScreen")
+        lines = [" ".join(x.split()) for x in
+                 plain_text(app.screen.query_one("#events-body"), 160).splitlines()]
+        assert "other runs (told as a count)" in lines
+        for i in range(1, 6):
+            assert (f"grpo-{i} │ 27 │ Crystallised: mean_token_accuracy held >= 0.99 "
+                    "(3/5 >= 0.99) at step 27") in lines, lines
 
 
 async def test_carl_tui_fleet_in_a_terminal_opens_the_fleet_table(sweep, monkeypatch):

@@ -5,13 +5,15 @@ must say "300 runs crystallised" once, not raise 300 toasts.
 several sources' threads over several pulls is told together. `group_other_runs` leaves
 the notices of the run in view as they are; of the other runs' notices, one kind from one
 run passes as it is, one kind from several runs becomes one notice naming how many runs
-and the first few of them (each run's own notice stays in its events, `e`, and its card,
-`i`; its row of the fleet table, `r`, shows its gate). Pure: no Textual.
+and the first few of them (each run's own notice is listed in the events view, `e`, and
+stays in its card, `i`; its row of the fleet table, `r`, shows its gate). Pure: no
+Textual.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -55,13 +57,14 @@ def grouped(kind: str, group: list[Notice], count: int) -> Notice:
     # Titled with the project (a notice's title is its run's name), not one of the runs.
     run = replace(last.run, name=last.run.project or what)
     return replace(last, run=run, step=None, severity=worst,
-                   text=f"{what}: {named} (r: the fleet table)")
+                   text=f"{what}: {named} (e lists each; r: the fleet table)")
 
 
 _RANK = {"information": 0, "warning": 1, "error": 2}
 
 
 WINDOW = 1.0  # seconds other runs' notices wait for the rest of their burst
+MAX_LISTED = 1000  # other runs' notices kept for the events view
 
 
 class NoticeGrouper:
@@ -73,6 +76,8 @@ class NoticeGrouper:
         self.clock = clock
         self._held: list[Notice] = []
         self._since: float | None = None
+        # Every notice told in a group, each run's own, for the events view (`e`).
+        self.grouped: deque[Notice] = deque(maxlen=MAX_LISTED)
 
     def take(self, notices: list[Notice], current_run: str | None) -> list[Notice]:
         """The notices of `current_run`; the others are held."""
@@ -92,4 +97,6 @@ class NoticeGrouper:
         if self._since is None or self.clock() - self._since < self.window:
             return []
         held, self._held, self._since = self._held, [], None
-        return group_other_runs(held, None)
+        told = group_other_runs(held, None)
+        self.grouped.extend(n for n in held if n not in told)  # those told as a count
+        return told

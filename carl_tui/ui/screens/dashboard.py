@@ -308,7 +308,8 @@ class DashboardScreen(ChartKeys, Screen[None]):
         if self.snapshot is None:
             self.notify("no run yet", severity="warning")
             return
-        self.app.push_screen(EventsScreen(self.snapshot))
+        others = self.carl.follower.grouper.grouped  # other runs' notices told as a count
+        self.app.push_screen(EventsScreen(self.snapshot, list(others)))
 
     def action_run_card(self) -> None:
         from carl_tui.ui.screens.run_card import show_card
