@@ -151,6 +151,7 @@ class FleetScreen(FilterBox):
         self._shown_header: list[tuple[str, str, int]] = []  # (key, label, width) shown
         self._cells: dict[str, tuple] = {}  # run key -> its cells as shown
         self._seen = (-1, -1.0)  # (store version, time) of the rows read
+        self._reading = False  # a read of the rows is under way
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-title")
@@ -170,18 +171,26 @@ class FleetScreen(FilterBox):
         self.title = "carl-tui · fleet"
         self.table.focus()
         self._show_title()
-        self.read_rows()
         self.set_interval(0.5, self._poll)
+        self._poll()
 
     def _poll(self) -> None:
-        """Read the rows again when the store changed (or every few seconds: the ages)."""
+        """Read the rows again when the store changed (or every few seconds: the ages),
+        one read at a time (a thousand runs take a while: reads never pile up)."""
         version, when = self._seen
-        if self.store.version != version or self.clock() - when >= 5:
+        if not self._reading and (self.store.version != version or self.clock() - when >= 5):
+            self._reading = True
             self.read_rows()
 
     @work(thread=True, exclusive=True, group="fleet-rows", exit_on_error=False,
           description="reading the fleet")
     def read_rows(self) -> None:
+        try:
+            self._read()
+        finally:
+            self._reading = False
+
+    def _read(self) -> None:
         now, version = self.clock(), self.store.version
         rows = self.rows_of(self.store, now, self.prices)
         if self.prices_of is not None and any(r.flavor for r in rows):
