@@ -99,6 +99,9 @@ def test_fleet_table(snap_compare, tmp_path):
     async def run_before(pilot):
         await wait_for(pilot, lambda: row_count(app) == 4 and sorted(column(app, "step"))
                        == ["19", "29", "39", "45"], timeout=30.0, what="every run's rows")
+        # the other runs' crystallisation told (held a moment, grouped), then cleared
+        await wait_for(pilot, lambda: sum("rystallised" in t for t in app.notices_shown) >= 2
+                       and not app.follower.grouper.holding, timeout=30.0, what="notices")
         await pilot.press("o")  # sorted by name: the same order whichever source read first
         await wait_for(pilot, lambda: column(app, "name") == sorted(column(app, "name")))
         await idle(pilot)
