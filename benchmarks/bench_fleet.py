@@ -84,12 +84,12 @@ def _ours(root: str) -> dict:
     from carl_tui.report.fleet import fleet_dict
     from carl_tui.sources.trackio.local import TrackioLocalSource
     from carl_tui.store import RunStore
-    from carl_tui.store.fleet import fleet_rows
+    from carl_tui.store.fleet import FLEET_STORE, fleet_rows
 
     base_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     t0 = time.perf_counter()
     src = TrackioLocalSource(PROJECT, root=Path(root))
-    store = RunStore()
+    store = RunStore(**FLEET_STORE)
     collect([src], store, patient=False, timeout=600)
     rows = fleet_rows(store)
     text = json.dumps([fleet_dict(r) for r in rows], default=str)

@@ -68,6 +68,12 @@ STALL_MIN_S = 60.0
 STALL_UNKNOWN_S = 600.0
 TREND_POINTS = 32  # values across the run for a row's sparkline
 
+#: The store's sizes for reading many runs for their rows only (`carl-tui fleet`): each
+#: series keeps the last 64 points (what a snapshot's tail and means read) and 32 buckets
+#: of history (a trend of TREND_POINTS), not the dashboard's 4096 + 1024 a series. A row's
+#: numbers do not change: last, best, phases and gate are computed on every row as read.
+FLEET_STORE = {"recent": 64, "max_buckets": 32}
+
 #: A job's stage -> the run's state (a run with no word from its source on its life).
 JOB_STATES: dict[str, FleetState] = {
     "SCHEDULING": "queued", "RUNNING": "live", "COMPLETED": "finished",
