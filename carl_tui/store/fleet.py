@@ -101,8 +101,8 @@ def fleet_rows(store: RunStore, *, now: float | None = None,
                prices: Mapping[str, float] | None = None) -> list[FleetRow]:
     """One row per run `store` holds, most recently updated first. `now` (epoch seconds,
     default the clock) judges "stalled" and a running job's cost; `prices` maps a job's
-    hardware flavor to its price in USD per hour (the Hub lists them:
-    `actions.jobs.JobsClient.hardware`; without it a job's cost is None)."""
+    hardware flavor to its price in USD per hour (the Hub lists them: `hub.job_prices`;
+    without it a job's cost is None: no price is known offline)."""
     now = time.time() if now is None else now
     rows = []
     for run in store.runs():
