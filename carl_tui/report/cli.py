@@ -28,7 +28,7 @@ from carl_tui.report.export import (
 from carl_tui.report.fleet import fleet_dict, fleet_text, job_prices
 from carl_tui.report.summary import summary_dict, summary_text
 from carl_tui.store import RunStore
-from carl_tui.store.fleet import fleet_rows
+from carl_tui.store.fleet import FLEET_STORE, fleet_rows
 
 
 def _fail(message: str) -> int:
@@ -110,10 +110,10 @@ def _report(args) -> int:
     return _export(args, batches, run.key, snap)
 
 
-def read_sources(args, batches: BatchCollector | None = None):
+def read_sources(args, batches: BatchCollector | None = None, **sizes: int):
     """Open the sources the command line names and read what they hold now into a store:
     (what was opened, the store, the sources' names), or the exit status once it is said
-    in one line why nothing could be read."""
+    in one line why nothing could be read. `sizes`: the store's (`RunStore`)."""
     from carl_tui.sources.open import RequestError, open_sources
 
     _check_output(getattr(args, "output", None))
@@ -123,7 +123,7 @@ def read_sources(args, batches: BatchCollector | None = None):
         if exc.kind != "not_found":
             raise UsageError(str(exc)) from None
         return _fail(str(exc))  # nothing there: like an empty run
-    store = RunStore(vocab_size=args.vocab_size, gate_metric=args.gate_metric)
+    store = RunStore(vocab_size=args.vocab_size, gate_metric=args.gate_metric, **sizes)
     described = ", ".join(s.name for s in opened.sources)
     remote = args.trackio is not None or args.job is not None
     try:
@@ -136,7 +136,7 @@ def read_sources(args, batches: BatchCollector | None = None):
 
 def _fleet(args) -> int:
     """`carl-tui fleet`: every run the source holds, as a JSON array or a table."""
-    read = read_sources(args)
+    read = read_sources(args, **FLEET_STORE)
     if isinstance(read, int):
         return read
     _opened, store, described = read

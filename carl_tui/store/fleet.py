@@ -68,6 +68,12 @@ STALL_MIN_S = 60.0
 STALL_UNKNOWN_S = 600.0
 TREND_POINTS = 32  # values across the run for a row's sparkline
 
+#: The store's sizes for reading many runs for their rows only (`carl-tui fleet`): each
+#: series keeps the last 64 points (what a snapshot's tail and means read) and 32 buckets
+#: of history (a trend of TREND_POINTS), not the dashboard's 4096 + 1024 a series. A row's
+#: numbers do not change: last, best, phases and gate are computed on every row as read.
+FLEET_STORE = {"recent": 64, "max_buckets": 32}
+
 #: A job's stage -> the run's state (a run with no word from its source on its life).
 JOB_STATES: dict[str, FleetState] = {
     "SCHEDULING": "queued", "RUNNING": "live", "COMPLETED": "finished",
@@ -95,8 +101,8 @@ def fleet_rows(store: RunStore, *, now: float | None = None,
                prices: Mapping[str, float] | None = None) -> list[FleetRow]:
     """One row per run `store` holds, most recently updated first. `now` (epoch seconds,
     default the clock) judges "stalled" and a running job's cost; `prices` maps a job's
-    hardware flavor to its price in USD per hour (the Hub lists them:
-    `actions.jobs.JobsClient.hardware`; without it a job's cost is None)."""
+    hardware flavor to its price in USD per hour (the Hub lists them: `hub.job_prices`;
+    without it a job's cost is None: no price is known offline)."""
     now = time.time() if now is None else now
     rows = []
     for run in store.runs():
