@@ -37,6 +37,7 @@ commands:
   carl-tui demo                 train a tiny model on the CPU and watch it live
   carl-tui summary SOURCE       print a run's story (phases, gate, metrics) and exit
   carl-tui export SOURCE        print every step of a run as JSONL or CSV
+  carl-tui fleet SOURCE         print every run of a source: state, step, phase, gate, config
   carl-tui replay FILE          play a recorded stream back
   carl-tui train ...            train a real model with the CARL callback (needs [train])
   carl-tui launch ...           launch a GRPO job on Hugging Face Jobs (needs [hub])
@@ -179,6 +180,10 @@ def _add_reading_options(p: argparse.ArgumentParser) -> None:
 
 def _add_view_options(p: argparse.ArgumentParser) -> None:
     _add_reading_options(p)
+    _add_display_options(p)
+
+
+def _add_display_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("display")
     g.add_argument("--theme", default="carl-dark", type=_bounded,
                    help="colour theme (carl-dark, carl-light)")
@@ -199,6 +204,20 @@ def _add_headless_options(p: argparse.ArgumentParser) -> None:
     _add_reading_options(p)
     p.add_argument("--timeout", type=_timeout, default=30.0,
                    help="seconds to wait for a remote or live source (default 30)")
+
+
+def _add_fleet_parser(sub) -> None:
+    f = sub.add_parser("fleet", help="every run of a source, one row each: the fleet table "
+                                     "in a terminal; printed when piped or with --json",
+                       description="One row per run: state, steps, phase, gate, task metric, "
+                                   "loss, GPU, job cost, and the config keys that differ "
+                                   "between the runs. In a terminal: the fleet table, live "
+                                   "(sort, filter, group, compare, open a run); piped, or with "
+                                   "--json: read what the source holds now, print, exit.")
+    _add_headless_options(f)
+    _add_display_options(f)
+    f.add_argument("--json", action="store_true",
+                   help="one JSON array, one object per run (for scripts and CI)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -242,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the GRPO completions instead: one row per completion (step, prompt, "
                         "completion, rewards, advantage)")
 
+    _add_fleet_parser(sub)
+
     # train and launch parse their own arguments (their modules import heavy libraries).
     sub.add_parser("train", help="train a model with the CARL callback and reward (needs [train])",
                    add_help=False)
@@ -267,7 +288,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     args = parser.parse_args(argv)
     try:
-        if args.command in ("summary", "export"):
+        if args.command == "fleet" and not args.json and interactive():
+            check_view_args(args)
+            return run_fleet_screen(args)
+        if args.command in ("summary", "export", "fleet"):
             from carl_tui.report.cli import run_report
 
             return run_report(args)
@@ -346,7 +370,7 @@ def _delegate(command: str, rest: list[str]) -> int:
 # -- the dashboard ----------------------------------------------------------------------
 
 
-def _config(args, opened, *, completions=None, **kw):
+def _config(args, opened, *, completions=None, fleet: bool = False, **kw):
     """What the dashboard is given: the sources opened (built after the first frame), the
     user's settings from the flags, the services (the projects to pick from, the
     completions' readers)."""
@@ -362,6 +386,7 @@ def _config(args, opened, *, completions=None, **kw):
         push_repo=getattr(args, "push_repo", None),
         title=opened.title,
         read_only=getattr(args, "read_only", False),
+        fleet=fleet,
     )
     services = Services(list_projects=opened.list_projects, open_project=opened.open_project,
                         completions=completions)
@@ -390,13 +415,24 @@ def _run_app(config) -> int:
     return int(app.return_code or 0)
 
 
-def run_dashboard(args) -> int:
+def run_dashboard(args, **kw) -> int:
     req = dashboard_request(args)
     opened = open_request(req)
     from carl_tui.completions.open import reader_factory
 
     completions = reader_factory(req, lambda: opened.sources)
-    return _run_app(_config(args, opened, completions=completions))
+    return _run_app(_config(args, opened, completions=completions, **kw))
+
+
+def interactive() -> bool:
+    """Keys come from a terminal and the screen goes to one (else `fleet` prints)."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def run_fleet_screen(args) -> int:
+    """`carl-tui fleet [source options]` in a terminal: the dashboard, opened on the fleet
+    table of every run the sources hold (esc shows the run under it, r the table again)."""
+    return run_dashboard(args, fleet=True)
 
 
 def start_demo_training(args, who: str, before_start: Callable[[], None] | None = None):

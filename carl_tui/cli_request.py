@@ -23,7 +23,8 @@ def source_request(args, **kw):
     from carl_tui.sources.open import SourceRequest
 
     watch = getattr(args, "watch", None)
-    if getattr(args, "file", None) is not None and args.command in ("summary", "export"):
+    if getattr(args, "file", None) is not None and args.command in ("summary", "export",
+                                                                    "fleet"):
         if watch is not None:
             raise UsageError("give the file once: either FILE or --watch FILE")
         watch = args.file

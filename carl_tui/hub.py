@@ -9,7 +9,7 @@ the dashboard runs without the `[hub]` extra.
   `hf auth login`. `HubToken` never prints its value.
 - The client: `make_api()`, an `HfApi` with the user's token.
 - Jobs: `TERMINAL_STAGES`, `stage_text()`, `job_of()` (a `JobInfo` as the one job type,
-  `events.Job`) and `list_jobs()`.
+  `events.Job`), `list_jobs()` and `job_prices()`.
 - Errors: `hub_error()` turns any failure of huggingface_hub (or the HTTP
   stack under it) into a `HubError` whose message is a plain sentence (no
   traceback, no token), with `kind`, `status` and `retry` set.
@@ -162,6 +162,26 @@ def list_jobs(
     rows = [job_of(info, ns) for info in infos]
     rows.sort(key=lambda r: r.created_at or 0.0, reverse=True)
     return rows
+
+
+_PER_HOUR = {"second": 3600.0, "minute": 60.0, "hour": 1.0, "day": 1.0 / 24}
+
+
+def price_per_hour(unit_cost_usd: float, unit_label: str) -> float:
+    """A Jobs hardware price (USD per `unit_label`: "minute", "hour", ...) per hour."""
+    return float(unit_cost_usd) * _PER_HOUR.get((unit_label or "minute").lower().rstrip("s"),
+                                                60.0)
+
+
+def job_prices(api: Any = None) -> dict[str, float]:
+    """Each Jobs hardware flavor's price in USD per hour, as the Hub lists them. Raises
+    HubError."""
+    api = api or make_api()
+    try:
+        raw = api.list_jobs_hardware()
+    except Exception as exc:  # noqa: BLE001 - any Hub failure becomes a readable message
+        raise hub_error(exc, "Listing Jobs hardware", token=getattr(api, "token", None)) from None
+    return {hw.name: price_per_hour(hw.unit_cost_usd, hw.unit_label) for hw in raw}
 
 
 # -- errors ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from tests.conftest import (
     spec_trajectory,
     wait_for,
 )
+from tests.test_fleet_screen import choose_run
 
 SIZE = (160, 45)
 
@@ -32,13 +33,6 @@ def make_app(source, **kw):
     return build_app(dashboard_config([source], refresh_interval=0.05, **kw))
 
 
-
-
-def pick_keys(app, run_id):
-    """Arrow presses that move the run picker's highlight (on the current run) to run_id."""
-    ids = [r.run_id for r in app.store.runs()]
-    delta = ids.index(run_id) - ids.index(app.snapshot.run.run_id)
-    return ["down"] * delta if delta > 0 else ["up"] * -delta
 
 
 def table_cell(app, metric, column):
@@ -133,15 +127,12 @@ async def test_keys_help_runs_metrics_theme_quit(spec_events, run_ref):
         assert {"app.quit", "app.help", "app.pick_run", "view.pick_metrics", "app.theme"} <= ids
         assert type(app.screen).__name__ == "HelpScreen"
         await pilot.press("escape")
-        # switch run with the picker
-        await pilot.press("r")
-        assert type(app.screen).__name__ == "RunPicker"
-        await pilot.press(*pick_keys(app, "run-2"), "enter")
+        # switch run with the fleet table
+        await choose_run(pilot, app, other.key)
         await wait_for(pilot, lambda: app.snapshot.run.run_id == "run-2")
         assert table_cell(app, "loss", "last") == "9.5000"
         assert [k.value for k in app.query_one(MetricsTable).rows] == ["loss"]
-        await pilot.press("r")
-        await pilot.press(*pick_keys(app, "run-1"), "enter")
+        await choose_run(pilot, app, run_ref.key)
         await wait_for(pilot, lambda: app.snapshot.run.run_id == "run-1")
         # hide a metric
         await pilot.press("m")
@@ -180,9 +171,9 @@ async def test_keymap_remaps_a_binding(spec_events):
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.snapshot is not None)
         await pilot.press("r")
-        assert type(app.screen).__name__ != "RunPicker"
+        assert type(app.screen).__name__ != "FleetScreen"
         await pilot.press("R")
-        assert type(app.screen).__name__ == "RunPicker"
+        assert type(app.screen).__name__ == "FleetScreen"
 
 
 @pytest.mark.parametrize("bid", ["view.events", "app.events"])

@@ -293,7 +293,7 @@ def test_summary_of_a_trackio_store(tmp_path, capsys):
     assert d["metrics"]["loss"]["last"] == points[-1]["train/loss"]
 
 
-@pytest.mark.parametrize("command", ["summary", "export"])
+@pytest.mark.parametrize("command", ["summary", "export", "fleet"])
 def test_a_reader_that_stops_early_ends_it_quietly(tmp_path, command):
     """`carl-tui summary run.jsonl | head`: the reader is gone before anything is written
     (its end of the pipe is closed here first); no BrokenPipeError traceback, the exit

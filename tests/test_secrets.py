@@ -22,6 +22,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -31,7 +32,6 @@ for _extra in ("huggingface_hub", "anthropic", "trackio"):  # every source and c
     pytest.importorskip(_extra)
 
 from huggingface_hub import HfApi
-from textual.widgets import OptionList
 
 from carl_tui.actions.diagnosis import Diagnoser
 from carl_tui.sources.hf_jobs import HfJobSource
@@ -41,13 +41,14 @@ from carl_tui.ui.app import DashboardConfig, Services, Settings, build_app
 from carl_tui.ui.screens.diagnosis import DiagnosisScreen
 from carl_tui.ui.screens.jobs import JobsScreen
 from carl_tui.ui.screens.launch import LaunchScreen
-from carl_tui.ui.screens.pickers import RunPicker
+from carl_tui.ui.screens.run_card import RunCardScreen
 from tests.conftest import wait_for as pilot_wait
 from tests.fakes.anthropic_api import AnthropicState, Reply, install_messages_routes
 from tests.fakes.hub_jobs import JobsState, install_jobs_routes
 from tests.fakes.hub_repos import HubState, install_job_launch_routes, install_repo_routes
 from tests.fakes.server import FakeServer, Request, Response
 from tests.fakes.trackio_server import FaultProxy, TrackioServer, start_writer, wait_writer
+from tests.test_fleet_screen import row_count
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -330,15 +331,21 @@ def stream_app(srv: FakeServer, tmp_path: Path):
 
 
 async def pick_run(pilot, app, key: str, scan: Scan | None = None) -> None:
-    """`r`, then the run `key` chosen with the arrow keys (the picker scanned if `scan`)."""
+    """`r`, then the run `key` chosen in the fleet table with the arrow keys and enter (the
+    table and the run's card scanned if `scan`)."""
     await pilot.press("r")
-    await wait_for(pilot, lambda: isinstance(app.screen, RunPicker), what="the run picker")
-    picker = app.screen
+    await wait_for(pilot, lambda: row_count(app) == len(app.store.runs()), what="the fleet")
+    fleet = app.screen
+    order = [r.run.key for r in fleet.shown]
+    delta = order.index(key) - fleet.table.cursor_row
+    await pilot.press(*(["down"] * delta if delta > 0 else ["up"] * -delta))
     if scan is not None:
-        screen(app, scan, "run picker")
-    options = picker.query_one(OptionList)
-    ids = [options.get_option_at_index(i).id for i in range(options.option_count)]
-    await pilot.press("home", *["down"] * ids.index(key), "enter")
+        screen(app, scan, "fleet table")
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen), what="the card")
+        screen(app, scan, f"run card {key}")
+        await pilot.press("escape")
+    await pilot.press("enter")
     await wait_for(pilot, lambda: app.current_run == key and app.snapshot is not None
                    and app.snapshot.run.key == key, what=f"showing {key}")
     await pilot.pause(0.2)
@@ -395,7 +402,7 @@ async def test_dashboard_shows_saves_and_sends_no_secret(hub, trackio, tmp_path,
             shown = {}
             for source in ("trainer-log", "hf-job", "trackio-remote", "jsonl"):
                 run = runs[source]
-                await pick_run(pilot, app, run.key, scan if not shown else None)
+                await pick_run(pilot, app, run.key, scan)
                 shown[source] = screen(app, scan, f"run {source}")
                 panel = app.screen.log_panel
                 if panel.has_class("-hidden"):
@@ -408,7 +415,8 @@ async def test_dashboard_shows_saves_and_sends_no_secret(hub, trackio, tmp_path,
                                what=f"the log of {source}")
                 await pilot.pause(0.1)
                 shown[source] += screen(app, scan, f"log shown {source}")
-            picker = scan.seen["screen: run picker"]
+            fleet = scan.seen["screen: fleet table"]
+            job_card = scan.seen[f"screen: run card {runs['hf-job'].key}"]
 
             await pilot.press("k")
             skipped = screen(app, scan, "skipped")
@@ -497,7 +505,8 @@ async def test_dashboard_shows_saves_and_sends_no_secret(hub, trackio, tmp_path,
     assert job_meta["command"] == ["python", "train.py", "--hub_token", MASK,
                                    f"WANDB_API_KEY={MASK}", f"--service={MASK}"]
     assert f"remote-{MASK}" in shown["trackio-remote"]
-    assert "remote-" in picker  # (its [REDACTED] is eaten as markup: see the xfail below)
+    assert f"remote-{MASK}" in fleet  # text, never markup: the mask is not eaten
+    assert f"python train.py --hub_token {MASK} WANDB_API_KEY={MASK}" in job_card
     trackio_status = next(s for s in store.summary().sources.values()
                           if s.source.startswith("trackio"))
     assert f"database is locked by {MASK}" in trackio_status.message
@@ -614,10 +623,17 @@ async def test_claude_answer_quoting_a_secret_is_masked_on_screen(hub, tmp_path)
     i = next(i for i, r in enumerate(srv.routes) if "messages" in r[1].pattern)
     method, rx, handler = srv.routes[i]
 
+    turn = threading.Semaphore(0)  # the server sends a piece each time the test scanned
+
+    def paced(stream):
+        for chunk in stream:
+            turn.acquire(timeout=5)  # bounded: a test that stopped scanning cannot hang it
+            yield chunk
+
     def slowly(req: Request) -> Response:
         resp = handler(req)
-        if resp.stream is not None:  # a piece every 15 ms: the screen is scanned meanwhile
-            resp.stream = (time.sleep(0.015) or chunk for chunk in resp.stream)
+        if resp.stream is not None:  # the screen is scanned between the pieces
+            resp.stream = paced(resp.stream)
         return resp
 
     srv.routes[i] = (method, rx, slowly)
@@ -629,9 +645,10 @@ async def test_claude_answer_quoting_a_secret_is_masked_on_screen(hub, tmp_path)
         diag = app.screen
         k = 0
         while not diag.history:
-            await pilot.pause(0.03)
             screen(app, scan, f"streaming {k}")
             k += 1
+            turn.release()
+            await pilot.pause(0.03)
         text = screen(app, scan, "answered")
         await pilot.press("ctrl+s")
         scan("saved diagnosis", diag.saved_to.read_text())
@@ -650,15 +667,18 @@ async def test_a_masked_name_shows_as_redacted(hub, tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.snapshot is not None, what="a run")
         await pilot.press("r")
-        await wait_for(pilot, lambda: isinstance(app.screen, RunPicker), what="the run picker")
-        await pilot.pause(0.1)
-        picker = screen(app, scan, "run picker")
-        await pilot.press("escape", "d")
+        await wait_for(pilot, lambda: row_count(app) == 1, what="the fleet table")
+        fleet = screen(app, scan, "fleet table")
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen), what="the card")
+        card = screen(app, scan, "run card")
+        await pilot.press("escape", "escape", "d")
         await wait_for(pilot, lambda: isinstance(app.screen, DiagnosisScreen), what="diagnosis")
         await wait_for(pilot, lambda: app.screen.history, what="Claude's answer")
         diagnosis = screen(app, scan, "diagnosis")
     scan.check()
-    assert f"grpo {MASK}  [jsonl: proj-{MASK}]" in picker
+    assert f"grpo {MASK}" in fleet and "jsonl" in fleet
+    assert f"grpo {MASK}  [jsonl: proj-{MASK}]" in card
     assert f"Claude's diagnosis of grpo {MASK}" in diagnosis
 
 

@@ -14,7 +14,7 @@ import pytest
 from carl_tui.sources.replay import ReplaySource
 from carl_tui.ui.app import build_app
 from carl_tui.ui.screens.help import HelpScreen
-from tests.conftest import dashboard_config, wait_for
+from tests.conftest import dashboard_config, notices_said, wait_for
 
 RECORDING = Path(__file__).resolve().parents[1] / "recordings" / "tiny-demo.jsonl"
 SIZE = (160, 45)
@@ -81,3 +81,32 @@ def test_help_screen(snap_compare):
     assert snap_compare(app, terminal_size=SIZE, run_before=settle(
         app, source, "question_mark", until=lambda: isinstance(app.screen, HelpScreen)))
 
+
+
+def test_fleet_table(snap_compare, tmp_path):
+    """The fleet table of a sweep of four runs (JSONL streams), sorted by name, at 120x36:
+    the essential columns, the trend, the learning rate and seed that differ."""
+    from carl_tui.sources.open import open_file
+    from tests.test_fleet_screen import NOW, SWEEP, column, row_count, write_run
+
+    paths = []
+    for name, lr, seed, steps, _ in SWEEP:
+        write_run(tmp_path / f"{name}.jsonl", name, lr, seed, steps)
+        paths.append(tmp_path / f"{name}.jsonl")
+    app = build_app(dashboard_config([open_file(p) for p in paths], run="grpo-a",
+                                     refresh_interval=0.05, clock=lambda: NOW, fleet=True))
+    said = notices_said(app)
+
+    async def run_before(pilot):
+        await wait_for(pilot, lambda: row_count(app) == 4 and sorted(column(app, "step"))
+                       == ["19", "29", "39", "45"], timeout=30.0, what="every run's rows")
+        # the other runs' crystallisation told (held a moment, grouped), then cleared
+        await wait_for(pilot, lambda: sum("rystallised" in t for t in said) >= 2
+                       and not app.follower.grouper.holding, timeout=30.0, what="notices")
+        await pilot.press("o")  # sorted by name: the same order whichever source read first
+        await wait_for(pilot, lambda: column(app, "name") == sorted(column(app, "name")))
+        await idle(pilot)
+        app.clear_notifications()
+        await idle(pilot)
+
+    assert snap_compare(app, terminal_size=(120, 36), run_before=run_before)

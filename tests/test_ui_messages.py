@@ -37,6 +37,24 @@ def test_the_follower_posts_one_update_with_the_snapshot_and_its_notices():
     assert not follower.pull(max_points=500) and posted[-1] is update
 
 
+def test_the_run_named_is_shown_once_it_appears_though_another_run_was_read_first():
+    """`--run second`: a source reads another run first, which shows meanwhile; the run
+    named takes the screen when its first rows arrive (before, the screen stayed on the
+    first run read), and a run the user picks afterwards is not taken back."""
+    posted: list = []
+    follower = Follower(posted.append, RunStore(), [], preferred="second")
+    follower.emit([ScalarBatch.from_rows(RUN, rows(10))])
+    follower.pull(max_points=500)
+    assert posted[-1].snapshot.run == RUN  # nothing else to show yet
+    follower.emit([ScalarBatch.from_rows(OTHER, rows(5))])
+    follower.pull(max_points=500)
+    assert follower.current_run == OTHER.key and posted[-1].snapshot.run == OTHER
+    follower.switch_run(RUN.key)
+    follower.emit([ScalarBatch.from_rows(OTHER, [(5, {"entropy": 0.5})])])
+    follower.pull(max_points=500)
+    assert follower.current_run == RUN.key
+
+
 def test_compared_runs_come_with_the_update_and_follow_their_own_changes():
     posted: list = []
     follower = Follower(posted.append, RunStore(), [], preferred="run-1")

@@ -14,7 +14,15 @@ from dataclasses import dataclass, replace
 from carl_tui.actions.errors import ActionError
 from carl_tui.actions.launch_spec import JOB_IMAGE, LaunchSpec
 from carl_tui.events import Job
-from carl_tui.hub import TERMINAL_STAGES, find_token, hub_error, hub_module, job_of, stage_text
+from carl_tui.hub import (
+    TERMINAL_STAGES,
+    find_token,
+    hub_error,
+    hub_module,
+    job_of,
+    price_per_hour,
+    stage_text,
+)
 
 
 @dataclass(frozen=True)
@@ -34,11 +42,6 @@ class HardwareOption:
         return f"{self.name} · {self.pretty_name}{acc} · ${self.price_per_hour_usd:.2f}/h"
 
 
-_PER_HOUR = {"second": 3600.0, "minute": 60.0, "hour": 1.0, "day": 1.0 / 24}
-
-
-def _price_per_hour(unit_cost_usd: float, unit_label: str) -> float:
-    return float(unit_cost_usd) * _PER_HOUR.get((unit_label or "minute").lower().rstrip("s"), 60.0)
 
 
 def _hardware_option(hw) -> HardwareOption:
@@ -58,7 +61,7 @@ def _hardware_option(hw) -> HardwareOption:
         accelerator=acc_text,
         cpu=hw.cpu,
         ram=hw.ram,
-        price_per_hour_usd=_price_per_hour(hw.unit_cost_usd, hw.unit_label),
+        price_per_hour_usd=price_per_hour(hw.unit_cost_usd, hw.unit_label),
     )
 
 

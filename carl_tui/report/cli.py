@@ -1,4 +1,4 @@
-"""`carl-tui summary` and `carl-tui export`: read a source headless, print, exit.
+"""`carl-tui summary`, `export` and `fleet`: read a source headless, print, exit.
 
 Exit status: 0 printed; 1 the source holds no run (or not the one asked for)
 or could not be read; 2 a bad flag.
@@ -24,8 +24,10 @@ from carl_tui.report.export import (
     write_csv,
     write_jsonl,
 )
+from carl_tui.report.fleet import fleet_dict, fleet_text, job_prices
 from carl_tui.report.summary import summary_dict, summary_text
 from carl_tui.store import RunStore
+from carl_tui.store.fleet import FLEET_STORE, fleet_rows
 
 
 def _say(message: str) -> None:
@@ -63,24 +65,13 @@ def run_report(args) -> int:
 
 
 def _report(args) -> int:
-    from carl_tui.sources.open import RequestError, open_sources
-
-    _check_output(getattr(args, "output", None))
-    try:
-        opened = open_sources(source_request(args, must_exist=True))
-    except RequestError as exc:
-        if exc.kind != "not_found":
-            raise UsageError(str(exc)) from None
-        return _fail(str(exc))  # nothing there: like an empty run
-    store = RunStore(vocab_size=args.vocab_size, gate_metric=args.gate_metric)
+    if args.command == "fleet":
+        return _fleet(args)
     batches = BatchCollector() if args.command == "export" else None
-    described = ", ".join(s.name for s in opened.sources)
-    remote = args.trackio is not None or args.job is not None
-    try:
-        collect(opened.sources, store, timeout=args.timeout, on_events=batches,
-                patient=remote, say=_say)
-    except CarlError as exc:
-        return _fail(str(exc) if exc.kind == "empty" else f"could not read it: {exc}")
+    read = read_sources(args, batches)
+    if isinstance(read, int):
+        return read
+    opened, store, described = read
     run = pick_run(store, opened.run)
     if run is None:
         runs = ", ".join(r.label for r in store.runs())
@@ -100,6 +91,47 @@ def _report(args) -> int:
         print(json.dumps(d) if args.json else summary_text(d))
         return 0
     return _export(args, batches, run.key, snap)
+
+
+def read_sources(args, batches: BatchCollector | None = None, **sizes: int):
+    """Open the sources the command line names and read what they hold now into a store:
+    (what was opened, the store, the sources' names), or the exit status once it is said
+    in one line why nothing could be read. `sizes`: the store's (`RunStore`)."""
+    from carl_tui.sources.open import RequestError, open_sources
+
+    _check_output(getattr(args, "output", None))
+    try:
+        opened = open_sources(source_request(args, must_exist=True))
+    except RequestError as exc:
+        if exc.kind != "not_found":
+            raise UsageError(str(exc)) from None
+        return _fail(str(exc))  # nothing there: like an empty run
+    store = RunStore(vocab_size=args.vocab_size, gate_metric=args.gate_metric, **sizes)
+    described = ", ".join(s.name for s in opened.sources)
+    remote = args.trackio is not None or args.job is not None
+    try:
+        collect(opened.sources, store, timeout=args.timeout, on_events=batches,
+                patient=remote, say=_say)
+    except CarlError as exc:
+        return _fail(str(exc) if exc.kind == "empty" else f"could not read it: {exc}")
+    return opened, store, described
+
+
+def _fleet(args) -> int:
+    """`carl-tui fleet`: every run the source holds, as a JSON array or a table."""
+    read = read_sources(args, **FLEET_STORE)
+    if isinstance(read, int):
+        return read
+    _opened, store, described = read
+    rows = fleet_rows(store)
+    if not rows:
+        return _fail(f"{described} holds no run yet")
+    prices = job_prices(rows, _say)  # asked only when a run is a job
+    if prices:
+        rows = fleet_rows(store, prices=prices)
+    print(json.dumps([fleet_dict(r) for r in rows], default=str) if args.json
+          else fleet_text(rows))
+    return 0
 
 
 def pick_run(store: RunStore, wanted: str | None):

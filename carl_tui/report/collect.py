@@ -80,7 +80,8 @@ def collect(
                         raise CarlError(f"{stuck[0].source.name}: {stuck[0].last_error}")
                     return  # live sources: what they hold now has been read
                 wait = min(p.next_poll for p in pending) - clock()
-                time.sleep(min(max(wait, 0.01), 0.2))
+                if wait > 0:  # a source that is behind is read on at once
+                    time.sleep(min(wait, 0.2))
     finally:
         for poller in pollers:
             apply(poller.drain())

@@ -7,11 +7,20 @@ builds them from the store (each run's snapshot, its source's word on its life
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+
+from carl_tui import metric_names as mn
 from carl_tui.events import RunRef
+
+if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.store.snapshot import RunSnapshot, SeriesView
+    from carl_tui.store.store import RunStore
 
 #: live: it may still log; finished: its end was read; stalled: live, but no update for
 #: several times its usual interval; failed: its job errored or was cancelled; queued: its
@@ -43,3 +52,218 @@ class FleetRow:
     flavor: str | None = None  # the job's hardware flavor, for a job
     cost_usd: float | None = None  # price per hour x time running, for a job with a price
     config: Mapping[str, Any] = field(default_factory=dict)
+
+
+# -- building the rows ------------------------------------------------------------------
+
+#: A live run is "stalled" when nothing new came for more than STALL_FACTOR times its
+#: usual interval between updates (the median gap between the wall times of its last
+#: rows, as its source dates them: each row's time where the source knows it, else each
+#: read batch's newest), and for at least STALL_MIN_S seconds (a run that logs every
+#: 0.2 s is not stalled after 1 s of garbage collection). Where the interval cannot be
+#: measured (fewer than three dated rows: a history read in one batch), after
+#: STALL_UNKNOWN_S seconds without an update.
+STALL_FACTOR = 5.0
+STALL_MIN_S = 60.0
+STALL_UNKNOWN_S = 600.0
+TREND_POINTS = 32  # values across the run for a row's sparkline
+
+#: The store's sizes for reading many runs for their rows only (`carl-tui fleet`): each
+#: series keeps the last 64 points (what a snapshot's tail and means read) and 32 buckets
+#: of history (a trend of TREND_POINTS), not the dashboard's 4096 + 1024 a series. A row's
+#: numbers do not change: last, best, phases and gate are computed on every row as read.
+FLEET_STORE = {"recent": 64, "max_buckets": 32}
+
+#: A job's stage -> the run's state (a run with no word from its source on its life).
+JOB_STATES: dict[str, FleetState] = {
+    "SCHEDULING": "queued", "RUNNING": "live", "COMPLETED": "finished",
+    "ERROR": "failed", "CANCELED": "failed", "DELETED": "failed",
+}
+
+#: Config keys that differ between runs for no meaning (names, ids, paths, times): never a
+#: sweep's axis. Matched on the key itself, at the top level of the config; so are the keys
+#: a tracker adds with a leading underscore (Trackio's `_Created`, W&B's `_wandb`).
+NOISE_KEYS = frozenset({
+    "name", "run_name", "run_id", "id", "job_id", "url", "output_dir", "logging_dir",
+    "hub_model_id", "trackio_url", "trackio_dir", "trackio_project", "timestamp",
+    "created_at", "start_time", "started_at", "wandb_run_id", "command", "labels",
+})
+
+#: Meta entries that are the store's or a source's bookkeeping, not the run's config (for a
+#: run whose meta has no `config` of its own: a JSONL stream's meta line, a job).
+_BOOKKEEPING = frozenset({
+    "config", "train_summary", "train_summary_step", "steps_estimated", "summary",
+    "exit_code", "trackio_url", "trackio_dir", "trackio_project",
+})
+
+
+def fleet_rows(store: RunStore, *, now: float | None = None,
+               prices: Mapping[str, float] | None = None) -> list[FleetRow]:
+    """One row per run `store` holds, most recently updated first. `now` (epoch seconds,
+    default the clock) judges "stalled" and a running job's cost; `prices` maps a job's
+    hardware flavor to its price in USD per hour (the Hub lists them: `hub.job_prices`;
+    without it a job's cost is None: no price is known offline)."""
+    now = time.time() if now is None else now
+    rows = []
+    for run in store.runs():
+        snap = store.snapshot(run.key, max_points=TREND_POINTS)
+        if snap is not None:
+            rows.append(fleet_row(snap, now=now, prices=prices))
+    return rows
+
+
+def fleet_row(snap: RunSnapshot, *, now: float,
+              prices: Mapping[str, float] | None = None) -> FleetRow:
+    """The row of one run's snapshot (see `fleet_rows`)."""
+    phase, from_step, stage = snap.phase.history[-1] if snap.phase.history else (None,) * 3
+    task = _task_metric(snap)
+    series = snap.series.get(task) if task else None
+    loss = snap.series.get("loss")
+    flavor = (snap.job.flavor if snap.job is not None else "") or snap.meta.get("flavor")
+    return FleetRow(
+        run=snap.run,
+        source=snap.run.source,
+        state=run_state(snap, now),
+        first_step=snap.first_step,
+        last_step=snap.last_step,
+        updated_at=_updated_at(snap),
+        phase=phase or None,
+        stage=stage or None,
+        phase_from=from_step,
+        gate_metric=snap.gate.metric,
+        gate_step=snap.gate.trigger_step if snap.gate.fired else None,
+        task_metric=task,
+        task_last=series.last if series is not None else None,
+        task_best=series.max if series is not None else None,
+        task_trend=_trend(series),
+        loss=loss.last if loss is not None else None,
+        gpu_percent=_gpu_percent(snap),
+        flavor=str(flavor) if flavor else None,
+        cost_usd=_cost(snap, now, prices),
+        config=run_config(snap.meta),
+    )
+
+
+def run_state(snap: RunSnapshot, now: float) -> FleetState:
+    """The run's state: its source's word (`RunLife`) where it says more than "live", else
+    its job's stage, else "finished" once its end of training was read (the Trainer's
+    end-of-training values, a W&B exit record), else "live" (a source that cannot tell,
+    such as Trackio's store, says "live" of every run it reads); a live run with no update
+    for long is "stalled" (STALL_FACTOR)."""
+    said = snap.life.state if snap.life is not None else "live"
+    if said != "live":
+        state: FleetState = said
+    elif snap.job is not None and snap.job.stage in JOB_STATES:
+        state = JOB_STATES[snap.job.stage]
+    elif "exit_code" in snap.meta:
+        state = "finished" if snap.meta["exit_code"] in (0, None) else "failed"
+    elif snap.meta.get("train_summary"):
+        state = "finished"
+    else:
+        state = "live"
+    if state == "live" and _stalled(snap, now):
+        return "stalled"
+    return state
+
+
+def usual_interval(snap: RunSnapshot) -> float | None:
+    """The median gap (seconds) between the wall times of the run's last rows, or None
+    when fewer than three rows carry one."""
+    if snap.wall is None:
+        return None
+    times = snap.wall.tail[np.isfinite(snap.wall.tail)]
+    if times.size < 3:
+        return None
+    gaps = np.diff(np.sort(times))
+    gaps = gaps[gaps > 0]
+    return float(np.median(gaps)) if gaps.size else None
+
+
+def _stalled(snap: RunSnapshot, now: float) -> bool:
+    updated, interval = _updated_at(snap), usual_interval(snap)
+    if updated is None:
+        return False
+    if interval is None:
+        return now - updated > STALL_UNKNOWN_S
+    return now - updated > max(STALL_FACTOR * interval, STALL_MIN_S)
+
+
+def _updated_at(snap: RunSnapshot) -> float | None:
+    if snap.updated_at is not None:
+        return snap.updated_at
+    return snap.life.updated_at if snap.life is not None else None
+
+
+def _task_metric(snap: RunSnapshot) -> str | None:
+    """The progress metric of the run's current stage (token accuracy, the task reward)
+    where the run logs it as one series; else accuracy or reward when it logs one."""
+    if snap.phase.metric in snap.series:
+        return snap.phase.metric
+    return next((m for m in (mn.ACCURACY, mn.REWARD) if m in snap.series), None)
+
+
+def _trend(series: SeriesView | None) -> tuple[float, ...]:
+    if series is None:
+        return ()
+    values = series.values[np.isfinite(series.values)]
+    if values.size > TREND_POINTS:
+        values = values[np.linspace(0, values.size - 1, TREND_POINTS).astype(int)]
+    return tuple(float(v) for v in values)
+
+
+def _gpu_percent(snap: RunSnapshot) -> float | None:
+    """The mean utilization of the run's GPUs in their newest samples, else its job's."""
+    if snap.system is not None:
+        used = [g.latest.utilization for g in snap.system.gpus
+                if g.latest.utilization is not None]
+        if used:
+            return float(sum(used) / len(used))
+    return snap.usage.gpu_percent if snap.usage is not None else None
+
+
+def _cost(snap: RunSnapshot, now: float, prices: Mapping[str, float] | None) -> float | None:
+    """Price per hour x hours running (0 while queued); None without a job or a price."""
+    job = snap.job
+    if job is None or not prices or job.flavor not in prices:
+        return None
+    if job.started_at is None:
+        return 0.0
+    seconds = max(0.0, (job.finished_at or now) - job.started_at)
+    return prices[job.flavor] * seconds / 3600.0
+
+
+def run_config(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's config: its logged `config`, else the other entries of its meta."""
+    cfg = meta.get("config")
+    if isinstance(cfg, Mapping):
+        return dict(cfg)
+    return {k: v for k, v in meta.items() if k not in _BOOKKEEPING}
+
+
+def differing_keys(rows: Sequence[FleetRow]) -> list[str]:
+    """The config keys whose values differ between the rows (a sweep's axes: learning
+    rate, seed, model...), in the order the runs name them. Keys every run gives the same
+    value are left out, and so are NOISE_KEYS (names, ids, paths, times) and keys that
+    begin with "_". A key a run does
+    not have counts as a value of its own."""
+    missing = object()
+    keys: dict[str, None] = {}
+    for r in rows:
+        keys.update(dict.fromkeys(r.config))
+    out = []
+    for key in keys:
+        if key in NOISE_KEYS or key.startswith("_"):
+            continue
+        values = {_comparable(r.config.get(key, missing)) for r in rows}
+        if len(values) > 1:
+            out.append(key)
+    return out
+
+
+def _comparable(v: Any) -> Any:
+    """A hashable stand-in for a config value (dicts and lists as their JSON)."""
+    try:
+        hash(v)
+    except TypeError:
+        return json.dumps(v, sort_keys=True, default=str)
+    return v

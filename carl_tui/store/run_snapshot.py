@@ -101,6 +101,7 @@ def build_snapshot(state: RunParts, max_points: int = 2000) -> RunSnapshot:
         first_step=_oldest(state.first_step, pv),
         system=state.system.view(),
         history_read=None if pv is None else _history_read(state, pv),
+        life=state.life,
     )
 
 
@@ -174,6 +175,7 @@ def _phase_view(phases: PhaseTrack, *, provisional: bool) -> PhaseView:
         stage_start=stage.start_step if stage is not None else None,
         history=tuple(phases.timeline()),
         provisional=provisional,
+        metric=stage.metric if stage is not None else "",
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from carl_tui.events import Job, Marker, Progress, RunRef, SourceStatus
+from carl_tui.events import Job, Marker, Progress, RunLife, RunRef, SourceStatus
 from carl_tui.store.skipped import counts_text, skipped_counts
 from carl_tui.store.system import JobUsage, SystemView
 
@@ -78,6 +78,7 @@ class PhaseView:
     stage_start: int | None = None
     history: tuple[tuple[str, int, str], ...] = ()  # (phase, first step, stage) of every stage
     provisional: bool = False  # classified on a sample of the history while it is read
+    metric: str = ""  # the current stage's progress metric ("mean_token_accuracy", a reward)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ class RunSnapshot:
     # While a long history is read after a coarse preview: the share of it read so far
     # (0..1, by step); None once every row is in (nothing on screen is provisional).
     history_read: float | None = None
+    life: RunLife | None = None  # the source's word on the run's life, if it said one
 
     @property
     def provisional(self) -> bool:

@@ -30,6 +30,7 @@ from textual.worker import Worker, WorkerState
 from carl_tui.errors import describe
 from carl_tui.redact import redact
 from carl_tui.ui.alerts import announce, load_alert_config
+from carl_tui.ui.fleet_part import FleetPart
 from carl_tui.ui.keys import ACTION_KEYS, APP_KEYS, READ_ONLY_HIDDEN, normalize_keymap
 from carl_tui.ui.messages import (
     CompareChanged,
@@ -68,7 +69,7 @@ class DashboardConfig:
     on_exit: Callable[[], None] | None = None
 
 
-class CarlApp(ReadablePlots, KeyHelp):
+class CarlApp(ReadablePlots, KeyHelp, FleetPart):
     CSS_PATH = "app.tcss"
     TITLE = "carl-tui"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -184,6 +185,8 @@ class CarlApp(ReadablePlots, KeyHelp):
             self.notify(self._source_problem, severity="error", timeout=15)
         self.dashboard.prepare_plots()  # while the sources read their first rows
         self.pull()
+        if self.settings.fleet:  # the table at once: its rows arrive as the sources read
+            self.open_fleet()
 
     def on_unmount(self) -> None:
         self._quitting = True
@@ -202,10 +205,10 @@ class CarlApp(ReadablePlots, KeyHelp):
         # Read-only: no key that acts (absent from the footer, refused).
         return not (self.settings.read_only and action in READ_ONLY_HIDDEN)
 
-    async def run_action(self, action, default_namespace=None) -> bool:
+    async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
         if self._quitting:
             return False
-        return await super().run_action(action, default_namespace)
+        return await super().run_action(action, default_namespace, namespaces)
 
     # -- moving data to the screen -------------------------------------------
 
@@ -305,14 +308,10 @@ class CarlApp(ReadablePlots, KeyHelp):
         open_completions(self, self._completion_logs, self.services.completions)
 
     def action_pick_run(self) -> None:
-        from carl_tui.ui.screens.pickers import RunPicker
-
-        runs = [(r.key, f"{r.label}  [{r.source}: {r.project}]") for r in self.store.runs()]
-        if not runs:
+        if not self.store.runs():
             self.notify("no runs yet", severity="warning")
             return
-        self.push_screen(RunPicker(runs, self.current_run),
-                         lambda key: self.switch_run(key) if key else None)
+        self.open_fleet(self.dashboard.compare)
 
     def action_pick_project(self) -> None:
         if self.services.list_projects is None or self.services.open_project is None:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from carl_tui.sources.base import Source, SourceRunner
 from carl_tui.store import Notice, RunSnapshot, RunStore
+from carl_tui.store.notice_groups import NoticeGrouper
 from carl_tui.ui.messages import SnapshotUpdated, StoreChanged
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,7 +75,10 @@ class Follower:
         # `summary` follows too), chosen again while the sources read their history,
         # until the user picks one.
         self._auto = preferred is None
+        # --run NAME not read yet: another run shows meanwhile, and NAME once it appears
+        self._awaiting = preferred is not None
         self._told: str | None = None  # the automatic choice last announced
+        self.grouper = NoticeGrouper()  # "12 runs crystallised", not 12 notices
 
     # -- sources ---------------------------------------------------------------
 
@@ -137,16 +141,19 @@ class Follower:
     def follow(self, run_key: str) -> None:
         """Show this run now, or as soon as its first event arrives."""
         self._auto = False
+        self._awaiting = False
         self._pending_follow = run_key
         self._seen_store_version = -1
 
     def follow_project(self, project: str) -> None:
         self._auto = False
+        self._awaiting = False
         self._follow_project = project
         self._seen_store_version = -1
 
     def switch_run(self, key: str) -> None:
         self._auto = False
+        self._awaiting = False
         self.current_run = key
         self._seen_version = -1
         self._seen_store_version = -1
@@ -163,21 +170,26 @@ class Follower:
         on screen, when it changed, and the notices to raise). False when there was
         nothing new. `render_cost`: what drawing the last snapshot took (paces a backlog)."""
         store = self.store
-        if self._seen_store_version == store.version:
-            return False
-        if time.perf_counter() < self._next_pull and self.catching_up:
-            # Loading a backlog of history: show progress about once a second and
-            # leave the CPU to the loading; the moment it is done, paint.
-            return False
+        due = collapse(self.grouper.due())  # other runs' notices: grouped, after a moment
+        if self._seen_store_version == store.version or (
+                time.perf_counter() < self._next_pull and self.catching_up):
+            # Nothing new; or loading a backlog of history: show progress about once a
+            # second and leave the CPU to the loading; the moment it is done, paint.
+            if due:
+                self.post(SnapshotUpdated(None, (), tuple(store.runs()), tuple(due),
+                                          tuple(self.grouper.grouped)))
+            return bool(due)
         self._seen_store_version = store.version
         self._choose_run()
         told = self._tell_choice()
         shown = [n for n in store.take_notices()
                  if self.current_run is None or n.run.key == self.current_run
                  or n.kind in ALWAYS_SHOWN]
-        notices = ([told] if told is not None else []) + collapse(shown)
+        notices = (due + ([told] if told is not None else [])
+                   + collapse(self.grouper.take(shown, self.current_run)))
         snap, others = self._take_snapshot(max_points, render_cost)
-        self.post(SnapshotUpdated(snap, others, tuple(store.runs()), tuple(notices)))
+        self.post(SnapshotUpdated(snap, others, tuple(store.runs()), tuple(notices),
+                                  tuple(self.grouper.grouped)))
         return True
 
     def _take_snapshot(self, max_points: int, render_cost: float
@@ -225,10 +237,12 @@ class Follower:
             if runs:
                 self.current_run, self._follow_project = runs[0].key, None
                 self._seen_version = -1
-        if self.current_run is None and self.preferred:
+        if self._awaiting and self.preferred:
             match = [r for r in store.runs() if r.answers_to(self.preferred)]
             if match:
-                self.current_run = match[0].key
+                self._awaiting = False
+                if match[0].key != self.current_run:
+                    self.current_run, self._seen_version = match[0].key, -1
         if (self.current_run is None or self._auto) and not self._pending_follow:
             newest = store.most_recent()
             if newest is not None and newest.key != self.current_run:

@@ -25,7 +25,8 @@ class Key:
 APP_KEYS: tuple[Key, ...] = (  # the app's: navigation, theme, help
     Key("q", "quit", "Quit", "app.quit", "Quit carl-tui"),
     Key("question_mark", "help", "Help", "app.help", "List every key"),
-    Key("r", "pick_run", "Runs", "app.pick_run", "Switch to another run"),
+    Key("r", "pick_run", "Runs", "app.pick_run",
+        "The fleet table: every run, live; sort, filter, group, compare; enter opens one"),
     Key("P", "pick_project", "Projects", "app.pick_project", "Open another Trackio project",
         show=False),
     Key("t", "cycle_theme", "Theme", "app.theme", "Switch dark/light theme", show=False),
@@ -57,6 +58,8 @@ VIEW_KEYS: tuple[Key, ...] = (  # the dashboard screen's: how the run is viewed
     Key("g", "toggle_system", "System", "view.system",
         "Show or hide the system panel: GPUs (utilization, memory, power), CPU and RAM",
         show=False),
+    Key("i", "run_card", "Card", "view.run_card",
+        "The run's card: its config, summary values, job and events", show=False),
     Key("e", "events", "Events", "view.events",
         "The run's story on one timeline: phases, the gate, the cascade, alerts, job states",
         show=False),
@@ -78,6 +81,24 @@ ACTION_KEYS: tuple[Key, ...] = (
 )
 
 ALL_KEYS: tuple[Key, ...] = APP_KEYS + VIEW_KEYS + ACTION_KEYS
+
+FLEET_KEYS: tuple[Key, ...] = (  # the fleet table's (`r`, `carl-tui fleet`)
+    Key("enter", "open_run", "Open", "fleet.open", "Open the run under the cursor"),
+    Key("space", "toggle_select", "Select", "fleet.select",
+        "Select the run to compare on the plots (again: unselect)"),
+    Key("i", "card", "Card", "fleet.card",
+        "The run's card: config, summary values, job, events; with runs selected, "
+        "their differing config side by side"),
+    Key("slash", "filter", "Filter", "fleet.filter",
+        "Filter the runs: phase:crystallisation state:live lr>=1e-4 name~grpo"),
+    Key("o", "cycle_sort", "Sort", "fleet.sort", "Sort by the next column (or click its header)"),
+    Key("O", "reverse_sort", "Reverse", "fleet.reverse", "Reverse the order", show=False),
+    Key("g", "cycle_group", "Group", "fleet.group",
+        "Group the runs by a config key that differs between them (again: the next key)"),
+    Key("escape", "close", "Back", "fleet.close", "Back to the run on the dashboard"),
+)
+# The keys active together: the dashboard's, and the fleet table's with the app's.
+KEY_SCOPES: tuple[tuple[Key, ...], ...] = (ALL_KEYS, APP_KEYS + ACTION_KEYS + FLEET_KEYS)
 
 # What a read-only dashboard (`--read-only`, and `carl-tui serve` without `--allow-actions`)
 # leaves out of the footer, the help and the palette, and refuses: the keys that act on the
@@ -101,7 +122,7 @@ RENAMED_IDS: dict[str, str] = {
 
 
 def binding_ids() -> list[str]:
-    return [k.id for k in ALL_KEYS]
+    return [k.id for k in ALL_KEYS + FLEET_KEYS]
 
 
 def normalize_keymap(keymap: dict[str, str]) -> dict[str, str]:
@@ -138,7 +159,11 @@ def check_keymap(keymap: dict[str, str]) -> str | None:
     known = binding_ids()
     for bid, key in keymap.items():
         if bid not in known and bid not in RENAMED_IDS:
-            return f"unknown binding id {bid!r} (known: {', '.join(known)})"
+            import difflib
+
+            close = difflib.get_close_matches(bid, known, n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            return f"unknown binding id {bid!r}{hint} (? lists every id, with its key)"
         why = check_key(key)
         if why:
             return f"{bid}={key}: {why}"
@@ -158,10 +183,19 @@ def _key_name(key: str) -> str:
 
 
 def _check_clashes(keymap: dict[str, str]) -> str | None:
-    """One key for two actions (the one bound later would never run: a keymap that
-    gives `q` to another action leaves quit without its key), or a key Textual keeps."""
+    """One key for two actions of one screen (the one bound later would never run: a
+    keymap that gives `q` to another action leaves quit without its key), or a key
+    Textual keeps."""
+    for keys in KEY_SCOPES:
+        why = _clash_in(keymap, keys)
+        if why:
+            return why
+    return None
+
+
+def _clash_in(keymap: dict[str, str], keys: tuple[Key, ...]) -> str | None:
     owner: dict[str, str] = {}
-    for k in ALL_KEYS:
+    for k in keys:
         for key in keymap.get(k.id, k.key).split(","):
             name = _key_name(key)
             if name in RESERVED and not (name == "ctrl+q" and k.id == "app.quit"):

@@ -51,12 +51,31 @@ class SnapshotUpdated(Message, bubble=False):
     """The follower's news, one per update of the store: a new snapshot of the run on
     screen (None: it did not change) with the runs compared with it (None where a run
     has no data), every run the store knows, and the notices to raise. The app raises
-    the notices and hands the message down to the dashboard (it never bubbles back up)."""
+    the notices and hands the message down to the dashboard (it never bubbles back up).
+    `grouped`: the other runs' notices told only as a count so far, for the events view."""
 
     snapshot: RunSnapshot | None
     compared: tuple[RunSnapshot | None, ...] = ()
     runs: tuple[RunRef, ...] = ()
     notices: tuple[Notice, ...] = ()
+    grouped: tuple[Notice, ...] = ()
+
+
+@dataclass
+class CompareSelected(Message):
+    """The fleet table's selection changed: these runs are overlaid on the dashboard's
+    plots."""
+
+    keys: tuple[str, ...] = ()
+
+
+@dataclass
+class CardWanted(Message):
+    """The dashboard's `i`: the card of the run `key` (None: no run yet), with the runs
+    compared with it."""
+
+    key: str | None
+    compared: tuple[str, ...] = ()
 
 
 @dataclass

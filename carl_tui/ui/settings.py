@@ -51,6 +51,7 @@ class Settings:
     output_dir: str | None = None  # where the run's checkpoints are (p), unless its meta says
     push_repo: str | None = None  # default target repo of p
     launch_defaults: LaunchSpec | None = None  # the launch form's; None: LaunchSpec()
+    fleet: bool = False  # open on the fleet table (`carl-tui fleet`), the dashboard under it
 
 
 @dataclass

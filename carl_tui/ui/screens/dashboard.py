@@ -26,7 +26,13 @@ from textual.widgets import Header
 from carl_tui import metric_names as mn
 from carl_tui.errors import describe
 from carl_tui.ui.keys import VIEW_KEYS
-from carl_tui.ui.messages import CompareChanged, DashboardReady, SnapshotUpdated, StatusTick
+from carl_tui.ui.messages import (
+    CardWanted,
+    CompareChanged,
+    DashboardReady,
+    SnapshotUpdated,
+    StatusTick,
+)
 from carl_tui.ui.plot_view import ChartSettings
 from carl_tui.ui.screens.chart_keys import ChartKeys
 from carl_tui.ui.widgets.job_bar import JobBar
@@ -41,7 +47,7 @@ from carl_tui.ui.widgets.system_panel import SystemPanel
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.events import RunRef
-    from carl_tui.store import RunSnapshot
+    from carl_tui.store import Notice, RunSnapshot
     from carl_tui.ui.chart import Overlay
 
 OVERLAY_COLORS = tuple(f"plot-overlay-{i}" for i in range(8))  # 7 compared runs at most
@@ -77,6 +83,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
         self.snapshot: RunSnapshot | None = None
         self.compared: tuple[RunSnapshot | None, ...] = ()  # with the snapshot: compare, overlay
         self.runs: tuple[RunRef, ...] = ()  # every run known, as of the last update
+        self.grouped: tuple[Notice, ...] = ()  # other runs' notices told only as a count
         self.clock = clock
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -150,7 +157,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
 
     @on(SnapshotUpdated)
     def _updated(self, update: SnapshotUpdated) -> None:
-        self.runs = update.runs
+        self.runs, self.grouped = update.runs, update.grouped
         if update.snapshot is not None:
             self.compared = update.compared
             self.show(update.snapshot)
@@ -277,6 +284,12 @@ class DashboardScreen(ChartKeys, Screen[None]):
         self.overlay = not self.overlay
         self._ask_compare("overlay: " + ("every run of the project" if self.overlay else "off"))
 
+    def compare_with(self, keys: tuple[str, ...]) -> None:
+        """The fleet table's selection: overlaid on every plot of the run shown."""
+        self.compare = list(keys)
+        self.post_message(CompareChanged(tuple(self.compare), self.overlay))
+        self.redraw()
+
     def _ask_compare(self, note: str) -> None:
         """The runs to overlay change: the next update brings their snapshots."""
         self.post_message(CompareChanged(tuple(self.compare), self.overlay))
@@ -315,7 +328,12 @@ class DashboardScreen(ChartKeys, Screen[None]):
         if self.snapshot is None:
             self.notify("no run yet", severity="warning")
             return
-        self.app.push_screen(EventsScreen(self.snapshot))
+        # with the other runs' notices that were told only as a count
+        self.app.push_screen(EventsScreen(self.snapshot, list(self.grouped)))
+
+    def action_run_card(self) -> None:
+        key = self.snapshot.run.key if self.snapshot else None
+        self.post_message(CardWanted(key, tuple(self.compare)))
 
     def action_toggle_follow(self) -> None:
         self.log_panel.set_follow(not self.log_panel.follow)

@@ -63,9 +63,12 @@ class KeyHelp(App[None]):
         self.push_screen(HelpScreen(self.key_help()))
 
     def key_help(self) -> list[tuple[str, str, str, str]]:
-        """(key, description, tooltip, id) of every dashboard binding, keymap applied."""
+        """(key, description, tooltip, id) of every dashboard binding and of the screen on
+        top's own keys (the fleet table's), keymap applied."""
+        from carl_tui.ui.screens.fleet import screen_keys
+
         rows = []
-        for b in self._all_bindings():
+        for b in (*self._all_bindings(), *screen_keys(self.screen)):
             if b.id:
                 key = self.keymap.get(b.id, b.key)
                 display = ", ".join(self.get_key_display(b.with_key(k)) for k in key.split(","))

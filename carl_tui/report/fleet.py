@@ -1,0 +1,130 @@
+"""`carl-tui fleet`: every run a source holds, one row each, as JSON or a plain table.
+
+The JSON array holds one object per run (keys always present, null where the run has no
+such value), most recently updated first:
+
+    {"run": str, "id": str, "source": str,
+     "state": "live" | "finished" | "stalled" | "failed" | "queued",
+     "first_step": int, "last_step": int, "updated_at": float (epoch seconds),
+     "phase": {"phase": str, "stage": "accuracy" | "reward", "from_step": int},
+     "gate": {"metric": str, "fired_at": int | null},
+     "task": {"metric": str, "last": float, "best": float, "trend": [float, ...]},
+     "loss": float, "gpu_percent": float, "flavor": str, "cost_usd": float,
+     "config": {key: value}}
+
+`phase` is the last entry of `summary --json`'s `phases`, `gate` its `gate`, and the
+task's `last` and `best` are `summary`'s `last` and `max` of that metric: the same
+numbers for the same run (`store/fleet.py` says how each is chosen, and the states).
+The table says the same for a person, with the config keys that differ between the runs
+(the sweep's axes) as its last columns.
+
+A job's cost is its flavor's price per hour (listed by the Hub, asked once when a run
+is a job) times the hours it has run; null when the price cannot be had (offline).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from carl_tui.report.summary import _num
+from carl_tui.store.fleet import FleetRow, differing_keys
+
+
+def fleet_dict(row: FleetRow) -> dict[str, Any]:
+    """One run of `fleet --json`."""
+    return {
+        "run": row.run.label,
+        "id": row.run.run_id,
+        "source": row.source,
+        "state": row.state,
+        "first_step": row.first_step,
+        "last_step": row.last_step,
+        "updated_at": row.updated_at,
+        "phase": {"phase": row.phase, "stage": row.stage, "from_step": row.phase_from},
+        "gate": {"metric": row.gate_metric, "fired_at": row.gate_step},
+        "task": {"metric": row.task_metric, "last": row.task_last, "best": row.task_best,
+                 "trend": list(row.task_trend)},
+        "loss": row.loss,
+        "gpu_percent": row.gpu_percent,
+        "flavor": row.flavor,
+        "cost_usd": row.cost_usd,
+        "config": dict(row.config),
+    }
+
+
+def ago(seconds: float | None) -> str:
+    """"12s ago", "3m ago", "5h ago", "2d ago"; "-" when unknown."""
+    if seconds is None:
+        return "-"
+    s = max(0.0, seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s >= size:
+            return f"{int(s // size)}{unit} ago"
+    return f"{int(s)}s ago"
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return _num(v)
+    return str(v)
+
+
+def _config_cell(v: Any) -> str:
+    """A config value as people write it: 0.0003, 1e-05, 8, tiny-llama."""
+    if isinstance(v, float):
+        return f"{v:g}"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, default=str)
+    return "-" if v is None else str(v)
+
+
+def fleet_table(rows: Sequence[FleetRow], *, now: float | None = None) -> list[list[str]]:
+    """The table's cells, its header first: what the fleet screen shows, for a pipe."""
+    now = time.time() if now is None else now
+    axes = differing_keys(rows)
+    header = ["run", "source", "state", "step", "updated", "phase", "gate", "task",
+              "last", "best", *axes]
+    out = [header]
+    for r in rows:
+        phase = "-" if r.phase is None else f"{r.phase}@{r.phase_from}"
+        out.append([
+            r.run.label, r.source, r.state, _cell(r.last_step),
+            ago(None if r.updated_at is None else now - r.updated_at), phase,
+            _cell(r.gate_step), _cell(r.task_metric), _cell(r.task_last),
+            _cell(r.task_best), *(_config_cell(r.config.get(k)) for k in axes),
+        ])
+    return out
+
+
+def fleet_text(rows: Sequence[FleetRow], *, now: float | None = None) -> str:
+    """The table, its columns aligned (numbers to the right)."""
+    cells = fleet_table(rows, now=now)
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    right = {3, 6, 8, 9}
+    lines = []
+    for row in cells:
+        parts = [c.rjust(w) if i in right else c.ljust(w)
+                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def job_prices(rows: Sequence[FleetRow],
+               say: Callable[[str], None] | None = None) -> dict[str, float] | None:
+    """The Hub's price per hour of each Jobs flavor, asked only when a run is a job;
+    None (said once through `say`) when it cannot be had."""
+    if not any(r.flavor for r in rows):
+        return None
+    from carl_tui.hub import job_prices as hub_prices
+
+    try:
+        return hub_prices()
+    except Exception as exc:  # noqa: BLE001 - a missing price is a missing column, said once
+        if say is not None:
+            say(f"job cost unknown: {exc}")
+        return None

@@ -1,0 +1,402 @@
+"""The fleet table (`r`, `carl-tui fleet`): one row per run of every source, live.
+
+Sort by any column (`o` the next, `O` reverses, or click a header), filter with `/`
+(`store/fleet_filter.py`), group by a config key that differs between the runs (`g`),
+select runs with space to compare them on the dashboard's plots, `i` for a run's card,
+enter opens the run. The rows come from `store.fleet.fleet_rows`, read in a worker thread
+whenever the store changed; cursor and selection follow their runs across updates.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.screen import Screen
+from textual.widgets import DataTable, Input, Static
+
+from carl_tui.errors import describe
+from carl_tui.store.fleet import FleetRow
+from carl_tui.store.fleet_filter import FilterError, FleetFilter, parse_filter
+from carl_tui.ui.fleet_columns import (
+    Column,
+    arrange,
+    column_width,
+    columns_for,
+    fit_columns,
+)
+from carl_tui.ui.keys import FLEET_KEYS
+from carl_tui.ui.messages import CompareSelected
+from carl_tui.ui.widgets.key_footer import KeyFooter
+
+if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.store import RunStore
+
+RowsOf = Callable[["RunStore", float, "Mapping[str, float] | None"], list[FleetRow]]
+MARK = "●"
+
+
+def as_text(cell: str | Text) -> Text:
+    return cell if isinstance(cell, Text) else Text(cell)
+
+
+def store_rows(store: RunStore, now: float,
+               prices: Mapping[str, float] | None = None) -> list[FleetRow]:
+    from carl_tui.store.fleet import fleet_rows
+
+    return fleet_rows(store, now=now, prices=prices)
+
+
+class FleetCommands(Provider):
+    """The fleet table's keys in the command palette."""
+
+    def _commands(self) -> Iterable[tuple[str, str, str]]:
+        return ((b.description, b.tooltip, b.action) for b in FleetScreen.BINDINGS
+                if isinstance(b, Binding))
+
+    async def discover(self) -> Hits:
+        for name, help_text, action in self._commands():
+            yield DiscoveryHit(name, self._runner(action), help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, help_text, action in self._commands():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), self._runner(action), help=help_text)
+
+    def _runner(self, action: str) -> Callable[[], object]:
+        screen = self.screen
+        return lambda: screen.run_action(action)
+
+
+class FilterBox(Screen[str | None]):
+    """`/`: the filter box over the table; a bad filter says why under it and the last
+    good one stays. (The fleet table's base: `FleetScreen` has the rows and the table.)"""
+
+    rows: list[FleetRow]
+    filter: FleetFilter
+    table: DataTable
+
+    def show_rows(self) -> None:
+        raise NotImplementedError
+
+    def action_filter(self) -> None:
+        box = self.query_one("#fleet-filter", Input)
+        box.remove_class("-hidden")
+        box.value = self.filter.text
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        keys = {k for r in self.rows for k in r.config}
+        error = self.query_one("#fleet-error", Static)
+        try:
+            self.filter = parse_filter(event.value, keys)
+        except FilterError as exc:
+            error.update(Text(f"{exc} (the filter stays: {self.filter.text or 'none'})"))
+            error.remove_class("-hidden")
+            return
+        error.add_class("-hidden")
+        self._close_filter()
+        self.show_rows()
+
+    def _close_filter(self) -> None:
+        self.query_one("#fleet-filter", Input).add_class("-hidden")
+        self.query_one("#fleet-error", Static).add_class("-hidden")
+        self.table.focus()
+
+
+class FleetScreen(FilterBox):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(k.key, k.action, k.description, id=k.id, tooltip=k.tooltip, show=k.show)
+        for k in FLEET_KEYS
+    ]
+    COMMANDS: ClassVar = {FleetCommands}
+    DEFAULT_CSS = """
+    FleetScreen #fleet-title { height: 1; padding: 0 1; background: $panel; }
+    FleetScreen #fleet-filter { height: 3; border: round $primary; }
+    FleetScreen #fleet-filter.-hidden { display: none; }
+    FleetScreen #fleet-error { height: auto; padding: 0 1; color: $error; }
+    FleetScreen #fleet-error.-hidden { display: none; }
+    FleetScreen DataTable { height: 1fr; }
+    """
+
+    def __init__(self, store: RunStore, *, rows_of: RowsOf = store_rows,
+                 clock: Callable[[], float] = time.time, current: str | None = None,
+                 selected: Iterable[str] = (),
+                 prices_of: Callable[[], Mapping[str, float]] | None = None):
+        """`prices_of`: each Jobs flavor's price per hour (the Hub's list), asked once, in
+        the worker, when a run is a job: its cost is that times the hours it ran."""
+        super().__init__()
+        self.store = store
+        self.rows_of = rows_of
+        self.prices_of = prices_of
+        self.prices: Mapping[str, float] | None = None
+        self.clock = clock
+        self.current = current  # the run on the dashboard: the cursor starts on it
+        self.rows: list[FleetRow] = []  # every run, as last read
+        self.shown: list[FleetRow] = []  # the rows on screen, in order
+        self.filter = FleetFilter("")
+        self.sort: str | None = None  # a column key; None: the store's order (newest first)
+        self.reverse = False
+        self.group: str | None = None  # a config key
+        self.selected: list[str] = list(selected)  # run keys, in the order chosen
+        self._columns: list[Column] = []  # the data columns shown
+        self._shown_header: list[tuple[str, str, int]] = []  # (key, label, width) shown
+        self._cells: dict[str, tuple] = {}  # run key -> its cells as shown
+        self._seen = (-1, -1.0)  # (store version, time) of the rows read
+        self._reading = False  # a read of the rows is under way
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="fleet-title")
+        yield Input(placeholder="phase:crystallisation state:live lr>=1e-4 name~grpo "
+                                "(enter applies, esc closes)", id="fleet-filter",
+                    classes="-hidden")
+        yield Static(id="fleet-error", classes="-hidden")
+        table = DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
+        yield table
+        yield KeyFooter()
+
+    @property
+    def table(self) -> DataTable:
+        return self.query_one("#fleet-table", DataTable)
+
+    def on_mount(self) -> None:
+        self.title = "carl-tui · fleet"
+        self.table.focus()
+        self._show_title()
+        self.set_interval(0.5, self._poll)
+        self._poll()
+
+    def _poll(self) -> None:
+        """Read the rows again when the store changed (or every few seconds: the ages),
+        one read at a time (a thousand runs take a while: reads never pile up)."""
+        version, when = self._seen
+        if not self._reading and (self.store.version != version or self.clock() - when >= 5):
+            self._reading = True
+            self.read_rows()
+
+    @work(thread=True, exclusive=True, group="fleet-rows", exit_on_error=False,
+          description="reading the fleet")
+    def read_rows(self) -> None:
+        try:
+            self._read()
+        finally:
+            self._reading = False
+
+    def _read(self) -> None:
+        now, version = self.clock(), self.store.version
+        rows = self.rows_of(self.store, now, self.prices)
+        if self.prices_of is not None and any(r.flavor for r in rows):
+            ask, self.prices_of = self.prices_of, None  # once
+            try:
+                self.prices = ask()
+            except Exception as exc:  # noqa: BLE001 - a missing price is a missing cost, said
+                self.app.call_from_thread(self.notify, f"job cost unknown: {describe(exc)}",
+                                          severity="warning")
+            else:
+                rows = self.rows_of(self.store, now, self.prices)
+        self.app.call_from_thread(self._take, rows, version, now)
+
+    def _take(self, rows: list[FleetRow], version: int, now: float) -> None:
+        self._seen = (version, now)
+        self.rows = rows
+        self.show_rows()
+
+    # -- showing -----------------------------------------------------------------
+
+    def config_keys(self) -> list[str]:
+        from carl_tui.store.fleet import differing_keys
+
+        return differing_keys(self.rows)
+
+    def show_rows(self) -> None:
+        """Lay the rows out: filtered, sorted, grouped; the columns that fit."""
+        if not self.is_mounted:
+            return
+        now = self.clock()
+        rows = [r for r in self.rows if self.filter.matches(r)]
+        all_columns = columns_for(self.config_keys())
+        sort = next((c for c in all_columns if c.key == self.sort), None)
+        arranged = arrange(rows, sort, self.reverse, self.group)
+        width = self.size.width or self.app.size.width
+        if self.group:  # the group column takes its labels' width first
+            width -= 2 + max([len(f"{self.group} (group)"), *(len(g) for _, g in arranged)])
+        columns = fit_columns(all_columns, rows or self.rows, width, now)
+        colors = getattr(self.app, "theme_variables", {})
+        cells = {r.run.key: self._row_cells(r, label, columns, now, colors)
+                 for r, label in arranged}
+        order = [r.run.key for r, _ in arranged]
+        header = self._header(columns, rows, [label for _, label in arranged], now)
+        if header != self._shown_header or order != [r.run.key for r in self.shown]:
+            self._rebuild(columns, header, order, cells)
+        else:
+            self._update(cells)
+        self.shown = [r for r, _ in arranged]
+        self._cells = cells
+        self.table.refresh()
+        self._show_title()
+
+    def _row_cells(self, row: FleetRow, label: str, columns: list[Column], now: float,
+                   colors) -> tuple:
+        mark = Text(MARK, style="bold") if row.run.key in self.selected else Text(" ")
+        group = (label,) if self.group else ()
+        cells = (c.cell(row, now, colors) for c in columns)
+        # Text, never markup: a run named `grpo [REDACTED]` keeps its brackets.
+        return (mark, *map(as_text, group), *map(as_text, cells))
+
+    def _header(self, columns: list[Column], rows: list[FleetRow], groups: list[str],
+                now: float) -> list[tuple[str, str, int]]:
+        """(key, label, width) of each column shown: the selection mark, the group, the
+        data; widths from the rows shown (the same rows: the same layout)."""
+        out = [("mark", " ", 1)]
+        if self.group:
+            label = f"{self.group} (group)"
+            out.append(("group", label, max(len(g) for g in [label, *groups])))
+        for c in columns:
+            label = self._label(c)
+            out.append((c.key, label, max(len(label), column_width(c, rows, now))))
+        return out
+
+    def _rebuild(self, columns: list[Column], header: list[tuple[str, str]],
+                 order: list[str], cells: dict) -> None:
+        table = self.table
+        cursor = self.cursor_run() or self.current
+        if header != self._shown_header:
+            table.clear(columns=True)
+            self._columns, self._shown_header = columns, header
+            for key, label, width in header:
+                table.add_column(label, key=key, width=width)
+        else:
+            table.clear()
+        for key in order:
+            table.add_row(*cells[key], key=key)
+        if cursor in order:
+            table.move_cursor(row=order.index(cursor), animate=False)
+
+    def _update(self, cells: dict) -> None:
+        keys = [key for key, _, _ in self._shown_header]
+        for run_key, row in cells.items():
+            old = self._cells.get(run_key, ())
+            for i, (col, value) in enumerate(zip(keys, row, strict=True)):
+                if i >= len(old) or str(old[i]) != str(value):
+                    self.table.update_cell(run_key, col, value)
+
+    def _label(self, column: Column) -> str:
+        if column.key != self.sort:
+            return column.label
+        return f"{column.label} {'▼' if self.reverse else '▲'}"
+
+    def _show_title(self) -> None:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append("fleet", style="bold")
+        n, shown = len(self.rows), len(self.shown)
+        t.append(f" · {n} run{'s' if n != 1 else ''}" if n else " · no runs yet")
+        if self.filter:
+            t.append(f" · {shown} shown · filter: {self.filter.text}")
+        if self.sort:
+            t.append(f" · sorted by {self.sort.removeprefix('config:')}"
+                     f"{' (reversed)' if self.reverse else ''}")
+        if self.group:
+            t.append(f" · grouped by {self.group}")
+        if self.selected:
+            t.append(f" · {len(self.selected)} selected (compared on the plots)")
+        self.query_one("#fleet-title", Static).update(t)
+
+    def on_resize(self) -> None:
+        self.show_rows()
+
+    def cursor_run(self) -> str | None:
+        table = self.table
+        if not table.row_count:
+            return None
+        key, _ = table.coordinate_to_cell_key(table.cursor_coordinate)
+        return key.value
+
+    # -- keys ----------------------------------------------------------------------
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        if event.row_key.value:
+            self.open_run(event.row_key.value)
+
+    def action_open_run(self) -> None:
+        key = self.cursor_run()
+        if key:
+            self.open_run(key)
+
+    def open_run(self, key: str) -> None:
+        """Show the run on the dashboard, the selected runs compared with it: the table
+        closes with the run's key, which the app switches to."""
+        self.dismiss(key)
+
+    def action_close(self) -> None:
+        if not self.query_one("#fleet-filter", Input).has_class("-hidden"):
+            self._close_filter()
+            return
+        self.dismiss(None)
+
+    def action_toggle_select(self) -> None:
+        key = self.cursor_run()
+        if key is None:
+            return
+        if key in self.selected:
+            self.selected.remove(key)
+        else:
+            self.selected.append(key)
+        # overlaid on every plot of the run shown
+        self.post_message(CompareSelected(tuple(self.selected)))
+        self.show_rows()
+
+    def action_card(self) -> None:
+        from carl_tui.ui.screens.run_card import RunCardScreen
+
+        key = self.cursor_run()
+        if key is None:
+            self.notify("no run here", severity="warning")
+            return
+        compared = [k for k in self.selected if k != key]
+        self.app.push_screen(RunCardScreen(self.store, key, compared, now=self.clock(),
+                                           prices=self.prices))
+
+    def action_cycle_sort(self) -> None:
+        keys = [None, *(c.key for c in self._columns)]
+        i = keys.index(self.sort) if self.sort in keys else 0
+        self.sort, self.reverse = keys[(i + 1) % len(keys)], False
+        self.show_rows()
+
+    def action_reverse_sort(self) -> None:
+        self.reverse = not self.reverse
+        self.show_rows()
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        key = event.column_key.value
+        if key in ("mark", "group"):
+            return
+        self.reverse = not self.reverse if key == self.sort else False
+        self.sort = key
+        self.show_rows()
+
+    def action_cycle_group(self) -> None:
+        keys = [None, *self.config_keys()]
+        if len(keys) == 1:
+            self.notify("no config key differs between the runs: nothing to group by",
+                        severity="warning")
+            return
+        i = keys.index(self.group) if self.group in keys else 0
+        self.group = keys[(i + 1) % len(keys)]
+        self.show_rows()
+
+
+def screen_keys(screen) -> list[Binding]:
+    """The keys of the screen in view, for the help: the fleet table's, or none."""
+    if isinstance(screen, FleetScreen):
+        return [b for b in FleetScreen.BINDINGS if isinstance(b, Binding)]
+    return []

@@ -1,0 +1,435 @@
+"""The fleet table (`r`, `carl-tui fleet`) and the run card (`i`), driven with Textual's
+pilot on a store fed by real files: JSONL streams a sweep wrote, a Trackio project written
+by trackio itself. Asserts on what is on screen: the cells, their order after a sort, the
+rows a filter leaves, its error, the card's content."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import DataTable, Input, Static
+
+from carl_tui.sources.open import open_file
+from carl_tui.ui.app import build_app
+from carl_tui.ui.screens.fleet import FleetScreen
+from carl_tui.ui.screens.run_card import RunCardScreen
+from tests.conftest import dashboard_config, notices_said, plain_text, spec_trajectory, wait_for
+from tests.test_fleet import hub  # noqa: F401  (the loopback Hub, a fixture)
+
+NOW = 1_800_000_000.0
+# The sweep: (run name, learning rate, seed, steps, crystallises); the model is the same.
+SWEEP = (("grpo-a", 1e-4, 1, 46, True), ("grpo-b", 3e-4, 2, 30, False),
+         ("sft-c", 1e-5, 3, 20, False), ("grpo-d", 1e-4, 4, 40, True))
+
+
+def write_run(path: Path, name: str, lr: float, seed: int, steps: int, ago: float = 60.0):
+    """A run of the sweep as a JSONL stream: its meta (config), `steps` rows one second
+    apart, the last `ago` seconds before NOW."""
+    with open(path, "w") as f:
+        f.write(json.dumps({"event": "meta", "run_id": name, "name": name, "project": "sweep",
+                            "vocab_size": 151936, "config": {"lr": lr, "seed": seed,
+                                                             "model": "tiny"}}) + "\n")
+    append_rows(path, seed, range(steps), steps, ago)
+
+
+def append_rows(path: Path, seed: int, steps, last: int, ago: float = 60.0) -> None:
+    rows = spec_trajectory(n=max(46, last), seed=seed)
+    with open(path, "a") as f:
+        for step in steps:
+            t = NOW - ago - (last - 1 - step)
+            f.write(json.dumps({"step": step, "time": t, **rows[step][1]}) + "\n")
+
+
+@pytest.fixture
+def sweep(tmp_path) -> list[Path]:
+    paths = []
+    for name, lr, seed, steps, _ in SWEEP:
+        path = tmp_path / f"{name}.jsonl"
+        write_run(path, name, lr, seed, steps)
+        paths.append(path)
+    return paths
+
+
+def fleet_app(paths, **kw):
+    return build_app(dashboard_config([open_file(p) for p in paths], run="grpo-a",
+                                      refresh_interval=0.05, clock=lambda: NOW, **kw))
+
+
+def table(app) -> DataTable:
+    return app.screen.query_one("#fleet-table", DataTable)
+
+
+def row_count(app) -> int:
+    """The fleet table's rows (-1 while it is not on screen)."""
+    found = app.screen.query("#fleet-table") if isinstance(app.screen, FleetScreen) else []
+    return found[0].row_count if found else -1
+
+
+def column(app, key: str) -> list[str]:
+    """The text of column `key`, top to bottom, as on screen."""
+    t = table(app)
+    return [str(getattr(c, "plain", c)) for c in t.get_column(key)]
+
+
+def headers(app) -> list[str]:
+    return [str(c.label.plain).split(" ")[0] for c in table(app).columns.values()]
+
+
+async def open_fleet(pilot, app, runs: int = len(SWEEP)) -> FleetScreen:
+    await wait_for(pilot, lambda: app.snapshot is not None and len(app.store.runs()) == runs,
+                   timeout=20, what="every run read")
+    await wait_for(pilot, lambda: all(
+        app.store.snapshot(r.key) and app.store.snapshot(r.key).last_step is not None
+        for r in app.store.runs()), timeout=20, what="every run's rows")
+    await pilot.press("r")
+    await wait_for(pilot, lambda: row_count(app) == runs, timeout=10, what="the fleet table")
+    return app.screen
+
+
+async def choose_run(pilot, app, key: str) -> None:
+    """`r`, then the run `key` chosen with the arrow keys and enter."""
+    await pilot.press("r")
+    await wait_for(pilot, lambda: row_count(app) == len(app.store.runs()),
+                   what="the fleet table")
+    order = [r.run.key for r in app.screen.shown]
+    delta = order.index(key) - table(app).cursor_row
+    await pilot.press(*(["down"] * delta if delta > 0 else ["up"] * -delta), "enter")
+    await wait_for(pilot, lambda: app.current_run == key and app.screen is app.dashboard,
+                   what=f"the dashboard on {key}")
+
+
+def by_name(app, key: str) -> dict[str, str]:
+    """Column `key` of each run, by the run's name."""
+    return dict(zip(column(app, "name"), column(app, key), strict=True))
+
+
+async def test_r_shows_every_run_of_the_sweep_with_its_cells(sweep):
+    app = fleet_app(sweep)
+    async with app.run_test(size=(200, 60)) as pilot:
+        fleet = await open_fleet(pilot, app)
+        assert sorted(column(app, "name")) == sorted(name for name, *_ in SWEEP)
+        assert by_name(app, "step") == {"grpo-a": "45", "grpo-b": "29", "sft-c": "19",
+                                        "grpo-d": "39"}
+        assert set(column(app, "updated")) == {"1m ago"}
+        # the gate fired at step 27 in the runs that reached it; sft-c is still melting
+        assert by_name(app, "gate") == {"grpo-a": "27", "grpo-b": "27", "sft-c": "–",
+                                        "grpo-d": "27"}
+        assert by_name(app, "phase")["sft-c"].startswith("melting")
+        assert by_name(app, "phase")["grpo-a"].startswith("converged")
+        assert by_name(app, "task")["sft-c"] == "0.0800"
+        assert by_name(app, "loss")["grpo-a"] == "0.0310"
+        assert all(set(t) <= set("▁▂▃▄▅▆▇█") and t for t in column(app, "trend"))
+        # the sweep's axes, and not the model every run shares
+        assert by_name(app, "config:lr") == {"grpo-a": "0.0001", "grpo-b": "0.0003",
+                                             "sft-c": "1e-05", "grpo-d": "0.0001"}
+        assert by_name(app, "config:seed")["sft-c"] == "3"
+        assert "model" not in headers(app)
+        assert headers(app)[1:] == ["run", "source", "state", "step", "updated", "phase",
+                                    "gate", "task", "best", "trend", "loss", "gpu", "flavor",
+                                    "cost", "lr", "seed"]
+        assert "fleet · 4 runs" in str(fleet.query_one("#fleet-title").render())
+
+
+async def test_a_narrow_terminal_keeps_the_essential_columns(sweep):
+    app = fleet_app(sweep)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_fleet(pilot, app)
+        shown = headers(app)
+        assert {"run", "state", "step", "phase"} <= set(shown)
+        assert not {"loss", "gpu", "flavor", "cost", "lr", "seed"} & set(shown)
+        widths = sum(c.get_render_width(table(app)) for c in table(app).columns.values())
+        assert widths <= 80
+
+
+async def test_sort_by_a_column_reverse_and_click_a_header(sweep):
+    app = fleet_app(sweep)
+    async with app.run_test(size=(120, 36)) as pilot:
+        fleet = await open_fleet(pilot, app)
+        for _ in range(4):  # o: the next column (run, source, state, step)
+            await pilot.press("o")
+        assert fleet.sort == "step"
+        await wait_for(pilot, lambda: column(app, "name") == ["sft-c", "grpo-b", "grpo-d",
+                                                              "grpo-a"], what="by step")
+        assert "step ▲" in [str(c.label) for c in table(app).columns.values()]
+        await pilot.press("O")
+        await wait_for(pilot, lambda: column(app, "name") == ["grpo-a", "grpo-d", "grpo-b",
+                                                              "sft-c"], what="reversed")
+        # a click on the header of the run's name sorts by it
+        t = table(app)
+        keys = [k.value for k in t.columns]
+        x = sum(t.columns[k].get_render_width(t) for k in t.columns
+                if keys.index(k.value) < keys.index("name"))
+        await pilot.click("#fleet-table", offset=(x + 2, 0))
+        await wait_for(pilot, lambda: column(app, "name") == ["grpo-a", "grpo-b", "grpo-d",
+                                                              "sft-c"], what="by name")
+        assert fleet.sort == "name" and not fleet.reverse
+
+
+async def filter_with(pilot, app, text: str) -> None:
+    await pilot.press("slash")
+    box = app.screen.query_one("#fleet-filter", Input)
+    await wait_for(pilot, lambda: box.has_focus, what="the filter box")
+    box.value = ""
+    await pilot.press(*text, "enter")
+
+
+def error_text(app) -> str:
+    error = app.screen.query_one("#fleet-error", Static)
+    return "" if not error.display else str(error.render())
+
+
+async def test_filter_rows_and_a_bad_filter_says_why_and_keeps_the_last(sweep):
+    app = fleet_app(sweep)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await open_fleet(pilot, app)
+        await filter_with(pilot, app, "lr>=1e-4 name~grpo")
+        await wait_for(pilot, lambda: sorted(column(app, "name")) == ["grpo-a", "grpo-b",
+                                                                      "grpo-d"])
+        assert error_text(app) == ""
+        await filter_with(pilot, app, "phase:converged seed<4")
+        await wait_for(pilot, lambda: column(app, "name") == ["grpo-a"], what="one run")
+        await filter_with(pilot, app, "lr>>1")
+        await wait_for(pilot, lambda: error_text(app), what="the error")
+        assert "'lr>>1': > compares numbers, and '>1' is not one" in error_text(app)
+        assert "the filter stays: phase:converged seed<4" in error_text(app)
+        assert column(app, "name") == ["grpo-a"]
+        app.screen.query_one("#fleet-filter", Input).value = ""
+        await pilot.press(*"colour:red", "enter")
+        await wait_for(pilot, lambda: "unknown key 'colour'" in error_text(app))
+        assert "lr" in error_text(app) and "seed" in error_text(app)  # the known keys
+        await pilot.press("escape")  # closes the box; the last good filter stays
+        await wait_for(pilot, lambda: table(app).has_focus)
+        assert column(app, "name") == ["grpo-a"]
+        await filter_with(pilot, app, "")
+        await wait_for(pilot, lambda: table(app).row_count == 4, what="every run again")
+
+
+async def test_group_by_a_config_key_that_differs(sweep):
+    app = fleet_app(sweep)
+    async with app.run_test(size=(120, 36)) as pilot:
+        fleet = await open_fleet(pilot, app)
+        await pilot.press("g")
+        await wait_for(pilot, lambda: "group" in [k.value for k in table(app).columns])
+        assert fleet.group == "lr"
+        groups = column(app, "group")
+        names = column(app, "name")
+        assert groups[0] == "lr=1e-05 (1)" and names[0] == "sft-c"
+        assert groups[1] == "lr=0.0001 (2)" and groups[2] == ""
+        assert sorted(names[1:3]) == ["grpo-a", "grpo-d"]
+        assert groups[3] == "lr=0.0003 (1)" and names[3] == "grpo-b"
+        await pilot.press("g")
+        await wait_for(pilot, lambda: fleet.group == "seed" and column(app, "group")[0]
+                       == "seed=1 (1)")
+        await pilot.press("g")  # no grouping again
+        await wait_for(pilot, lambda: "group" not in [k.value for k in table(app).columns])
+
+
+async def move_to(pilot, app, name: str) -> None:
+    delta = column(app, "name").index(name) - table(app).cursor_row
+    await pilot.press(*(["down"] * delta if delta > 0 else ["up"] * -delta))
+    await wait_for(pilot, lambda: app.screen.cursor_run() == f"jsonl:sweep:{name}")
+
+
+async def test_space_selects_runs_to_compare_and_enter_opens_one(sweep):
+    app = fleet_app(sweep)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await open_fleet(pilot, app)
+        for name in ("grpo-b", "sft-c"):
+            await move_to(pilot, app, name)
+            await pilot.press("space")
+        await wait_for(pilot, lambda: by_name(app, "mark")["sft-c"] == "●")
+        assert by_name(app, "mark") == {"grpo-a": " ", "grpo-b": "●", "sft-c": "●",
+                                        "grpo-d": " "}
+        assert app.dashboard.compare == ["jsonl:sweep:grpo-b", "jsonl:sweep:sft-c"]
+        await move_to(pilot, app, "grpo-d")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is app.dashboard
+                       and app.snapshot.run.name == "grpo-d", what="grpo-d on the dashboard")
+        plot = app.dashboard.phi
+        await wait_for(pilot, lambda: sorted(plot.lines) == ["grpo-b", "grpo-d", "sft-c"],
+                       what="the selected runs overlaid")
+        # r again: the selection is still there, the cursor on the run shown
+        await pilot.press("r")
+        await wait_for(pilot, lambda: row_count(app) == 4)
+        assert by_name(app, "mark")["grpo-b"] == "●"
+        assert app.screen.cursor_run() == "jsonl:sweep:grpo-d"
+
+
+async def test_rows_stay_live_keeping_cursor_and_selection(sweep):
+    app = fleet_app(sweep)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await open_fleet(pilot, app)
+        await move_to(pilot, app, "sft-c")
+        await pilot.press("space")
+        await move_to(pilot, app, "grpo-b")
+        append_rows(sweep[2], 3, range(20, 30), 30)  # sft-c goes on to step 29
+        await wait_for(pilot, lambda: by_name(app, "step")["sft-c"] == "29", timeout=10,
+                       what="the new rows on screen")
+        assert by_name(app, "gate")["sft-c"] == "27"  # it crystallised meanwhile
+        assert by_name(app, "mark")["sft-c"] == "●"
+        assert app.screen.cursor_run() == "jsonl:sweep:grpo-b"
+
+
+
+def card_text(app) -> str:
+    return plain_text(app.screen.query_one("#run-card-body"), 160)
+
+
+async def test_the_run_card_shows_config_summary_events_and_the_differing_config(sweep):
+    end = {"step": 45, "train_runtime": 12.5, "train_loss": 0.31, "total_flos": 1e9}
+    sweep[0].write_text(sweep[0].read_text() + json.dumps(end) + "\n")  # the Trainer's end
+    app = fleet_app(sweep)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await open_fleet(pilot, app)
+        await wait_for(pilot, lambda: "train_summary" in app.store.snapshot(
+            "jsonl:sweep:grpo-a").meta, what="the summary read")
+        await move_to(pilot, app, "sft-c")
+        await pilot.press("space")
+        await move_to(pilot, app, "grpo-a")
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen))
+        text = card_text(app)
+        assert "grpo-a  [jsonl: sweep]" in text and "step 45" in text
+        lines = [" ".join(line.split()) for line in text.splitlines()]
+        for line in ("lr 0.0001", "model tiny", "seed 1",  # its config
+                     "train_runtime 12.5", "train_loss 0.31"):  # its summary-only values
+            assert line in lines, (line, text)
+        assert "Crystallised: mean_token_accuracy held >= 0.99" in text  # its events
+        assert "27 phase transition" in " ".join(text.split())
+        # the run selected to compare: the keys that differ, side by side
+        assert "config that differs" in text
+        assert "lr 0.0001 1e-05" in lines and "seed 1 3" in lines
+        assert "model tiny tiny" not in lines
+        await pilot.press("escape", "escape")
+        # i on the dashboard: the card of the run on screen
+        await wait_for(pilot, lambda: app.screen is app.dashboard)
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen))
+        assert app.screen.key == app.current_run  # (grpo-a, or the newest if read first)
+        compared = app.current_run != "jsonl:sweep:sft-c"  # sft-c is still selected
+        assert ("config that differs" in card_text(app)) == compared
+
+
+async def test_other_runs_crystallising_are_one_notice_not_one_each(tmp_path):
+    """Six runs of a sweep crystallise, read by six sources' threads: one notice says how
+    many did (never a toast each), beside grpo-0's own when it was on screen by then; the
+    events view lists each run told as a count."""
+    paths = []
+    for i in range(6):
+        path = tmp_path / f"grpo-{i}.jsonl"
+        write_run(path, f"grpo-{i}", 1e-4 * (i + 1), i, 46)
+        paths.append(path)
+    app = build_app(dashboard_config([open_file(p) for p in paths], run="grpo-0",
+                                     refresh_interval=0.05, clock=lambda: NOW))
+    app.follower.grouper.window = 3.0  # one burst, however loaded the machine
+    said = notices_said(app)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for(pilot, lambda: any("runs crystallised" in t for t in said),
+                       timeout=20, what="the grouped notice")
+        await wait_for(pilot, lambda: all(app.store.snapshot(r.key).last_step == 45
+                                          for r in app.store.runs())
+                       and not app.follower.grouper.holding, what="every run read and told")
+        crystallised = [t for t in said if "rystallised" in t]
+        own = "Crystallised: mean_token_accuracy held >= 0.99 (3/5 >= 0.99) at step 27"
+        counted = range(1 if own in crystallised else 0, 6)  # grpo-0 too, if not yet shown
+        names = ", ".join(f"grpo-{i}" for i in list(counted)[:3])
+        group = (f"{len(counted)} runs crystallised: {names} and {len(counted) - 3} more "
+                 "(e lists each; r: the fleet table)")
+        assert crystallised == ([own, group] if own in crystallised else [group])
+        shown = [n.message for n in app._notifications]
+        assert sum("rystallised" in m for m in shown) == len(crystallised) <= 2
+        await pilot.press("e")  # the events view lists each of them, with its run
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "EventsScreen")
+        lines = [" ".join(x.split()) for x in
+                 plain_text(app.screen.query_one("#events-body"), 160).splitlines()]
+        assert "other runs (told as a count)" in lines
+        for i in counted:
+            assert f"grpo-{i} │ 27 │ {own}" in lines, lines
+
+
+async def test_carl_tui_fleet_in_a_terminal_opens_the_fleet_table(sweep, monkeypatch):
+    from carl_tui import cli
+
+    configs = []
+    monkeypatch.setattr(cli, "interactive", lambda: True)
+    monkeypatch.setattr(cli, "_run_app", lambda config: configs.append(config) or 0)
+    assert cli.main(["fleet", str(sweep[0]), "--theme", "carl-light"]) == 0
+    (config,) = configs
+    assert config.settings.fleet and config.settings.theme == "carl-light"
+    app = build_app(config)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: row_count(app) == 1, timeout=10, what="the fleet table")
+        assert column(app, "name") == ["grpo-a"] and column(app, "step") == ["45"]
+        await pilot.press("escape")  # the dashboard under it, on that run
+        await wait_for(pilot, lambda: app.screen is app.dashboard and app.snapshot is not None
+                       and app.snapshot.run.name == "grpo-a")
+
+
+async def test_the_fleet_keys_are_in_the_footer_the_help_and_the_palette(sweep):
+    from textual.widgets import Footer
+
+    from carl_tui.ui.keys import FLEET_KEYS, check_keymap
+    from carl_tui.ui.screens.help import HelpScreen
+
+    app = fleet_app(sweep)
+    async with app.run_test(size=(160, 45)) as pilot:
+        fleet = await open_fleet(pilot, app)
+        footer = fleet.query_one(Footer)
+        await wait_for(pilot, lambda: {"Select", "Card", "Filter", "Sort", "Group", "Back"}
+                       <= {getattr(w, "description", "") for w in footer.children})
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        help_text = plain_text(app.screen.query_one("VerticalScroll > Static"), 200)
+        for k in FLEET_KEYS:
+            assert k.id in help_text and k.description in help_text, k.id
+        await pilot.press("escape")
+        await pilot.press("ctrl+p")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+        await pilot.press(*"Group")
+        await wait_for(pilot, lambda: "Group" in str(app.screen.query_one("CommandList")
+                                                       .get_option_at_index(0).prompt))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: fleet.group == "lr", what="grouped from the palette")
+    # each id can be remapped; a key is refused only where it is taken on the same screen
+    assert check_keymap({"fleet.sort": "x"}) is None  # x: the dashboard's, not the table's
+    assert "bound to both actions.stop and fleet.sort" in check_keymap({"fleet.sort": "s"})
+
+
+@pytest.fixture
+def loopback_hub(request):
+    """The Hub's fake on loopback, with one user's jobs (`test_fleet.hub`)."""
+    return request.getfixturevalue("hub")
+
+
+@pytest.mark.timeout(120)
+async def test_a_jobs_row_and_card_show_its_flavor_and_cost_from_the_hubs_prices(
+        loopback_hub, monkeypatch):
+    from carl_tui import cli
+
+    srv, jobs = loopback_hub
+    now = time.time()
+    jobs.add_job("job-failed", flavor="a10g-small", stage="ERROR", message="out of memory",
+                 created_at=now - 4000, started_at=now - 3600, finished_at=now - 1800,
+                 command=["python", "train.py", "--hub_token", jobs.token])
+    configs = []
+    monkeypatch.setattr(cli, "interactive", lambda: True)
+    monkeypatch.setattr(cli, "_run_app", lambda config: configs.append(config) or 0)
+    assert cli.main(["fleet", "--job", "job-failed", "--namespace", "alice"]) == 0
+    app = build_app(configs[0])
+    async with app.run_test(size=(200, 60)) as pilot:
+        await wait_for(pilot, lambda: row_count(app) == 1 and column(app, "cost") != ["–"],
+                       timeout=20, what="the job's row with its cost")
+        assert column(app, "state") == ["failed"] and column(app, "flavor") == ["a10g-small"]
+        assert column(app, "cost") == ["$0.50"]  # $1.00/h for the 30 minutes it ran
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen))
+        lines = [" ".join(x.split()) for x in card_text(app).splitlines()]
+        for line in ("job job-failed", "stage ERROR", "message out of memory",
+                     "flavor a10g-small", "command python train.py --hub_token [REDACTED]",
+                     "cost so far $0.50"):
+            assert line in lines, (line, lines)
+        assert jobs.token not in card_text(app)
+    assert len(srv.requests_to("GET", r"^/api/jobs/hardware$")) == 1  # asked once
