@@ -16,16 +16,9 @@ import socket
 import sys
 from collections.abc import Sequence
 
-from carl_tui.cli import (
-    EXIT_USAGE,
-    UsageError,
-    _Parser,
-    build_parser,
-    check_view_args,
-    dashboard_request,
-    open_request,
-    start_demo_training,
-)
+from carl_tui.cli_demo import start_demo_training
+from carl_tui.cli_parser import Parser, build_parser, check_view_args
+from carl_tui.cli_request import EXIT_USAGE, UsageError, dashboard_request, open_request
 
 DESCRIPTION = """\
 Serve the dashboard to web browsers: each tab gets its own dashboard, the one
@@ -64,7 +57,7 @@ def _sessions(text: str) -> int:
 
 
 def build_serve_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="carl-tui serve", description=DESCRIPTION, epilog=EPILOG,
+    p = Parser(prog="carl-tui serve", description=DESCRIPTION, epilog=EPILOG,
                 allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to listen on (default 127.0.0.1: this machine only)")
