@@ -83,7 +83,7 @@ def _ours(root: str) -> dict:
     import resource
 
     from carl_tui.report.collect import collect
-    from carl_tui.report.fleet import fleet_dict
+    from carl_tui.report.fleet_listing import fleet_dict
     from carl_tui.sources.trackio.local import TrackioLocalSource
     from carl_tui.store import RunStore
     from carl_tui.store.fleet import FLEET_STORE, fleet_rows

@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_view_args(args)
             return run_fleet_screen(args)
         if args.command in ("summary", "export", "fleet"):
-            from carl_tui.report.cli import run_report
+            from carl_tui.report.commands import run_report
 
             return run_report(args)
         check_view_args(args)
@@ -67,7 +67,7 @@ def _delegate(command: str, rest: list[str]) -> int:
         if command == "train":
             from carl_tui.training.train import main as train_main
         elif command == "serve":
-            from carl_tui.serve.cli import main as train_main  # type: ignore[no-redef]
+            from carl_tui.serve.command import main as train_main  # type: ignore[no-redef]
         else:
             from carl_tui.actions.launch_cli import main as train_main  # type: ignore[no-redef]
     except ImportError as exc:
@@ -129,7 +129,7 @@ def _run_app(config) -> int:
 def run_dashboard(args, **kw) -> int:
     req = dashboard_request(args)
     opened = open_request(req)
-    from carl_tui.completions.open import reader_factory
+    from carl_tui.completions.readers import reader_factory
 
     completions = reader_factory(req, lambda: opened.sources)
     return _run_app(_config(args, opened, completions=completions, **kw))
@@ -155,7 +155,7 @@ def run_demo(args) -> int:
                                       before_start=check_terminal)  # before the training
     run = demo_run(args.seed)
     opened = Opened(lambda: [open_file(stream, "jsonl", run=run)], "carl-tui · demo")
-    from carl_tui.completions.open import reader_factory
+    from carl_tui.completions.readers import reader_factory
     from carl_tui.sources.open import SourceRequest
 
     config = _config(args, opened, on_exit=stop_soon(job),

@@ -1,6 +1,6 @@
 """The command line's options: every flag, its type and its check, and the one-line error
 that names a bad flag (exit status 2). Shared by `carl-tui` (cli.py) and `carl-tui serve`
-(serve/cli.py, which serves the dashboard with the same options). Imports nothing heavy:
+(serve/command.py, which serves the dashboard with the same options). Imports nothing heavy:
 `carl-tui --help` loads this and little else."""
 
 from __future__ import annotations

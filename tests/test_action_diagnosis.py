@@ -10,6 +10,7 @@ import pytest
 
 anthropic = pytest.importorskip("anthropic")
 
+from carl_tui.actions.action_error import ActionError
 from carl_tui.actions.diagnosis import (
     DEFAULT_MODEL,
     DEFAULT_QUESTION,
@@ -19,7 +20,6 @@ from carl_tui.actions.diagnosis import (
     build_summary,
     save_markdown,
 )
-from carl_tui.actions.errors import ActionError
 from carl_tui.events import Job, LogLines, Marker, RunMeta, RunRef, ScalarBatch
 from carl_tui.store import RunStore
 from tests.conftest import spec_trajectory

@@ -15,8 +15,8 @@ from carl_tui.events import Job, RunRef, ScalarBatch
 from carl_tui.sources.jsonl import JsonlSource
 from carl_tui.store import RunStore
 from carl_tui.store.alerts import is_loss
-from carl_tui.ui.alerts import AlertConfig, desktop_sequences, load_alert_config
 from carl_tui.ui.app import DashboardConfig, Settings, build_app
+from carl_tui.ui.attention import AlertConfig, desktop_sequences, load_alert_config
 from carl_tui.ui.widgets.job_bar import JobBar
 from tests.conftest import ScriptedSource, plain_text, wait_for
 
@@ -256,7 +256,7 @@ def test_a_bad_config_file_is_said_and_the_defaults_apply(tmp_path):
 
 def test_a_burst_of_one_kind_of_notice_is_collapsed_to_a_count():
     from carl_tui.store.snapshot import Notice
-    from carl_tui.ui.follow import collapse
+    from carl_tui.ui.follower import collapse
 
     other = RunRef("test", "p", "r2", "other")
     burst = [Notice(i, RUN, "diverging", 100 + i, f"loss diverging at {100 + i}", "error")

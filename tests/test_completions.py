@@ -18,10 +18,10 @@ pq = pytest.importorskip("pyarrow.parquet")
 from carl_tui.cli import main
 from carl_tui.completions.files import ParquetReader, StdoutReader, StreamReader
 from carl_tui.completions.log import CompletionLog
-from carl_tui.completions.open import readers_for
+from carl_tui.completions.readers import readers_for
 from carl_tui.completions.stdout import find_panels, parse_panel
 from carl_tui.events import RunRef
-from carl_tui.report import completions as completions_report
+from carl_tui.report import completions_export as completions_report
 from carl_tui.sources.open import SourceRequest
 from tests.data.make_grpo_completions import MAX_STEPS, PROJECT
 
@@ -335,7 +335,7 @@ def test_a_conversation_reads_the_same_from_the_stream_as_from_parquet():
     sample reads as TRL's own table of it does: roles kept, block text, not a repr."""
     from carl_tui.completions.files import stream_table
     from carl_tui.completions.model import from_records
-    from carl_tui.training.completions import completions_line
+    from carl_tui.training.completion_sample import completions_line
 
     prompt = [{"role": "system", "content": "reverse it"},
               {"role": "user", "content": [{"type": "text", "text": "abc"}]}]

@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Input, Static
 
 from carl_tui.sources.open import open_file
 from carl_tui.ui.app import build_app
-from carl_tui.ui.screens.fleet import FleetScreen
+from carl_tui.ui.screens.fleet_table import FleetScreen
 from carl_tui.ui.screens.run_card import RunCardScreen
 from tests.conftest import dashboard_config, notices_said, plain_text, spec_trajectory, wait_for
 from tests.test_fleet import hub  # noqa: F401  (the loopback Hub, a fixture)

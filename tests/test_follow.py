@@ -16,9 +16,9 @@ import pytest
 
 from carl_tui.events import LogLines, ScalarBatch
 from carl_tui.sources.base import Source, SourceError, SourceRunner
-from carl_tui.sources.follow import FileFollower
 from carl_tui.sources.jsonl import JsonlSource
 from carl_tui.sources.replay import ReplaySource
+from carl_tui.sources.tail import FileFollower
 
 HANG_GUARD_S = 60  # only against a hang: no assertion depends on speed
 

@@ -24,10 +24,10 @@ import pytest
 
 from carl_tui.events import RunMeta, RunRef, ScalarBatch
 from carl_tui.sources import jsonl as jl
-from carl_tui.sources.follow import sample_lines
+from carl_tui.sources.tail import sample_lines
 from carl_tui.sources.trackio import db as trackio_db
 from carl_tui.sources.trackio import local as tl
-from carl_tui.sources.trackio import preview as tpv
+from carl_tui.sources.trackio import newest_first as tpv
 from carl_tui.sources.trackio import remote as tr
 from carl_tui.store import RunStore
 from tests.trajectories import sft_story

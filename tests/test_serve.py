@@ -136,7 +136,7 @@ def test_a_port_in_use_is_one_line(capsys):
 
 
 def test_listening_beyond_loopback_is_said_loudly(capsys):
-    from carl_tui.serve.cli import announce, is_loopback
+    from carl_tui.serve.command import announce, is_loopback
 
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.7")
@@ -226,7 +226,7 @@ def test_the_demo_tabs_get_every_view_option_given():
     """`serve demo` rebuilds the tabs' options from the parsed ones (the demo's own, --seed
     and --stream, stay with the training): each view option must reach the tabs."""
     from carl_tui.cli import _add_view_options, build_parser
-    from carl_tui.serve.cli import _view_options
+    from carl_tui.serve.command import _view_options
 
     view = argparse.ArgumentParser()
     _add_view_options(view)

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from carl_tui.sources.jsonl import JsonlSource
 from carl_tui.ui.app import DashboardConfig, Settings, build_app
-from carl_tui.ui.screens.skipped import SkippedScreen
+from carl_tui.ui.screens.skipped_input import SkippedScreen
 from carl_tui.ui.widgets.status_bar import StatusBar
 from tests.conftest import plain_text
 from tests.test_app import wait_for

@@ -24,7 +24,7 @@ HfApi = pytest.importorskip("huggingface_hub").HfApi
 from carl_tui.events import GpuSample, Marker, RunRef, ScalarBatch, SystemSample
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.hf_jobs import HfJobSource, system_from_sample
-from carl_tui.sources.trackio import system as ts
+from carl_tui.sources.trackio import system_tables as ts
 from carl_tui.sources.trackio.local import TrackioLocalSource
 from carl_tui.sources.trackio.remote import TrackioRemoteSource
 from carl_tui.store import RunStore

@@ -17,7 +17,7 @@ pytest.importorskip("trl")
 
 from carl_tui.coherence.gates import CascadeGate
 from carl_tui.training.callback import CarlCallback
-from carl_tui.training.cascade import CascadeReward
+from carl_tui.training.cascade_reward import CascadeReward
 from carl_tui.training.reward import carl_reward
 from carl_tui.training.tiny import reverse_reward
 

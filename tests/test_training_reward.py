@@ -15,7 +15,7 @@ pytest.importorskip("trl")
 from carl_tui.coherence.gates import CascadeGate
 from carl_tui.coherence.rewards import score_sequence
 from carl_tui.training.callback import CarlCallback
-from carl_tui.training.cascade import CascadeReward
+from carl_tui.training.cascade_reward import CascadeReward
 from carl_tui.training.reward import batch_token_stats, carl_reward
 from carl_tui.training.tiny import (
     EOS,

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from carl_tui.cli import open_request
-from carl_tui.completions.open import reader_factory
+from carl_tui.completions.readers import reader_factory
 from carl_tui.sources.open import SourceRequest
 from carl_tui.ui.app import DashboardConfig, Services, Settings, build_app
 from tests.conftest import ScriptedSource, plain_text
@@ -130,7 +130,7 @@ async def test_view_on_wandb(grpo_completions, tmp_path):
 def completions_stream(path, steps):
     """The CARL callback's completions lines (its own line builder) for each step: two
     completions per step, the first saying which step it is."""
-    from carl_tui.training.completions import completions_line
+    from carl_tui.training.completion_sample import completions_line
 
     with open(path, "w") as f:
         for step in steps:
@@ -237,7 +237,7 @@ async def test_the_key_is_in_the_footer_help_and_palette(spec_events):
 
 async def test_the_view_follows_new_steps_unless_stepped_back(spec_events, tmp_path):
     from carl_tui.completions.files import StreamReader
-    from carl_tui.training.completions import completions_line
+    from carl_tui.training.completion_sample import completions_line
 
     stream = tmp_path / "c.jsonl"
     completions_stream(stream, [1, 2, 3])

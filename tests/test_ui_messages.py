@@ -9,7 +9,7 @@ import pathlib
 
 from carl_tui.events import RunRef, ScalarBatch
 from carl_tui.store import RunStore
-from carl_tui.ui.follow import Follower
+from carl_tui.ui.follower import Follower
 from carl_tui.ui.messages import SnapshotUpdated, StoreChanged, failure
 
 UI = pathlib.Path(__file__).resolve().parents[1] / "carl_tui" / "ui"
@@ -131,7 +131,7 @@ def test_only_the_follower_writes_the_store():
                if any(isinstance(n, ast.Attribute) and n.attr == "apply"
                       and "store" in ast.unparse(n.value)
                       for n in ast.walk(ast.parse(p.read_text())))]
-    assert writers == ["follow.py"]
+    assert writers == ["follower.py"]
 
 
 def test_screens_and_widgets_never_reach_into_the_app():

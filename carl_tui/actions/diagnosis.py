@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from carl_tui.actions.errors import ActionError
+from carl_tui.actions.action_error import ActionError
 from carl_tui.errors import is_network_error
 from carl_tui.redact import StreamRedactor, redact
 

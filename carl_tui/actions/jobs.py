@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from carl_tui.actions.errors import ActionError
+from carl_tui.actions.action_error import ActionError
 from carl_tui.actions.launch_spec import JOB_IMAGE, LaunchSpec
 from carl_tui.events import Job
 from carl_tui.hub import (

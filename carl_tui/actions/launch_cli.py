@@ -7,7 +7,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from carl_tui.actions.errors import ActionError
+from carl_tui.actions.action_error import ActionError
 from carl_tui.actions.launch_spec import (
     DEFAULT_DATASET,
     DEFAULT_FLAVOR,

@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from carl_tui.actions.errors import ActionError
+from carl_tui.actions.action_error import ActionError
 from carl_tui.actions.launch_spec import LaunchSpec
 from carl_tui.events import Job, RunRef
 from carl_tui.identity import local_run

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from carl_tui.actions.errors import ActionError
+from carl_tui.actions.action_error import ActionError
 from carl_tui.hub import find_token, hub_error, hub_module, make_api
 
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")

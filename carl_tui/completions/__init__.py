@@ -10,8 +10,8 @@ files.py     the parquet folder (`output_dir/completions/`), the CARL stream's
              `completions` lines, W&B table files (`files/media/table/`)
 trackio.py   Trackio tables stored inline in metrics rows (local store, server)
 log.py       CompletionLog: the index of every step's table, the last N in memory
-open.py      which readers a source named on the command line has
-export.py    `carl-tui export --completions`: JSONL or CSV rows
+readers.py   which readers a source named on the command line has
+writers.py   `carl-tui export --completions`: JSONL or CSV rows
 
 No Textual and no numpy here.
 """

@@ -32,11 +32,11 @@ class AutoFileSource(Source):
         self.name = f"file: {self.path.name}"
         self._run = run
         self.inner: Source | None = None
-        self._since = time.time()  # lines rotated away after this are read (follow.py)
+        self._since = time.time()  # lines rotated away after this are read (tail.py)
         self._wish: tuple[threading.Event | None] | None = None  # a preview asked for
 
     def _decide(self) -> str | None:
-        from carl_tui.sources.follow import stat_path, unusable
+        from carl_tui.sources.tail import stat_path, unusable
 
         st = stat_path(self.path)
         if st is None:

@@ -115,7 +115,6 @@ from carl_tui.events import Event, LogLines, Marker, RunMeta, RunRef, ScalarBatc
 from carl_tui.identity import file_run
 from carl_tui.metric_names import STEP_KEYS
 from carl_tui.sources.base import HOLD_MAX_S, PolledSource
-from carl_tui.sources.follow import BOM, DEFAULT_MAX_LINE_BYTES, FileFollower, sample_lines
 from carl_tui.sources.rows import (
     RowColumns,
     build_columns,
@@ -125,6 +124,7 @@ from carl_tui.sources.rows import (
     step_of,
 )
 from carl_tui.sources.run_config import loads_json
+from carl_tui.sources.tail import BOM, DEFAULT_MAX_LINE_BYTES, FileFollower, sample_lines
 from carl_tui.sources.tally import InputTally
 
 _IDENTITY_KEYS = ("run_id", "name", "project")

@@ -90,7 +90,7 @@ def check_request(req: SourceRequest) -> None:
     if len(named) > 1:
         raise RequestError(f"{' and '.join(named)}: choose one source")
     if req.trackio is not None:
-        from carl_tui.sources.trackio.server import parse_server
+        from carl_tui.sources.trackio.address import parse_server
 
         try:
             _url, _project = parse_server(req.trackio)
@@ -234,7 +234,7 @@ def _open_replay(req: SourceRequest) -> Opened:
 
 
 def _open_trackio_remote(req: SourceRequest) -> Opened:
-    from carl_tui.sources.trackio.server import parse_server
+    from carl_tui.sources.trackio.address import parse_server
 
     url, project_in_url = parse_server(req.trackio or "")
     project = req.project or project_in_url

@@ -29,9 +29,9 @@ import orjson
 from carl_tui.events import Event, RunRef
 from carl_tui.identity import file_run
 from carl_tui.sources.base import WAITING, Source, SourceError
-from carl_tui.sources.follow import BOM, stat_path, unusable
 from carl_tui.sources.jsonl import StreamParser
 from carl_tui.sources.rows import TIME_KEY
+from carl_tui.sources.tail import BOM, stat_path, unusable
 from carl_tui.sources.tally import InputTally
 
 MAX_INTERVAL = 0.25

@@ -1,4 +1,4 @@
-"""The file a rotation left beside the one being followed (NAME.1), for `follow.py`.
+"""The file a rotation left beside the one being followed (NAME.1), for `tail.py`.
 
 - Rotated before the first look: the reader started waiting for NAME, and before it
   read a line, logrotate moved NAME to NAME.1 (create mode) or copied it there and

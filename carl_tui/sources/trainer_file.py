@@ -24,7 +24,7 @@ from pathlib import Path
 from carl_tui.events import Event, RunRef
 from carl_tui.identity import TRAINER_LOG, file_run
 from carl_tui.sources.base import PolledSource, SourceError
-from carl_tui.sources.follow import FileFollower
+from carl_tui.sources.tail import FileFollower
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trainer_log import TrainerLogParser, TrainerOutput
 

@@ -46,7 +46,7 @@ class CarlCallback(TrainerCallback):
 
     - `completions`: with TRL's GRPO trainer given to `attach`, write a sample of
       this many completions of each logged step (prompt, completion, each reward,
-      advantage, CARL score) as a `completions` line (`training/completions.py`).
+      advantage, CARL score) as a `completions` line (`training/completion_sample.py`).
 
     `path` may be a `StreamWriter` already in use (a process that opened its
     stream before importing transformers, see `training/stream.py`): if it wrote
@@ -181,7 +181,7 @@ class CarlCallback(TrainerCallback):
         logs = getattr(self._trainer, "_logs", None)
         if not self.completions or not isinstance(logs, dict):
             return
-        from carl_tui.training.completions import completions_line
+        from carl_tui.training.completion_sample import completions_line
 
         line = completions_line(logs, step, self.completions, model, tokenizer)
         if line is not None:

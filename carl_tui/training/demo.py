@@ -166,7 +166,7 @@ def _preload() -> None:
     import trl  # noqa: F401
     from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer  # noqa: F401
 
-    import carl_tui.training.cascade
+    import carl_tui.training.cascade_reward
     import carl_tui.training.reward  # noqa: F401
 
 
@@ -398,7 +398,7 @@ def _grpo(run: _DemoRun, model, tok, output_dir: str, pace_cb) -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from carl_tui.coherence.gates import CascadeGate
-    from carl_tui.training.cascade import CascadeReward
+    from carl_tui.training.cascade_reward import CascadeReward
     from carl_tui.training.reward import carl_reward
     from carl_tui.training.tiny import grpo_dataset, reverse_reward
 

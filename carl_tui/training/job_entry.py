@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None, *, python: str | None = None) -> int
         return rc
     if not args.push_to:
         return 0
-    from carl_tui.actions.errors import ActionError
+    from carl_tui.actions.action_error import ActionError
     from carl_tui.actions.push import push_folder
 
     def show(p) -> None:

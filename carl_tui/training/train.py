@@ -255,7 +255,7 @@ def _grpo_reward_funcs(args, model, tok, cb=None) -> list:
     carl = carl_reward(model, tok)
     if not args.cascade:
         return [*funcs, carl]
-    from carl_tui.training.cascade import CascadeReward
+    from carl_tui.training.cascade_reward import CascadeReward
 
     return CascadeReward(funcs, carl, callback=cb).reward_funcs
 

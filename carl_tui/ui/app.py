@@ -1,6 +1,6 @@
 """The dashboard app: layout, keys, and showing snapshots.
 
-Data flow: the `Follower` (`follow.py`) runs the sources in background
+Data flow: the `Follower` (`follower.py`) runs the sources in background
 threads that apply events to the thread-safe `RunStore` and wake the UI with
 one collapsing message (`StoreChanged`); on the UI thread it takes an immutable
 snapshot of the run on screen and posts it (`SnapshotUpdated`, with the notices to
@@ -29,7 +29,7 @@ from textual.worker import Worker, WorkerState
 
 from carl_tui.errors import describe
 from carl_tui.redact import redact
-from carl_tui.ui.alerts import announce, load_alert_config
+from carl_tui.ui.attention import announce, load_alert_config
 from carl_tui.ui.fleet_part import FleetPart
 from carl_tui.ui.keys import ACTION_KEYS, APP_KEYS, READ_ONLY_HIDDEN, normalize_keymap
 from carl_tui.ui.messages import (
@@ -51,7 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.sources.base import Source
     from carl_tui.store import RunSnapshot, RunStore
     from carl_tui.ui.controller import ActionController
-    from carl_tui.ui.follow import Follower
+    from carl_tui.ui.follower import Follower
 
 __all__ = ["DEFAULT_THEME", "CarlApp", "DashboardConfig", "Services", "Settings", "build_app"]
 
@@ -111,7 +111,7 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
     def follower(self) -> Follower:
         """What reads the sources into the store (built, not started, on first use)."""
         if self._follower is None:
-            from carl_tui.ui.follow import Follower
+            from carl_tui.ui.follower import Follower
 
             sources = self.config.sources
             if callable(sources):
@@ -298,12 +298,12 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
     # -- keys: pickers and panels ------------------------------------------------------
 
     def action_skipped(self) -> None:
-        from carl_tui.ui.screens.skipped import SkippedScreen
+        from carl_tui.ui.screens.skipped_input import SkippedScreen
 
         self.push_screen(SkippedScreen(self.store.summary()))
 
     def action_completions(self) -> None:
-        from carl_tui.ui.screens.completions import open_completions
+        from carl_tui.ui.screens.completions_table import open_completions
 
         open_completions(self, self._completion_logs, self.services.completions)
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from textual.app import App
 
     from carl_tui.store import RunSnapshot
-    from carl_tui.ui.follow import Follower
+    from carl_tui.ui.follower import Follower
     from carl_tui.ui.settings import Services, Settings
 
 STOP_WAIT_S = 120.0  # how long `s` waits for a cancelled job to report CANCELED

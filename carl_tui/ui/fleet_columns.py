@@ -1,7 +1,7 @@
 """The fleet table's columns: what each shows of a `FleetRow`, how it sorts, which give way
 first on a narrow terminal, and how a run's rows become cells.
 
-Plain data and functions (Rich text, no widget): the screen (`screens/fleet.py`) lays
+Plain data and functions (Rich text, no widget): the screen (`screens/fleet_table.py`) lays
 them out.
 """
 

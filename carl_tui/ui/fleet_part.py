@@ -34,7 +34,7 @@ class FleetPart(App[None]):
 
     def open_fleet(self, selected: Iterable[str] = ()) -> None:
         """The fleet table over the dashboard (once: `r` there again does nothing)."""
-        from carl_tui.ui.screens.fleet import FleetScreen
+        from carl_tui.ui.screens.fleet_table import FleetScreen
 
         if isinstance(self.screen, FleetScreen):
             return

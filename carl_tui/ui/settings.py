@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.actions.push import PushProgress, PushResult
     from carl_tui.events import Job, RunRef
     from carl_tui.sources.base import Source
-    from carl_tui.ui.alerts import AlertConfig
+    from carl_tui.ui.attention import AlertConfig
 
 DEFAULT_THEME = "carl-dark"
 

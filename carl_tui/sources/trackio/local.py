@@ -8,7 +8,7 @@ the file name keeps only `[A-Za-z0-9_-]` of the project name. Tables read:
     metrics(id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, timestamp TEXT,
             run_name TEXT, step INTEGER, metrics TEXT|BLOB (JSON), ...)
     configs(id, run_id, run_name, config TEXT|BLOB (JSON), created_at)
-    system_metrics, alerts (see `system.py`: GPU/CPU samples, alerts)
+    system_metrics, alerts (see `system_tables.py`: GPU/CPU samples, alerts)
 
 Databases written before Trackio 0.24 have no `run_id`; runs are then keyed by
 `run_name`. Runs are keyed by `run_id` otherwise (names repeat).
@@ -31,7 +31,7 @@ that need every row exactly once, `summary` and `export`, leave it off): when th
 history to read is long, the first poll sends a preview of it
 (`ScalarBatch(preview=True)`): its newest rows and a strided
 sample of the rest (`preview.SIZES`), found by id (point lookups, so
-a preview costs the same for 100k rows or 10M; see `preview.py`). Then the
+a preview costs the same for 100k rows or 10M; see `newest_first.py`). Then the
 history is read in id order as usual, and once it reaches the newest row
 previewed, an empty preview batch per run says so. A history of more than
 `HELPER_MIN_ROWS` rows is read by helper processes too (`local_read.py`).
@@ -55,7 +55,7 @@ from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
 from carl_tui.sources.base import HOLD_MAX_S, WAITING, PolledSource, SourceError
 from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trackio import preview as pv
+from carl_tui.sources.trackio import newest_first as pv
 from carl_tui.sources.trackio.db import (
     connect,
     db_path,
@@ -72,8 +72,8 @@ from carl_tui.sources.trackio.local_read import (
     group_by_run,
     run_columns,
 )
-from carl_tui.sources.trackio.preview import PreviewState, plan_preview
-from carl_tui.sources.trackio.system import X_KEY, load_json
+from carl_tui.sources.trackio.newest_first import PreviewState, plan_preview
+from carl_tui.sources.trackio.system_tables import X_KEY, load_json
 
 SOURCE = "trackio"
 HELPER_MIN_ROWS = 200_000  # a longer history is read by helper processes too
@@ -124,7 +124,7 @@ class TrackioLocalSource(PolledSource):
     `runs` limits it to runs whose id or name is listed.
     """
 
-    previews = True  # a long history: a coarse view first (`preview.py`)
+    previews = True  # a long history: a coarse view first (`newest_first.py`)
 
     def __init__(
         self,

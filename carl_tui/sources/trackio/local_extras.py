@@ -4,7 +4,7 @@ A database written before Trackio had those tables is read without them until
 they appear. Reading them is best effort: a failure never stops the metrics; it
 is said in `error` (the source's limitation) until a read succeeds. Each system
 row becomes a `SystemSample`, each alert a `Marker(kind="alert")` (see
-`system.py`).
+`system_tables.py`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from carl_tui.events import Event, RunRef
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trackio import system as ts
+from carl_tui.sources.trackio import system_tables as ts
 from carl_tui.sources.trackio.db import run_column, table_columns
 
 #: The run of a row (key, name) -> its RunRef, or None when the run is not followed.

@@ -38,7 +38,7 @@ import orjson
 from carl_tui.sources.rows import build_columns, short_repr
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio.db import connect
-from carl_tui.sources.trackio.system import X_KEY
+from carl_tui.sources.trackio.system_tables import X_KEY
 
 STEP_KEYS = (X_KEY,)
 

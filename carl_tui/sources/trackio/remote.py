@@ -52,9 +52,10 @@ from carl_tui.events import Event, RunMeta, ScalarBatch
 from carl_tui.hub import HubToken, find_token
 from carl_tui.sources.base import HOLD_MAX_S, PolledSource, SourceError
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trackio import preview as pv
+from carl_tui.sources.trackio import newest_first as pv
+from carl_tui.sources.trackio.address import is_hf_host, is_local, normalize_url, parse_server
 from carl_tui.sources.trackio.db import run_column
-from carl_tui.sources.trackio.preview import PreviewState
+from carl_tui.sources.trackio.newest_first import PreviewState
 from carl_tui.sources.trackio.remote_extras import RemoteExtras
 from carl_tui.sources.trackio.remote_http import (
     NOT_AUTHORISED,
@@ -66,7 +67,6 @@ from carl_tui.sources.trackio.remote_logs import LogsFallback
 from carl_tui.sources.trackio.remote_preview import read_preview
 from carl_tui.sources.trackio.remote_rows import RunPoints, points_by_run
 from carl_tui.sources.trackio.remote_sql import SOURCE, RemoteProject, sql_str
-from carl_tui.sources.trackio.server import is_hf_host, is_local, normalize_url, parse_server
 
 __all__ = ["NOT_AUTHORISED", "SOURCE", "RemoteRun", "TrackioRemoteSource", "is_local",
            "normalize_url", "parse_server"]
@@ -85,7 +85,7 @@ class RemoteRun:
 class TrackioRemoteSource(PolledSource):
     """Poll a Trackio server for new metric rows of one project."""
 
-    previews = True  # a long history: a coarse view first (`preview.py`)
+    previews = True  # a long history: a coarse view first (`newest_first.py`)
 
     def __init__(
         self,

@@ -1,7 +1,7 @@
 """System metrics and alerts of a remote Trackio project, read by id like the metrics.
 
 Both tables are read in one more query per poll (a page of each, within the
-server's cap; see `system.py`): `SystemSample`s and
+server's cap; see `system_tables.py`): `SystemSample`s and
 `Marker(kind="alert")`s, each once. They are optional: a database without one of
 those tables is probed again every `MISSING_TABLE_RECHECK_POLLS` polls, and a
 failure to read them never stops the metrics (it is said in `limitation` until it
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from carl_tui.events import Event
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.rows import short_repr
-from carl_tui.sources.trackio import system as ts
+from carl_tui.sources.trackio import system_tables as ts
 from carl_tui.sources.trackio.db import run_column
 from carl_tui.sources.trackio.remote_http import PAGE_ROWS, UnknownApi
 from carl_tui.sources.trackio.remote_rows import run_key

@@ -2,7 +2,7 @@
 
 Before paging through a long history, one query reads the newest id, one its
 newest rows and one a strided sample of the rest (`id IN (...)`: point lookups
-on the server, whatever the history's length); see `preview.py`. A
+on the server, whatever the history's length); see `newest_first.py`. A
 preview counts nothing it cannot read: its rows are read again, in order.
 """
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from carl_tui.events import ScalarBatch
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trackio.preview import PreviewSizes, plan_preview
+from carl_tui.sources.trackio.newest_first import PreviewSizes, plan_preview
 from carl_tui.sources.trackio.remote_rows import points_by_run
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -18,7 +18,7 @@ import orjson
 from carl_tui.metric_names import canonical, is_metric_key, valid_number
 from carl_tui.sources.rows import NOT_FINITE, iso_to_epoch, media_kind, short_repr, step_of
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trackio.system import X_KEY
+from carl_tui.sources.trackio.system_tables import X_KEY
 
 _NON_FINITE = {"NaN", "Infinity", "-Infinity"}
 

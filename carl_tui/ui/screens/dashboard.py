@@ -323,7 +323,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
             self.system.show(self.snapshot, self.clock())
 
     def action_events(self) -> None:
-        from carl_tui.ui.screens.events import EventsScreen
+        from carl_tui.ui.screens.event_log import EventsScreen
 
         if self.snapshot is None:
             self.notify("no run yet", severity="warning")

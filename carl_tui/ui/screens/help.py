@@ -65,7 +65,7 @@ class KeyHelp(App[None]):
     def key_help(self) -> list[tuple[str, str, str, str]]:
         """(key, description, tooltip, id) of every dashboard binding and of the screen on
         top's own keys (the fleet table's), keymap applied."""
-        from carl_tui.ui.screens.fleet import screen_keys
+        from carl_tui.ui.screens.fleet_table import screen_keys
 
         rows = []
         for b in (*self._all_bindings(), *screen_keys(self.screen)):

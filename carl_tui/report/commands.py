@@ -24,7 +24,7 @@ from carl_tui.report.export import (
     write_csv,
     write_jsonl,
 )
-from carl_tui.report.fleet import fleet_dict, fleet_text, job_prices
+from carl_tui.report.fleet_listing import fleet_dict, fleet_text, job_prices
 from carl_tui.report.summary import summary_dict, summary_text
 from carl_tui.store import RunStore
 from carl_tui.store.fleet import FLEET_STORE, fleet_rows
@@ -83,7 +83,7 @@ def _report(args) -> int:
         return _fail(f"run {run.label} has no metrics: no Trainer log dict, stream line or "
                      "tracker row with a number in it")
     if getattr(args, "completions", False):
-        from carl_tui.report.completions import export_completions
+        from carl_tui.report.completions_export import export_completions
 
         return export_completions(args, opened, run, snap.meta)
     if args.command == "summary":

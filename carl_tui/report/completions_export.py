@@ -6,9 +6,9 @@ import sys
 from typing import Any
 
 from carl_tui.cli_request import EXIT_NO_DATA, EXIT_USAGE, source_request, write_output
-from carl_tui.completions.export import write_csv, write_jsonl
 from carl_tui.completions.log import CompletionLog
-from carl_tui.completions.open import reader_factory
+from carl_tui.completions.readers import reader_factory
+from carl_tui.completions.writers import write_csv, write_jsonl
 from carl_tui.errors import CarlError
 
 
