@@ -4,6 +4,7 @@ what a reader takes in at once."""
 
 import ast
 import pathlib
+import sys
 
 import pytest
 
@@ -80,6 +81,21 @@ def test_layers_do_not_reach_sideways(part, forbidden):
     assert {f: v for f, v in offenders.items() if v} == {}
 
 
+def test_the_import_contracts_hold():
+    """The layers written in pyproject.toml ([tool.importlinter]: commands on top, the
+    maths at the bottom, no Textual below the screens), checked by import-linter over
+    every import of the package, those inside functions too."""
+    importlinter = pytest.importorskip("importlinter.cli")  # in the [test] extra
+
+    sys.path.insert(0, str(ROOT.parent))  # the package of this checkout, not an installed one
+    try:
+        code = importlinter.lint_imports(config_filename=str(ROOT.parent / "pyproject.toml"),
+                                         no_cache=True)
+    finally:
+        sys.path.remove(str(ROOT.parent))
+    assert code == 0  # its report (above, on failure) names each import that breaks a layer
+
+
 @pytest.mark.parametrize("part", ["coherence", "sources", "store", "actions", "ui", "cli.py"])
 def test_no_heavy_imports_at_module_level(part):
     offenders = [str(f) for f in files(part) if HEAVY & module_level_imports(f)]
@@ -103,7 +119,7 @@ def guard(name, *a, **k):
         raise ImportError("No module named " + name)
     return real(name, *a, **k)
 builtins.__import__ = guard
-from carl_tui.actions.errors import ActionError
+from carl_tui.actions.action_error import ActionError
 from carl_tui.actions.jobs import JobsClient
 from carl_tui.sources.jsonl import JsonlSource
 from carl_tui.ui.app import DashboardConfig, Settings, build_app
