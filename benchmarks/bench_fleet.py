@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import Row
-from benchmarks.trl_store import cache_root, rows
+from benchmarks.trl_store import cache_root, rows, write_trackio_once
 
 PROJECT = "fleet"
 VERSION = 1  # bump when the shape changes (cached stores are rewritten)
@@ -65,16 +65,8 @@ def write(root: Path, runs: int, steps: int) -> None:
 def ensure_store(runs: int, steps: int) -> Path:
     """The Trackio folder holding `fleet.db`, written once and kept."""
     root = cache_root() / f"fleet-v{VERSION}-{runs}x{steps}"
-    done = root / "done"
-    if not done.exists():
-        root.mkdir(parents=True, exist_ok=True)
-        for f in root.glob(f"{PROJECT}.db*"):
-            f.unlink()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKIO_")}
-        env.update(TRACKIO_DIR=str(root), HF_HUB_OFFLINE="1")
-        subprocess.run([sys.executable, "-m", "benchmarks.bench_fleet", "write", str(root),
-                        str(runs), str(steps)], env=env, check=True)
-        done.write_text("ok")
+    write_trackio_once(root, PROJECT, root / "done",
+                       ["benchmarks.bench_fleet", "write", str(root), str(runs), str(steps)])
     return root
 
 

@@ -99,21 +99,27 @@ def cache_root() -> Path:
                 Path(tempfile.gettempdir()) / "carl-tui-bench-stores")
 
 
+def write_trackio_once(root: Path, project: str, done: Path, argv: list[str]) -> None:
+    """Run the writer `argv` (a module of benchmarks/ writing `root/<project>.db` with
+    trackio) unless `done` says it ran to its end; a half-written database is removed."""
+    if done.exists():
+        return
+    root.mkdir(parents=True, exist_ok=True)
+    for f in root.glob(f"{project}.db*"):
+        f.unlink()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKIO_")}
+    env.update(TRACKIO_DIR=str(root), HF_HUB_OFFLINE="1")
+    subprocess.run([sys.executable, "-m", *argv], env=env, check=True)
+    done.write_text("ok")
+
+
 def ensure_store(n: int, project: str = "trl") -> Path:
     """A folder holding `trackio/<project>.db` of `n` rows, written once and kept
     (the folder doubles as a HOME for tools that look in ~/.cache/huggingface/trackio)."""
     home = cache_root() / f"v{VERSION}-{n}"
     root = home / ".cache" / "huggingface" / "trackio"
-    done = home / "done"
-    if not done.exists():
-        root.mkdir(parents=True, exist_ok=True)
-        for f in root.glob(f"{project}.db*"):
-            f.unlink()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKIO_")}
-        env.update(TRACKIO_DIR=str(root), HF_HUB_OFFLINE="1")
-        subprocess.run([sys.executable, "-m", "benchmarks.trl_store", str(root), project, str(n)],
-                       env=env, check=True)
-        done.write_text("ok")
+    write_trackio_once(root, project, home / "done",
+                       ["benchmarks.trl_store", str(root), project, str(n)])
     return home
 
 

@@ -88,20 +88,13 @@ class FollowRead:
     dropped: list[tuple[str, bytes]] = field(default_factory=list)  # (reason, first bytes)
 
 
+_KINDS = ((stat.S_ISDIR, "directory"), (stat.S_ISCHR, "character device"),
+          (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"),
+          (stat.S_ISFIFO, "pipe (FIFO)"), (stat.S_ISREG, "file"))
+
+
 def _kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "directory"
-    if stat.S_ISCHR(mode):
-        return "character device"
-    if stat.S_ISBLK(mode):
-        return "block device"
-    if stat.S_ISSOCK(mode):
-        return "socket"
-    if stat.S_ISFIFO(mode):
-        return "pipe (FIFO)"
-    if stat.S_ISREG(mode):
-        return "file"
-    return "special file"
+    return next((name for test, name in _KINDS if test(mode)), "special file")
 
 
 def unusable(path: Path | str, st: os.stat_result, *, fifo_ok: bool = True) -> SourceError | None:
