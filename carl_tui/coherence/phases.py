@@ -221,8 +221,11 @@ class PhaseClassifier:
         self._t_cryst: float = math.nan
         self._t_calm: float = math.nan  # last step A was within its noise of a0
         self._t_start: float = math.nan  # where the climb began (the last calm step)
-        self._prefix: list[float] = [0.0]  # running sums of known A, the last _TAIL + 1
-        self._head: list[float] = [0.0]  # running sums of the first _HEAD known A
+        # running sums of known A: the last _TAIL + 1, and those of the first _HEAD known A
+        # (float64 arrays: a classifier holds 72 KB after a long run, with them as lists of
+        # Python floats 215 KB; the fleet holds one per run and stage)
+        self._prefix: np.ndarray = np.zeros(1)
+        self._head: np.ndarray = np.zeros(1)
         self._best_level = math.nan  # the highest level of A since the transition began
         self._sigma_t = math.nan  # sigma frozen when the transition began
         self._c_trans = 0  # known values of A when the climb began (its last calm one)
@@ -507,7 +510,7 @@ class _Features:
         self.last_calm_n = _last_time(c._n_calm, np.where(calm, self.acc_count, -np.inf))
         # Running sums of the known values (added one by one, whatever the batches).
         prefix = np.cumsum(np.concatenate([[c._prefix[-1]], kv]))
-        self._prefix = np.concatenate([np.array(c._prefix[:-1], dtype=np.float64), prefix])
+        self._prefix = np.concatenate([c._prefix[:-1], prefix])
         self._prefix_off = len(c._prefix)
         head = len(c._head) - 1
         self._head = np.concatenate([c._head[:-1], prefix[: _HEAD + 2 - len(c._head)]]) \
@@ -588,8 +591,8 @@ class _Features:
         elif c._index < _TRANS:
             c._t_calm = float(self.last_calm[-1])
             c._n_calm = float(self.last_calm_n[-1])
-        c._prefix = self._prefix[-(_TAIL + 1):].tolist()
-        c._head = self._head.tolist()
+        c._prefix = self._prefix[-(_TAIL + 1):].copy()  # a copy: not a view of the batch's
+        c._head = self._head.copy()
         hist, k = self._hist, self._k
         c.accuracy, c._acc_prev = float(hist[-1]), float(hist[-2])
         c._acc_base[:] = self._acc_base_after
