@@ -105,6 +105,9 @@ def test_fleet_table(snap_compare, tmp_path):
                        and not app.follower.grouper.holding, timeout=30.0, what="notices")
         await pilot.press("o")  # sorted by name: the same order whichever source read first
         await wait_for(pilot, lambda: column(app, "name") == sorted(column(app, "name")))
+        # the cursor on the first row, whichever run the screen showed when the table opened
+        await pilot.press("home")
+        await wait_for(pilot, lambda: app.screen.query_one("#fleet-table").cursor_row == 0)
         await idle(pilot)
         app.clear_notifications()
         await idle(pilot)
