@@ -142,9 +142,6 @@ class Source:
                     or (isinstance(ev, RunMeta) and "train_summary" in ev.meta)):
                 self.say_life(ev.run, "finished")
 
-    def life_of(self, run: RunRef) -> RunLife | None:
-        return self._lives()[0].get(run.key)
-
     def take_lives(self, events: Sequence[Event] = ()) -> list[RunLife]:
         """The lives said since the last call; a run in `events` that was never said is
         live."""
