@@ -206,13 +206,9 @@ def _trend(series: SeriesView | None) -> tuple[float, ...]:
 
 
 def _gpu_percent(snap: RunSnapshot) -> float | None:
-    """The mean utilization of the run's GPUs in their newest samples, else its job's."""
-    if snap.system is not None:
-        used = [g.latest.utilization for g in snap.system.gpus
-                if g.latest.utilization is not None]
-        if used:
-            return float(sum(used) / len(used))
-    return snap.usage.gpu_percent if snap.usage is not None else None
+    """The mean utilization of the run's GPUs in their newest samples (the job bar's)."""
+    usage = snap.usage
+    return None if usage is None else usage.gpu_percent
 
 
 def _cost(snap: RunSnapshot, now: float, prices: Mapping[str, float] | None) -> float | None:
