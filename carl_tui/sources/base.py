@@ -11,7 +11,7 @@ declared on `Source` with its default; callers ask it, never probe for it.
 the source's word on its runs' lives, the failure and how long to wait after it:
 backoff, a file to appear, an error retrying cannot fix). `SourceRunner` loops a
 `Poller` in a background thread for the dashboard; `report/collect.py` loops several
-for `summary` and `export`, with its own "caught up" rule. No Textual import here.
+for `summary`, `export` and `fleet`, with its own "caught up" rule. No Textual import here.
 """
 
 from __future__ import annotations
