@@ -61,7 +61,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-
 def _delegate(command: str, rest: list[str]) -> int:
     try:
         if command == "train":
@@ -169,7 +168,6 @@ def run_demo(args) -> int:
         if job.returncode is None:
             print("carl-tui demo: stopping the training", file=sys.stderr)
         job.stop(grace=10, term_grace=5)  # waits for the stop on_exit started, if any
-
 
 
 def stop_soon(job) -> Callable[[], None]:

@@ -486,6 +486,22 @@ def test_local_job_completed_and_failed(tmp_path):
     assert ok.stop() == "completed"  # stopping a finished run changes nothing
 
 
+def test_a_local_jobs_time_stops_when_it_ends(tmp_path):
+    """The job bar counts a job's time from its start to its end: a local run that ended
+    has an end, so its duration and time running stay what they were."""
+    from carl_tui.events import RunRef
+
+    job = LocalJob.start(_child(tmp_path / "a.jsonl", "plain", steps=2), tmp_path / "a.jsonl")
+    run = RunRef("jsonl", "local", "a")
+    assert job.wait(10) == "completed"
+    first = job.status_event(run)
+    assert first.finished_at is not None and first.started_at <= first.finished_at
+    assert first.finished_at <= time.time()
+    again = job.status_event(run)
+    assert again.finished_at == first.finished_at
+    assert again.duration_s == first.duration_s == first.finished_at - job.started_at
+
+
 def test_local_job_refuses_bad_input(tmp_path):
     with pytest.raises(CarlError, match="Max steps"):
         LocalJob.start(LaunchSpec(target="local", max_steps=0), tmp_path / "s.jsonl")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from carl_tui.events import RunRef, ScalarBatch
+from carl_tui.events import STAGE_LIFE, Job, RunRef, ScalarBatch
 from carl_tui.store import RunStore
 from carl_tui.store.fleet import (
     STALL_FACTOR,
@@ -251,6 +251,17 @@ def test_stalled_is_several_times_the_runs_own_interval():
     assert fast_last == pytest.approx(1009.5)
     assert states(fast_last + 59) == {"slow": "live", "fast": "live"}
     assert states(slow_last + 151) == {"slow": "stalled", "fast": "stalled"}
+
+
+@pytest.mark.parametrize("stage", sorted(STAGE_LIFE))
+def test_a_jobs_row_says_its_jobs_life(stage):
+    """The row's state is the job's own life for every stage a job can have (a training
+    this machine started and whose process is gone is ENDED: finished, not live)."""
+    store = RunStore()
+    run = RunRef("hf-job", "me", "job-1", "job-1")
+    store.apply([Job(run, "job-1", stage, flavor="local", started_at=time.time())])
+    [row] = fleet_rows(store)
+    assert row.state == Job(run, "job-1", stage).life == STAGE_LIFE[stage]
 
 
 def test_differing_keys_are_the_sweeps_axes():

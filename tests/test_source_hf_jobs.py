@@ -265,3 +265,24 @@ def test_backlog_is_handed_out_in_bounded_polls(hub):
         assert sum(len(e.lines) for e in batch if isinstance(e, LogLines)) <= 10
         time.sleep(0.3 if not src.behind else 0)
     assert log_lines(events) == lines and saw_behind
+
+
+def test_a_stage_given_as_huggingface_hubs_enum_is_read_as_its_name():
+    """huggingface_hub types a job's stage as `JobStage`, a str Enum whose str() is
+    "JobStage.ERROR": the source reads its value, as `hub.job_of` does, so the run's life
+    and the end of polling follow the stage whichever form it comes in."""
+    from types import SimpleNamespace
+
+    from carl_tui.hub import TERMINAL_STAGES
+
+    stage_type = pytest.importorskip("huggingface_hub._jobs_api").JobStage
+    src = HfJobSource("job-1", namespace="me", api=object())
+    info = SimpleNamespace(id="job-1", status=SimpleNamespace(stage=stage_type.ERROR,
+                                                              message="out of memory"),
+                           flavor="a10g-small", command=["python", "train.py"], labels={},
+                           url="", created_at=None, started_at=None, finished_at=None)
+    events = src._status_events(info)
+    assert [e.stage for e in events if isinstance(e, Job)] == ["ERROR"]
+    assert src._stage == "ERROR" and src._stage in TERMINAL_STAGES
+    [life] = src.take_lives()
+    assert (life.state, life.reason) == ("failed", "job ERROR: out of memory")

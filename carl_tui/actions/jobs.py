@@ -42,8 +42,6 @@ class HardwareOption:
         return f"{self.name} · {self.pretty_name}{acc} · ${self.price_per_hour_usd:.2f}/h"
 
 
-
-
 def _hardware_option(hw) -> HardwareOption:
     acc = hw.accelerator
     gpus = 0

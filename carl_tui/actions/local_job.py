@@ -75,6 +75,7 @@ class LocalJob:
         self.stream_path = stream_path
         self.log_path = log_path
         self.started_at = time.time()
+        self.ended_at: float | None = None  # when its end was first seen (epoch s)
         self.outlives_dashboard = tie_fd is None
         self._tie_fd = tie_fd  # the write end of the tie pipe (see the module docstring)
         self._stop_requested = False
@@ -139,6 +140,8 @@ class LocalJob:
         rc = self.proc.poll()
         if rc is None:
             return STOPPING if self._stop_requested else RUNNING
+        if self.ended_at is None:
+            self.ended_at = time.time()
         self._untie()
         if self._stop_requested:
             return CANCELED
@@ -150,7 +153,8 @@ class LocalJob:
         msg = "" if self.returncode in (None, 0) else f"exit status {self.returncode}"
         return Job(run, f"local-{self.pid}", _STAGE[state], namespace=run.project,
                    name=run.label, flavor="local", message=msg, created_at=self.started_at,
-                   started_at=self.started_at, command=redact_argv(self.argv))
+                   started_at=self.started_at, finished_at=self.ended_at,
+                   command=redact_argv(self.argv))
 
     # -- stopping ------------------------------------------------------------
 

@@ -11,7 +11,7 @@ declared on `Source` with its default; callers ask it, never probe for it.
 the source's word on its runs' lives, the failure and how long to wait after it:
 backoff, a file to appear, an error retrying cannot fix). `SourceRunner` loops a
 `Poller` in a background thread for the dashboard; `report/collect.py` loops several
-for `summary` and `export`, with its own "caught up" rule. No Textual import here.
+for `summary`, `export` and `fleet`, with its own "caught up" rule. No Textual import here.
 """
 
 from __future__ import annotations
@@ -141,9 +141,6 @@ class Source:
             if ((isinstance(ev, ScalarBatch) and END_OF_TRAINING in ev.columns)
                     or (isinstance(ev, RunMeta) and "train_summary" in ev.meta)):
                 self.say_life(ev.run, "finished")
-
-    def life_of(self, run: RunRef) -> RunLife | None:
-        return self._lives()[0].get(run.key)
 
     def take_lives(self, events: Sequence[Event] = ()) -> list[RunLife]:
         """The lives said since the last call; a run in `events` that was never said is

@@ -42,6 +42,7 @@ from carl_tui.hub import (
     hub_error,
     job_of,
     make_api,
+    stage_text,
     whoami,
 )
 from carl_tui.identity import HF_JOB, job_run
@@ -166,9 +167,8 @@ class HfJobSource(PolledSource):
     # -- events ------------------------------------------------------------
 
     def _status_events(self, info: Any) -> list[Event]:
-        stage = str(getattr(info.status, "stage", "UNKNOWN"))
-        self._stage = stage
         ev = job_of(info, self.namespace or "", self.run, job_id=self.job_id)
+        stage = self._stage = ev.stage  # the stage's name, whether a str or an Enum came
         out: list[Event] = []
         if not self._meta_sent:
             self._meta_sent = True
@@ -240,7 +240,7 @@ class HfJobSource(PolledSource):
                 continue
             backoff.reset()
             self._ok("status")
-            self._stage = str(info.status.stage)
+            self._stage = stage_text(info.status.stage)
             self._q.put(("status", info))
             if self._stage in TERMINAL_STAGES:
                 return

@@ -70,7 +70,7 @@ example; `skipped` is the total). Blank lines are ignored, not counted.
 Default run identity: source "jsonl", project = the file's folder name,
 run_id = the file's stem.
 
-Tailing is `sources.follow.FileFollower`: complete lines only, a half-written
+Tailing is `sources.tail.FileFollower`: complete lines only, a half-written
 last line waits for its newline (`drain()` reads it, when whole, for readers
 that stop at the end of the file); a FIFO is read non-blocking; a directory or
 a device is refused at once (no retry); a missing file raises

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from carl_tui import metric_names as mn
-from carl_tui.events import RunRef
+from carl_tui.events import STAGE_LIFE, RunRef
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store.snapshot import RunSnapshot, SeriesView
@@ -73,12 +73,6 @@ TREND_POINTS = 32  # values across the run for a row's sparkline
 #: of history (a trend of TREND_POINTS), not the dashboard's 4096 + 1024 a series. A row's
 #: numbers do not change: last, best, phases and gate are computed on every row as read.
 FLEET_STORE = {"recent": 64, "max_buckets": 32}
-
-#: A job's stage -> the run's state (a run with no word from its source on its life).
-JOB_STATES: dict[str, FleetState] = {
-    "SCHEDULING": "queued", "RUNNING": "live", "COMPLETED": "finished",
-    "ERROR": "failed", "CANCELED": "failed", "DELETED": "failed",
-}
 
 #: Config keys that differ between runs for no meaning (names, ids, paths, times): never a
 #: sweep's axis. Matched on the key itself, at the top level of the config; so are the keys
@@ -153,8 +147,8 @@ def run_state(snap: RunSnapshot, now: float) -> FleetState:
     said = snap.life.state if snap.life is not None else "live"
     if said != "live":
         state: FleetState = said
-    elif snap.job is not None and snap.job.stage in JOB_STATES:
-        state = JOB_STATES[snap.job.stage]
+    elif snap.job is not None and snap.job.stage in STAGE_LIFE:
+        state = snap.job.life
     elif "exit_code" in snap.meta:
         state = "finished" if snap.meta["exit_code"] in (0, None) else "failed"
     elif snap.meta.get("train_summary"):
@@ -212,13 +206,9 @@ def _trend(series: SeriesView | None) -> tuple[float, ...]:
 
 
 def _gpu_percent(snap: RunSnapshot) -> float | None:
-    """The mean utilization of the run's GPUs in their newest samples, else its job's."""
-    if snap.system is not None:
-        used = [g.latest.utilization for g in snap.system.gpus
-                if g.latest.utilization is not None]
-        if used:
-            return float(sum(used) / len(used))
-    return snap.usage.gpu_percent if snap.usage is not None else None
+    """The mean utilization of the run's GPUs in their newest samples (the job bar's)."""
+    usage = snap.usage
+    return None if usage is None else usage.gpu_percent
 
 
 def _cost(snap: RunSnapshot, now: float, prices: Mapping[str, float] | None) -> float | None:

@@ -170,6 +170,11 @@ class RunState:
             sev = "error" if job.stage in ("ERROR",) else "information"
             self.story.record("job", self.last_step, f"job {job.job_id}: {job.stage}", sev)
 
+    def set_life(self, life: RunLife) -> None:
+        """The source's word on the run's life: a change of the run, not its data."""
+        self.life = life
+        self._touch(fresh=False)
+
     def add_system(self, sample: SystemSample) -> None:
         """A machine sample: shown, not data of the run (`updated_at` stays: a stalled
         training whose GPU monitor still logs must not look fresh)."""

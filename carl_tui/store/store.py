@@ -92,7 +92,7 @@ class RunStore:
                 elif isinstance(ev, SystemSample):
                     st.add_system(ev)
                 elif isinstance(ev, RunLife):
-                    st.life = ev
+                    st.set_life(ev)
                 else:  # an unknown event is a programming error, not user input
                     raise TypeError(f"unknown event {type(ev).__name__}")
                 key = ev.run.key
