@@ -38,12 +38,12 @@ class FleetPart(App[None]):
 
         if isinstance(self.screen, FleetScreen):
             return
-        endpoint = self.services.hub_endpoint
+        services = self.services
 
         def prices() -> Mapping[str, float]:
-            from carl_tui.hub import job_prices, make_api
+            from carl_tui.hub import job_prices
 
-            return job_prices(make_api(None, endpoint=endpoint))
+            return job_prices(services.hub_api())
 
         def opened(key: str | None) -> None:  # enter on a row: that run, on the dashboard
             if key:
