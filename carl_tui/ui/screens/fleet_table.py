@@ -265,7 +265,7 @@ class FleetScreen(FilterBox):
             out.append((c.key, label, max(len(label), column_width(c, rows, now))))
         return out
 
-    def _rebuild(self, columns: list[Column], header: list[tuple[str, str]],
+    def _rebuild(self, columns: list[Column], header: list[tuple[str, str, int]],
                  order: list[str], cells: dict) -> None:
         table = self.table
         cursor = self.cursor_run() or self.current
