@@ -433,3 +433,37 @@ async def test_a_jobs_row_and_card_show_its_flavor_and_cost_from_the_hubs_prices
             assert line in lines, (line, lines)
         assert jobs.token not in card_text(app)
     assert len(srv.requests_to("GET", r"^/api/jobs/hardware$")) == 1  # asked once
+
+
+async def test_rows_that_fail_to_read_are_said_once_not_read_again_at_every_poll():
+    """A read of the rows that fails (a bug in one row) is one notice; the table reads
+    again when the store changes, not at every half-second poll (a toast each time)."""
+    from textual.app import App
+
+    from carl_tui.events import RunRef, ScalarBatch
+    from carl_tui.store import RunStore
+
+    calls: list[int] = []
+
+    def broken(store, now, prices):
+        calls.append(store.version)
+        raise RuntimeError("a row that cannot be read")
+
+    store = RunStore()
+    screen = FleetScreen(store, rows_of=broken, clock=lambda: NOW)
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(screen)
+
+    app = Host()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: calls and not screen._reading, what="the failed read")
+        for _ in range(3):
+            screen._poll()
+            assert not screen._reading
+        assert calls == [store.version]
+        run = RunRef("test", "p", "r1", "r1")
+        store.apply([ScalarBatch.from_rows(run, [(0, {"entropy": 1.0})])])
+        await wait_for(pilot, lambda: len(calls) == 2, what="a read after the store changed")
+        assert calls[-1] == store.version

@@ -186,13 +186,18 @@ class FleetScreen(FilterBox):
     @work(thread=True, exclusive=True, group="fleet-rows", exit_on_error=False,
           description="reading the fleet")
     def read_rows(self) -> None:
+        now, version = self.clock(), self.store.version
         try:
-            self._read()
+            self._read(now, version)
+        except Exception:
+            # Said once (the app's worker-error handler); read again when the store
+            # changes or the ages are due, not at every poll (a toast every 0.5 s).
+            self._seen = (version, now)
+            raise
         finally:
             self._reading = False
 
-    def _read(self) -> None:
-        now, version = self.clock(), self.store.version
+    def _read(self, now: float, version: int) -> None:
         rows = self.rows_of(self.store, now, self.prices)
         if self.prices_of is not None and any(r.flavor for r in rows):
             ask, self.prices_of = self.prices_of, None  # once
