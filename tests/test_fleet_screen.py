@@ -435,6 +435,34 @@ async def test_a_jobs_row_and_card_show_its_flavor_and_cost_from_the_hubs_prices
     assert len(srv.requests_to("GET", r"^/api/jobs/hardware$")) == 1  # asked once
 
 
+@pytest.mark.timeout(120)
+async def test_the_dashboards_card_of_a_job_shows_its_cost_too(loopback_hub, monkeypatch):
+    """`i` on the dashboard (the fleet table never opened): the card asks the Hub's prices
+    once, as the table's does, and shows the job's cost."""
+    from carl_tui import cli
+
+    srv, jobs = loopback_hub
+    now = time.time()
+    jobs.add_job("job-done", flavor="a10g-small", stage="COMPLETED", created_at=now - 4000,
+                 started_at=now - 3600, finished_at=now - 1800, command=["python", "t.py"])
+    configs = []
+    monkeypatch.setattr(cli, "interactive", lambda: True)
+    monkeypatch.setattr(cli, "_run_app", lambda config: configs.append(config) or 0)
+    assert cli.main(["--job", "job-done", "--namespace", "alice"]) == 0
+    app = build_app(configs[0])
+    async with app.run_test(size=(200, 60)) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.job is not None,
+                       timeout=20, what="the job on the dashboard")
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen), timeout=10,
+                       what="the card")
+        lines = [" ".join(x.split()) for x in card_text(app).splitlines()]
+        assert "flavor a10g-small" in lines and "cost so far $0.50" in lines, lines
+        await pilot.press("escape", "i")  # again: the prices are known, not asked again
+        await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen), what="the card")
+    assert len(srv.requests_to("GET", r"^/api/jobs/hardware$")) == 1
+
+
 async def test_rows_that_fail_to_read_are_said_once_not_read_again_at_every_poll():
     """A read of the rows that fails (a bug in one row) is one notice; the table reads
     again when the store changes, not at every half-second poll (a toast each time)."""
