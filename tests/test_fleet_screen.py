@@ -495,3 +495,30 @@ async def test_rows_that_fail_to_read_are_said_once_not_read_again_at_every_poll
         store.apply([ScalarBatch.from_rows(run, [(0, {"entropy": 1.0})])])
         await wait_for(pilot, lambda: len(calls) == 2, what="a read after the store changed")
         assert calls[-1] == store.version
+
+
+async def test_a_run_of_this_machine_does_not_ask_the_hub_for_prices():
+    """A local run's flavor (`local`) has no price: the table asks the Hub nothing (offline,
+    no "job cost unknown" warning)."""
+    from textual.app import App
+
+    from carl_tui.events import Job, RunRef, ScalarBatch
+    from carl_tui.store import RunStore
+
+    asked: list[int] = []
+    run = RunRef("local", "this machine", "r1", "r1")
+    store = RunStore()
+    store.apply([ScalarBatch.from_rows(run, [(0, {"entropy": 1.0})]),
+                 Job(run, "local-1", "RUNNING", flavor="local", started_at=NOW - 60)])
+    screen = FleetScreen(store, clock=lambda: NOW,
+                         prices_of=lambda: asked.append(1) or {"local": 1.0})
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(screen)
+
+    async with Host().run_test(size=(160, 30)) as pilot:
+        await wait_for(pilot, lambda: len(screen.rows) == 1 and not screen._reading,
+                       what="the local run's row")
+        assert screen.rows[0].flavor == "local" and screen.rows[0].cost_usd is None
+    assert asked == []
