@@ -44,7 +44,6 @@ class ScriptedSource(Source):
             return self._queue.pop(0) if self._queue else []
 
 
-
 async def wait_for(pilot, predicate, timeout: float = 5.0, what: str = "condition") -> None:
     """Let the app run until `predicate()` holds; fail saying `what` after `timeout` s."""
     import time

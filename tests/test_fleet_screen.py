@@ -433,3 +433,92 @@ async def test_a_jobs_row_and_card_show_its_flavor_and_cost_from_the_hubs_prices
             assert line in lines, (line, lines)
         assert jobs.token not in card_text(app)
     assert len(srv.requests_to("GET", r"^/api/jobs/hardware$")) == 1  # asked once
+
+
+@pytest.mark.timeout(120)
+async def test_the_dashboards_card_of_a_job_shows_its_cost_too(loopback_hub, monkeypatch):
+    """`i` on the dashboard (the fleet table never opened): the card asks the Hub's prices
+    once, as the table's does, and shows the job's cost."""
+    from carl_tui import cli
+
+    srv, jobs = loopback_hub
+    now = time.time()
+    jobs.add_job("job-done", flavor="a10g-small", stage="COMPLETED", created_at=now - 4000,
+                 started_at=now - 3600, finished_at=now - 1800, command=["python", "t.py"])
+    configs = []
+    monkeypatch.setattr(cli, "interactive", lambda: True)
+    monkeypatch.setattr(cli, "_run_app", lambda config: configs.append(config) or 0)
+    assert cli.main(["--job", "job-done", "--namespace", "alice"]) == 0
+    app = build_app(configs[0])
+    async with app.run_test(size=(200, 60)) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.job is not None,
+                       timeout=20, what="the job on the dashboard")
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen), timeout=10,
+                       what="the card")
+        lines = [" ".join(x.split()) for x in card_text(app).splitlines()]
+        assert "flavor a10g-small" in lines and "cost so far $0.50" in lines, lines
+        await pilot.press("escape", "i")  # again: the prices are known, not asked again
+        await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen), what="the card")
+    assert len(srv.requests_to("GET", r"^/api/jobs/hardware$")) == 1
+
+
+async def test_rows_that_fail_to_read_are_said_once_not_read_again_at_every_poll():
+    """A read of the rows that fails (a bug in one row) is one notice; the table reads
+    again when the store changes, not at every half-second poll (a toast each time)."""
+    from textual.app import App
+
+    from carl_tui.events import RunRef, ScalarBatch
+    from carl_tui.store import RunStore
+
+    calls: list[int] = []
+
+    def broken(store, now, prices):
+        calls.append(store.version)
+        raise RuntimeError("a row that cannot be read")
+
+    store = RunStore()
+    screen = FleetScreen(store, rows_of=broken, clock=lambda: NOW)
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(screen)
+
+    app = Host()
+    async with app.run_test(size=(120, 30)) as pilot:
+        await wait_for(pilot, lambda: calls and not screen._reading, what="the failed read")
+        for _ in range(3):
+            screen._poll()
+            assert not screen._reading
+        assert calls == [store.version]
+        run = RunRef("test", "p", "r1", "r1")
+        store.apply([ScalarBatch.from_rows(run, [(0, {"entropy": 1.0})])])
+        await wait_for(pilot, lambda: len(calls) == 2, what="a read after the store changed")
+        assert calls[-1] == store.version
+
+
+async def test_a_run_of_this_machine_does_not_ask_the_hub_for_prices():
+    """A local run's flavor (`local`) has no price: the table asks the Hub nothing (offline,
+    no "job cost unknown" warning)."""
+    from textual.app import App
+
+    from carl_tui.events import Job, RunRef, ScalarBatch
+    from carl_tui.store import RunStore
+
+    asked: list[int] = []
+    run = RunRef("local", "this machine", "r1", "r1")
+    store = RunStore()
+    store.apply([ScalarBatch.from_rows(run, [(0, {"entropy": 1.0})]),
+                 Job(run, "local-1", "RUNNING", flavor="local", started_at=NOW - 60)])
+    screen = FleetScreen(store, clock=lambda: NOW,
+                         prices_of=lambda: asked.append(1) or {"local": 1.0})
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(screen)
+
+    async with Host().run_test(size=(160, 30)) as pilot:
+        await wait_for(pilot, lambda: len(screen.rows) == 1 and not screen._reading,
+                       what="the local run's row")
+        assert screen.rows[0].flavor == "local" and screen.rows[0].cost_usd is None
+    assert asked == []

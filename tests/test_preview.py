@@ -30,6 +30,7 @@ from carl_tui.sources.trackio import local as tl
 from carl_tui.sources.trackio import newest_first as tpv
 from carl_tui.sources.trackio import remote as tr
 from carl_tui.store import RunStore
+from tests.conftest import wait_for
 from tests.trajectories import sft_story
 
 N = 6000  # steps of the run written to the stores
@@ -362,15 +363,6 @@ def test_remote_preview_is_a_strided_pass_then_the_exact_history(store_dir, smal
 # -- on screen ------------------------------------------------------------------------
 
 
-async def _until(pilot, done, limit: int = 200) -> None:
-    """Let the app run until `done()` (at most `limit` short pauses)."""
-    for _ in range(limit):
-        if done():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("the dashboard never got there")
-
-
 def _panel_text(panel, snap) -> str:
     from rich.console import Console
 
@@ -392,7 +384,8 @@ async def test_the_dashboard_marks_provisional_values_until_the_history_is_read(
     async with app.run_test(size=(160, 45)) as pilot:
         app.follow(ref.key)
         table, panel = app.dashboard.table, app.dashboard.phase
-        await _until(pilot, lambda: "mean_token_accuracy" in [k.value for k in table.rows])
+        await wait_for(pilot, lambda: "mean_token_accuracy" in [k.value for k in table.rows],
+                       timeout=10, what="the accuracy row, from the preview")
         acc_row = table.get_row("mean_token_accuracy")
         assert str(acc_row[3]).startswith("≈") and str(acc_row[4]).startswith("≈")
         assert str(acc_row[5]) == str(int(traj.steps[-1]))  # the newest step, at once
@@ -404,8 +397,9 @@ async def test_the_dashboard_marks_provisional_values_until_the_history_is_read(
             store.apply([b])
         store.apply([ScalarBatch(ref, np.empty(0, dtype=np.int64), {}, preview=True)])
         app.pull()
-        await _until(pilot, lambda: app.snapshot is not None and not app.snapshot.provisional
-                     and "≈" not in str(table.get_row("mean_token_accuracy")[3]))
+        await wait_for(pilot, lambda: app.snapshot is not None and not app.snapshot.provisional
+                       and "≈" not in str(table.get_row("mean_token_accuracy")[3]),
+                       timeout=10, what="the exact values, once the history is read")
         acc_row = table.get_row("mean_token_accuracy")
         assert not any("≈" in str(c) for c in acc_row)
         text = _panel_text(panel, app.snapshot)

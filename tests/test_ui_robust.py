@@ -14,7 +14,7 @@ import pytest
 from benchmarks.pty_screen import Session
 from carl_tui.sources.trackio.remote import TrackioRemoteSource
 from carl_tui.ui.app import DashboardConfig, Settings, build_app
-from tests.conftest import ScriptedSource
+from tests.conftest import ScriptedSource, wait_for
 
 SIZE = (120, 36)
 
@@ -52,7 +52,7 @@ async def test_quitting_while_a_server_hangs_does_not_wait_for_it():
         source = TrackioRemoteSource(server.url, project="p", timeout=30.0)
         app = build_app(DashboardConfig(sources=[source], settings=Settings(refresh_interval=0.05)))
         async with app.run_test(size=SIZE) as pilot:
-            assert await _wait(lambda: server.accepted.is_set(), 5.0), "no request was made"
+            await wait_for(pilot, server.accepted.is_set, what="a request to the server")
             t0 = time.monotonic()
             await pilot.press("q")
         quit_s = time.monotonic() - t0
@@ -131,14 +131,3 @@ def test_a_dumb_terminal_draws_idles_and_quits_on_q(tmp_path, term):
         os.write(term_session.fd, b"q")
         assert term_session.wait_exit(5.0) is not None, "q did not end it"
         assert term_session.returncode == 0
-
-
-async def _wait(predicate, timeout: float) -> bool:
-    import asyncio
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(0.05)
-    return False

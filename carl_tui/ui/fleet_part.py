@@ -5,11 +5,13 @@ screens never reach into the app."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING
 
 from textual import on
 from textual.app import App
 
+from carl_tui.errors import describe
 from carl_tui.ui.messages import CardWanted, CompareSelected
 
 if TYPE_CHECKING:  # pragma: no cover  (the store loads numpy: after the first frame)
@@ -24,6 +26,7 @@ class FleetPart(App[None]):
     store: RunStore
     services: Services
     current_run: str | None
+    _prices: Mapping[str, float] | None = None  # the Hub's, once asked
 
     @property
     def dashboard(self) -> DashboardScreen:
@@ -38,12 +41,6 @@ class FleetPart(App[None]):
 
         if isinstance(self.screen, FleetScreen):
             return
-        endpoint = self.services.hub_endpoint
-
-        def prices() -> Mapping[str, float]:
-            from carl_tui.hub import job_prices, make_api
-
-            return job_prices(make_api(None, endpoint=endpoint))
 
         def opened(key: str | None) -> None:  # enter on a row: that run, on the dashboard
             if key:
@@ -51,7 +48,16 @@ class FleetPart(App[None]):
 
         self.push_screen(FleetScreen(self.store, clock=self.services.clock,
                                      current=self.current_run, selected=selected,
-                                     prices_of=prices), opened)
+                                     prices_of=self.job_prices), opened)
+
+    def job_prices(self) -> Mapping[str, float]:
+        """Each Jobs flavor's price per hour, asked of the Hub once (in a worker thread:
+        the fleet table's, or the card's) and kept for the session's cards."""
+        if self._prices is None:
+            from carl_tui.hub import job_prices
+
+            self._prices = job_prices(self.services.hub_api())
+        return self._prices
 
     @on(CompareSelected)
     def _compare_selected(self, selected: CompareSelected) -> None:
@@ -59,10 +65,29 @@ class FleetPart(App[None]):
 
     @on(CardWanted)
     def _card_wanted(self, wanted: CardWanted) -> None:
-        from carl_tui.ui.screens.run_card import RunCardScreen
-
         if wanted.key is None:
             self.notify("no run yet", severity="warning")
             return
-        self.push_screen(RunCardScreen(self.store, wanted.key, wanted.compared,
-                                       now=self.services.clock()))
+        from carl_tui.identity import HF_JOB
+
+        snap = self.store.snapshot(wanted.key, max_points=2)
+        if (self._prices is None and snap is not None and snap.job is not None
+                and snap.run.source == HF_JOB):  # a Hugging Face job: its cost needs prices
+            self.run_worker(partial(self._card_with_prices, wanted), thread=True,
+                            group="card", exit_on_error=False, description="opening the card")
+            return
+        self._push_card(wanted)
+
+    def _card_with_prices(self, wanted: CardWanted) -> None:
+        try:
+            self.job_prices()
+        except Exception as exc:  # noqa: BLE001 - a missing price is a missing cost, said
+            self.call_from_thread(self.notify, f"job cost unknown: {describe(exc)}",
+                                  severity="warning")
+        self.call_from_thread(self._push_card, wanted)
+
+    def _push_card(self, wanted: CardWanted) -> None:
+        from carl_tui.ui.screens.run_card import RunCardScreen
+
+        self.push_screen(RunCardScreen(self.store, wanted.key or "", wanted.compared,
+                                       now=self.services.clock(), prices=self._prices))

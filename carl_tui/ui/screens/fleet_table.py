@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
 from carl_tui.errors import describe
+from carl_tui.identity import LOCAL
 from carl_tui.store.fleet import FleetRow
 from carl_tui.store.fleet_filter import FilterError, FleetFilter, parse_filter
 from carl_tui.ui.fleet_columns import (
@@ -186,15 +187,21 @@ class FleetScreen(FilterBox):
     @work(thread=True, exclusive=True, group="fleet-rows", exit_on_error=False,
           description="reading the fleet")
     def read_rows(self) -> None:
+        now, version = self.clock(), self.store.version
         try:
-            self._read()
+            self._read(now, version)
+        except Exception:
+            # Said once (the app's worker-error handler); read again when the store
+            # changes or the ages are due, not at every poll (a toast every 0.5 s).
+            self._seen = (version, now)
+            raise
         finally:
             self._reading = False
 
-    def _read(self) -> None:
-        now, version = self.clock(), self.store.version
+    def _read(self, now: float, version: int) -> None:
         rows = self.rows_of(self.store, now, self.prices)
-        if self.prices_of is not None and any(r.flavor for r in rows):
+        # A Hugging Face job's flavor has a price; a run of this machine (`local`) has none.
+        if self.prices_of is not None and any(r.flavor not in (None, "", LOCAL) for r in rows):
             ask, self.prices_of = self.prices_of, None  # once
             try:
                 self.prices = ask()
@@ -265,7 +272,7 @@ class FleetScreen(FilterBox):
             out.append((c.key, label, max(len(label), column_width(c, rows, now))))
         return out
 
-    def _rebuild(self, columns: list[Column], header: list[tuple[str, str]],
+    def _rebuild(self, columns: list[Column], header: list[tuple[str, str, int]],
                  order: list[str], cells: dict) -> None:
         table = self.table
         cursor = self.cursor_run() or self.current

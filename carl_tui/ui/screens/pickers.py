@@ -1,4 +1,4 @@
-"""Small pickers: choose a run, choose which metrics are shown."""
+"""Small pickers: choose a project (`P`), the runs to compare (`c`), the metrics shown (`m`)."""
 
 from __future__ import annotations
 
@@ -52,11 +52,6 @@ class ListPicker(ModalScreen[str | None]):
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(event.option.id)
-
-
-class RunPicker(ListPicker):
-    DEFAULT_CSS = _css("RunPicker")
-    TITLE = "Switch run (enter to choose, esc to cancel)"
 
 
 class ProjectPicker(ListPicker):
