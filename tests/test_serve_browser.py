@@ -119,6 +119,9 @@ def test_the_page_is_refused_without_the_token_and_draws_the_dashboard_with_it(b
     assert tab.response.status == 200
     assert tab.page.url == srv.base + "/"  # the token left the address bar
     tab.drawn()
+    # the run's data comes after the first frame: waited for, not taken as drawn with it
+    tab.wait_for("tiny-reverse-seed0")
+    tab.wait_for("CRYSTALLISED at step 287")
     assert "tiny-reverse-seed0" in tab.text() and "CRYSTALLISED at step 287" in tab.text()
     shot = tab.screenshot()
     colours = shot.getcolors(maxcolors=1 << 20)

@@ -106,7 +106,7 @@ def test_fleet_table(snap_compare, tmp_path):
         await pilot.press("o")  # sorted by name: the same order whichever source read first
         await wait_for(pilot, lambda: column(app, "name") == sorted(column(app, "name")))
         # the cursor on the first row, whichever run the screen showed when the table opened
-        await pilot.press("home")
+        app.screen.query_one("#fleet-table").move_cursor(row=0)
         await wait_for(pilot, lambda: app.screen.query_one("#fleet-table").cursor_row == 0)
         await idle(pilot)
         app.clear_notifications()
