@@ -660,6 +660,11 @@ def test_jobs_dialog_snapshot(hub, snap_compare):
     srv, _, jobs = hub
     add_two_jobs(jobs)
     app = make_app(srv)
-    assert snap_compare(app, terminal_size=SIZE, run_before=opened(
-        app, "j", JobsScreen, lambda s: len(s.rows) == 2
-        and "2 jobs in alice" in plain_text(s.query_one("#jobs-status"))))
+    def listed(s) -> bool:
+        """Both rows, and the table's column widths taken from them (the table sizes its
+        columns when it is next idle: a picture before that has header-wide columns)."""
+        label = list(s.query_one(DataTable).columns.values())[-1]
+        return (len(s.rows) == 2 and label.content_width >= len("python train.py --fast")
+                and "2 jobs in alice" in plain_text(s.query_one("#jobs-status")))
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=opened(app, "j", JobsScreen, listed))
