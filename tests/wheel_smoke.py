@@ -29,11 +29,12 @@ async def main(recording: Path) -> None:
             if source.finished and app.snapshot is not None and app.snapshot.last_step:
                 break
         assert app.snapshot is not None and app.snapshot.series, "the replay showed nothing"
+        steps = app.snapshot.steps_logged  # the screen's: gone with it once the app quits
         assert app.theme == "carl-dark"
         await pilot.press("t")
         assert app.theme == "carl-light", app.theme
         await pilot.press("q")
-    print(f"wheel smoke: {carl_tui.__file__}: replay of {app.snapshot.steps_logged} steps, "
+    print(f"wheel smoke: {carl_tui.__file__}: replay of {steps} steps, "
           f"theme switched to {app.theme}")
 
 
