@@ -272,6 +272,7 @@ def test_a_trackio_projects_runs_are_live(tmp_path):
 
 
 def test_a_tensorboard_run_is_live(tmp_path):
+    pytest.importorskip("torch")  # its SummaryWriter writes the run (the [train] extra)
     from torch.utils.tensorboard import SummaryWriter
 
     from carl_tui.sources.tensorboard import TensorBoardSource
