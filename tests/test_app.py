@@ -374,8 +374,9 @@ async def test_log_panel_follows_the_newest_line_of_the_run_switched_to(tmp_path
         keys = {r.name: r.key for r in store.runs()}
         panel = app.screen.log_panel
         app.switch_run(keys["short"])
-        if panel.has_class("-hidden"):
-            await pilot.press("v")
+        # a run with log lines shows the panel once by itself (pressing v here could race
+        # that showing and hide it again)
+        await wait_for(pilot, lambda: not panel.has_class("-hidden"), what="the log panel")
         await wait_for(pilot, lambda: panel.region.height > 0 and panel.line_count == 5)
         app.switch_run(keys["long"])
         await wait_for(pilot, lambda: panel.line_count == 150 and panel.is_vertical_scroll_end
