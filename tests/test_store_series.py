@@ -56,17 +56,35 @@ def test_history_keeps_extremes_and_stays_bounded(n, chunk, recent, buckets, see
     assert s.history()[:, 5].sum() + pending + min(n, recent) == n
 
 
-def test_million_points_fixed_memory():
+def test_million_points_bounded_memory():
     s = Series()
+    bound = 2 * s.recent_cap * 8 + 2 * s.max_buckets * 8 * 8  # recent window + history
     rng = np.random.default_rng(0)
-    before = s.memory_bytes
+    s.extend(np.arange(100), rng.normal(size=100))
+    assert s.memory_bytes <= 2 * 128 * 8  # a short run holds what it logged, not the bound
+    sizes = set()
     for i in range(100):
-        s.extend(np.arange(i * 10_000, (i + 1) * 10_000), rng.normal(size=10_000))
-    assert s.memory_bytes == before  # preallocated, never grows
-    assert s.count == 1_000_000
+        s.extend(np.arange(i * 10_000, (i + 1) * 10_000) + 100, rng.normal(size=10_000))
+        sizes.add(s.memory_bytes)
+        assert s.memory_bytes <= bound
+    assert s.memory_bytes == bound and len(sizes) <= 3  # reaches the bound, then stays
+    assert s.count == 1_000_100
     steps, _ = s.display(2000)
     assert len(steps) <= 2100
-    assert steps[0] == pytest.approx(0, abs=1024) and steps[-1] == 999_999
+    assert steps[0] == pytest.approx(0, abs=1024) and steps[-1] == 1_000_099
+
+
+def test_a_growing_series_keeps_every_point_in_order():
+    """Growing the arrays keeps what they held: one point at a time, then in batches."""
+    s = Series(recent=300, max_buckets=16)
+    for i in range(150):
+        s.extend(np.array([i]), np.array([float(i)]))
+    s.extend(np.arange(150, 250), np.arange(150, 250, dtype=float))
+    assert s.tail(300).tolist() == [float(i) for i in range(250)]
+    s.extend(np.arange(250, 1000), np.arange(250, 1000, dtype=float))
+    assert s.tail(300).tolist() == [float(i) for i in range(700, 1000)]
+    h = s.history()
+    assert h[0, 6] == 0 and h[-1, 7] < 700 and (h[:, 5].sum() + len(s._pend_values)) == 700
 
 
 def test_minmax_decimate_keeps_spikes():

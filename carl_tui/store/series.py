@@ -1,7 +1,9 @@
 """A bounded-memory time series: full resolution for the recent window, and a
 decimated history that keeps the extremes of the whole run.
 
-Memory is O(recent + 2 * max_buckets) whatever the run's length. Points that
+Memory is O(recent + 2 * max_buckets) whatever the run's length, and grows with
+the run up to that bound (a short run holds what it logged, not the bound: a
+dashboard of a thousand short runs holds a thousand short series). Points that
 leave the recent window are folded into fixed-width buckets that remember their
 minimum and maximum (and the steps where they occurred); when there are too
 many buckets, neighbouring pairs merge and the width doubles. A plot of
@@ -43,10 +45,10 @@ class Series:
     def __init__(self, recent: int = 4096, max_buckets: int = 1024):
         self.recent_cap = recent
         self.max_buckets = max_buckets
-        self._steps = np.empty(recent, dtype=np.float64)
-        self._values = np.empty(recent, dtype=np.float64)
+        self._steps = _EMPTY
+        self._values = _EMPTY
         self._n = 0
-        self._hist = np.empty((2 * max_buckets, _NFIELDS), dtype=np.float64)
+        self._hist = np.empty((0, _NFIELDS), dtype=np.float64)
         self._nb = 0
         self._width = 1  # points per history bucket
         self._pend_steps = np.empty(0, dtype=np.float64)
@@ -81,6 +83,7 @@ class Series:
         self.last = float(values[-1])
         cap = self.recent_cap
         if n >= cap:
+            self._room(cap)
             # Everything currently recent, plus the head of the new points, is history.
             self._to_history(
                 np.concatenate([self._steps[: self._n], steps[: n - cap]]),
@@ -97,6 +100,7 @@ class Series:
             self._steps[:keep_n] = self._steps[overflow : self._n]
             self._values[:keep_n] = self._values[overflow : self._n]
             self._n = keep_n
+        self._room(self._n + n)
         self._steps[self._n : self._n + n] = steps
         self._values[self._n : self._n + n] = values
         self._n += n
@@ -106,7 +110,7 @@ class Series:
             steps = np.concatenate([self._pend_steps, steps])
             values = np.concatenate([self._pend_values, values])
         # Widen the buckets until everything fits in the fixed history array.
-        while self._nb + values.shape[0] // self._width > self._hist.shape[0]:
+        while self._nb + values.shape[0] // self._width > 2 * self.max_buckets:
             self._halve()
         w = self._width
         full = (values.shape[0] // w) * w
@@ -116,6 +120,7 @@ class Series:
         s = steps[:full].reshape(-1, w)
         v = values[:full].reshape(-1, w)
         rows = np.arange(s.shape[0])
+        self._hist_room(self._nb + s.shape[0])
         imin, imax = v.argmin(axis=1), v.argmax(axis=1)
         new = self._hist[self._nb : self._nb + s.shape[0]]
         new[:, _F_STEP_MIN] = s[rows, imin]
@@ -130,6 +135,25 @@ class Series:
         if self._nb > self.max_buckets:
             # Keep at most max_buckets between writes so the next batch has room.
             self._halve()
+
+    def _room(self, n: int) -> None:
+        """Grow the recent window's arrays to hold `n` points (doubling, up to the cap)."""
+        size = self._values.shape[0]
+        if n <= size:
+            return
+        new = min(self.recent_cap, max(n, 2 * size, _MIN_ROOM))
+        self._steps = _grown(self._steps, self._n, new)
+        self._values = _grown(self._values, self._n, new)
+
+    def _hist_room(self, rows: int) -> None:
+        """Grow the history to hold `rows` buckets (doubling, up to 2 * max_buckets)."""
+        size = self._hist.shape[0]
+        if rows <= size:
+            return
+        new = min(2 * self.max_buckets, max(rows, 2 * size, _MIN_ROOM))
+        hist = np.empty((new, _NFIELDS), dtype=np.float64)
+        hist[: self._nb] = self._hist[: self._nb]
+        self._hist = hist
 
     def _halve(self) -> None:
         merged = _merge_pairs(self._hist[: self._nb])
@@ -177,6 +201,16 @@ class Series:
     def trend(self, k: int = 10) -> float:
         """Mean of the last k values minus the mean of the k before them (0 if too short)."""
         return trend(self._values[: self._n], k)
+
+
+_EMPTY = np.empty(0, dtype=np.float64)
+_MIN_ROOM = 64  # the first allocation, in points or buckets
+
+
+def _grown(a: np.ndarray, used: int, size: int) -> np.ndarray:
+    out = np.empty(size, dtype=np.float64)
+    out[:used] = a[:used]
+    return out
 
 
 def trend(values: np.ndarray, k: int = 10) -> float:
