@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 
+import pytest
 from textual.app import App
 from textual.containers import Horizontal
 from textual.widgets import SelectionList
@@ -128,3 +129,18 @@ async def test_plot_titles_cut_in_the_middle_differ_and_refit_on_resize():
         await _wait(pilot, lambda: str(plots[0].border_title) == PROFILING[0],
                     what="the title refitted")
         assert str(plots[0].border_title) == PROFILING[0]
+
+
+@pytest.mark.parametrize(("ago_s", "text"), [
+    (5, "5s ago"), (125, "2m ago"), (3 * 3600 + 720, "3.2h ago"), (2.5 * 86400, "2.5d ago"),
+    (385.4 * 86400, "385d ago"), (12_000 * 86400, "12000d ago"),
+])
+def test_ages_fit_the_fleet_tables_updated_column(ago_s, text):
+    """An age reads whole in the fleet table's 9-cell column up to 27 years: an old run's
+    "385.4d ago" was cut to "385.4d ag"."""
+    from carl_tui.ui.fleet_columns import BASE_COLUMNS
+    from carl_tui.ui.format import age_text
+
+    assert age_text(1_000_000_000.0, 1_000_000_000.0 + ago_s) == text
+    width = next(c.width for c in BASE_COLUMNS if c.key == "updated")
+    assert len(text) <= width or ago_s > 27 * 365 * 86400, (text, width)

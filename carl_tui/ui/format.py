@@ -46,7 +46,8 @@ def duration_text(seconds: float | None, *, coarse: bool = False) -> str:
 
 
 def age_text(t: float | None, now: float | None = None) -> str:
-    """How long ago the wall time `t` was: 12s ago, 5m ago, 3.2h ago, never."""
+    """How long ago the wall time `t` was: 12s ago, 5m ago, 3.2h ago, 2.5d ago, 385d ago,
+    never."""
     if t is None:
         return "never"
     dt = max(0.0, (time.time() if now is None else now) - t)
@@ -56,7 +57,8 @@ def age_text(t: float | None, now: float | None = None) -> str:
         return f"{dt / 60:.0f}m ago"
     if dt < 86400:
         return f"{dt / 3600:.1f}h ago"
-    return f"{dt / 86400:.1f}d ago"
+    days = dt / 86400
+    return f"{days:.1f}d ago" if days < 10 else f"{days:.0f}d ago"  # fits 9 cells
 
 
 def count_text(n: float) -> str:
