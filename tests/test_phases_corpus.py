@@ -54,15 +54,6 @@ KNOWN = {
         "is judged over windows of a quarter of the climb since its start (46 values), "
         "longer than the flat end; windows counted from where the climb resumed see the "
         "end, but also end slow climbs in their middle (tiny-sft-h64-lr5e-3-b32 at 111)",
-    ("early", "tiny-sft-h16-lr3e-2"): _PAUSE + (
-        "0.16 -> 0.29 over steps 20-28, a pause to step 40 (noise 0.05): crystallised at "
-        "22 (level 0.21); half the rise is 0.37, at step 83"),
-    ("early", "tiny-sft-h32-lr1e-3-slow"): _PAUSE + (
-        "0.05 -> 0.25 by step 54 (noise 0.046): crystallised at 54; half the rise is "
-        "0.30, at step 79"),
-    ("early", "tiny-sft-h32-lr3e-3"): _PAUSE + (
-        "0.05 -> 0.19 in 8 steps, then 40 steps at 0.16-0.26 (noise 0.06): crystallised "
-        "at 21; the climb resumes at 55, half the rise is 0.31, at step 60"),
     ("early", "tiny-sft-h64-lr1e-2-b64"): _PAUSE + (
         "0.05 -> 0.44 in 20 steps, 8 steps at 0.42-0.46 (noise 0.017): crystallised at "
         "21 (level 0.41); half the rise is 0.63, at step 65"),
