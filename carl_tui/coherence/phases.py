@@ -60,10 +60,11 @@ Phases (constants are `PhaseSettings` fields):
     training callback pass it) that stops far below it has most of its room
     left: W is at least 3 * (1 + headroom * r), r = (ceiling - level) /
     (level - a0) up to 4, the room left in units of the rise so far; and the
-    last window has covered `share` (30%) of the way from a0 to the ceiling: a
-    metric that has learned less than that of its task has most of it still to
-    learn, and a pause there is a pause (tiny SFT runs pause at 0.2 to 0.45 of
-    1.0 and climb on for hundreds of steps). A reward has no ceiling (r = 0).
+    level of the last window is at least `share` (40%) of the ceiling: token
+    accuracy under 0.4 gets most tokens wrong, its task mostly still to learn,
+    and a pause there is a pause (tiny SFT runs pause at 0.2 to 0.3 and climb on
+    for hundreds of steps; a pretrained model starts above it). A reward has no
+    ceiling (r = 0).
   - The end of a stage (`stage_ended`: the store calls it when the run moves on
     to another progress metric, SFT to GRPO): a stage that ends in a transition
     read from the climb of A (no spike), with the level of the last quarter of
@@ -84,8 +85,8 @@ Phases (constants are `PhaseSettings` fields):
 
 What it cannot know. Online, a pause in a climb looks like its end
 (crystallisation; it returns to transition when the climb resumes), unless it
-is short and far below the ceiling, or the metric is under `share` of the way
-to its ceiling (then a real end there is a transition until the stage ends).
+is short and far below the ceiling, or the metric is under `share` of its
+ceiling (then a real end there is a transition until the stage ends).
 A climb of a few noise units is seen late, its end later. Without the entropy,
 a small early rise of A that holds is a transition. A run without A reads every
 phase from the entropy spike, or stays in baseline; with very noisy entropy (8%
@@ -171,7 +172,7 @@ class PhaseSettings:
     slow_fraction: float = 0.25
     headroom: float = 0.25
     seen_z: float = 3.0
-    share: float = 0.3
+    share: float = 0.4
 
     def __post_init__(self) -> None:
         if self.baseline_points < 2:
@@ -685,8 +686,8 @@ def _flat(c: PhaseClassifier, f: _Features, pos: int, fraction: float, *,
     noise units, or (if `climb`) by seen_z its rise so far times the share of the room
     to the ceiling that rise covers, 1 / (1 + r) (all of it for a reward: the end of a
     small climb of a noisy reward, 2 or 3 noise units, would otherwise take hundreds
-    of values to see). And (if `climb`, for a metric with a ceiling) the last window
-    has covered `share` of the way from a0 to the ceiling: below that, a pause."""
+    of values to see). And (if `climb`, for a metric with a ceiling) the level of the
+    last window is at least `share` of the ceiling: below that, a pause."""
     n = f.acc_count[pos:f.end] - c._c_trans
     m = np.ceil(fraction * np.maximum(n if climb else f.acc_count[pos:f.end], 0))
     # far below a ceiling (accuracy at 0.4 of 1.0), a pause is weak evidence of an end:
@@ -707,7 +708,7 @@ def _flat(c: PhaseClassifier, f: _Features, pos: int, fraction: float, *,
             limit = np.maximum(limit, c.settings.slow_fraction * pace)
             seen |= rise / (1.0 + room) >= c.settings.seen_z * noise
             if math.isfinite(c.ceiling):
-                seen &= rise >= c.settings.share * (c.ceiling - f.a0[pos:f.end])
+                seen &= recent >= c.settings.share * c.ceiling
         return (recent - before <= limit) & seen & (n >= 2 * m)
 
 
