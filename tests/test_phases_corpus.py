@@ -61,7 +61,9 @@ KNOWN = {
         "at 244 (nine tenths of its rise at 386) and the outlier checks of this run and "
         "tiny-sft-h64-lr5e-3-ls5 fail (12.5%: demo-seed0's GRPO stage no longer settles); "
         "windows counted from where the climb resumed end slow climbs in their middle "
-        "(tiny-sft-h64-lr5e-3-b32 at 111)",
+        "(tiny-sft-h64-lr5e-3-b32 at 111); counted from where the level last stood under "
+        "the 0.4 bar, they see this end (every settled check passes) but crystallise the "
+        "steady climb of tiny-sft-h64-lr2e-3-long at 64 and converge it at 244",
     ("early", "tiny-sft-h64-lr1e-2-b64"): _PAUSE + (
         "0.05 -> 0.44 in 20 steps, 8 steps at 0.42-0.46 (noise 0.017): crystallised at "
         "21, its last 5 values at 0.42; half the rise is 0.63, at step 65"),
