@@ -605,6 +605,10 @@ def test_a_stage_that_ends_near_its_best_ends_crystallised():
     c.stage_ended()
     assert (c.phase, c.since_step) == (Phase.CRYSTALLISATION, 79)
     assert [p.value for p, _ in c.timeline] == ["baseline", "transition", "crystallisation"]
+    c.update_many(steps[80:], acc[80:], np.full(170, NAN))  # fed on, it reads on
+    names = [(p.value, s) for p, s in c.timeline]
+    assert [p for p, _ in names[3:]] == ["transition", "crystallisation"], names
+    assert names[4][1] >= 140, names
     fell = acc[:80].copy()
     fell[60:] = 0.08  # back near the start for its last 20 steps
     c = PhaseClassifier(ceiling=1.0)

@@ -261,6 +261,7 @@ class PhaseClassifier:
         climb ended with its stage. See `_end_of_stage`."""
         if _end_of_stage(self):
             self._index = _CRYST
+            self._t_cryst, self._cryst_level = float(self.last_step), self._best_level
             self.timeline.append((Phase.CRYSTALLISATION, self.last_step))
 
     def gate_fired(self, step: int) -> None:
