@@ -561,3 +561,74 @@ def test_a_small_reward_climb_that_levels_off_crystallises():
         assert c.phase in (Phase.CRYSTALLISATION, Phase.CONVERGED), names
         ends.append(next(s for p, s in c.timeline if p is Phase.CRYSTALLISATION))
     assert min(ends) >= 60, ends
+
+
+def _low_pause(seed: int):
+    """Token accuracy 0.05 -> 0.20 over steps 10-20, a pause of 60 steps at 0.20, then
+    0.20 -> 0.80 over steps 80-140, flat to step 250 (noise 0.02)."""
+    rng = np.random.default_rng(seed)
+    steps = np.arange(250)
+    level = (0.05 + 0.15 * np.clip((steps - 10) / 10, 0, 1)
+             + 0.6 * np.clip((steps - 80) / 60, 0, 1))
+    return steps, level + rng.normal(0, 0.02, steps.size)
+
+
+def test_a_long_pause_far_below_the_ceiling_is_not_the_end():
+    """Token accuracy under 0.4 (40% of its ceiling) has most of its task still to
+    learn: however long it pauses there, it stays in transition, and crystallises at
+    the top of the climb that follows. The same numbers as a reward (no ceiling)
+    crystallise in the pause."""
+    for seed in range(6):
+        steps, acc = _low_pause(seed)
+        nan = np.full(steps.size, NAN)
+        bounded = PhaseClassifier(ceiling=1.0)
+        bounded.update_many(steps, acc, nan)
+        names = [(p.value, s) for p, s in bounded.timeline]
+        assert [p for p, _ in names] == ["baseline", "transition", "crystallisation"], names
+        assert names[2][1] >= 140, names
+        free = PhaseClassifier()
+        free.update_many(steps, acc, nan)
+        first = next(s for p, s in free.timeline if p is Phase.CRYSTALLISATION)
+        assert first < 80, [(p.value, s) for p, s in free.timeline]
+
+
+def test_a_stage_that_ends_near_its_best_ends_crystallised():
+    """When the run moves on to another progress metric (SFT to GRPO), the stage's
+    training stopped: a transition whose last quarter of the climb sits near its best
+    level is crystallisation at the stage's last step, however far below the ceiling;
+    a stage whose level fell back from its best stays in transition."""
+    steps, acc = _low_pause(0)
+    nan = np.full(80, NAN)
+    c = PhaseClassifier(ceiling=1.0)
+    c.update_many(steps[:80], acc[:80], nan)
+    assert c.phase is Phase.TRANSITION  # a pause under 0.4
+    c.stage_ended()
+    assert (c.phase, c.since_step) == (Phase.CRYSTALLISATION, 79)
+    assert [p.value for p, _ in c.timeline] == ["baseline", "transition", "crystallisation"]
+    c.update_many(steps[80:], acc[80:], np.full(170, NAN))  # fed on, it reads on
+    names = [(p.value, s) for p, s in c.timeline]
+    assert [p for p, _ in names[3:]] == ["transition", "crystallisation"], names
+    assert names[4][1] >= 140, names
+    fell = acc[:80].copy()
+    fell[60:] = 0.08  # back near the start for its last 20 steps
+    c = PhaseClassifier(ceiling=1.0)
+    c.update_many(steps[:80], fell, nan)
+    c.stage_ended()
+    assert c.phase is Phase.TRANSITION, c.timeline
+
+
+def test_the_store_ends_the_sft_stage_when_grpo_begins():
+    """The store tells a stage it ended when the next stage's first row arrives: the SFT
+    stage's history ends in crystallisation at its last step, the GRPO stage starts in
+    baseline."""
+    from carl_tui.events import RunRef, ScalarBatch
+    from carl_tui.store import RunStore
+
+    steps, acc = _low_pause(1)
+    rows = [(int(s), {"mean_token_accuracy": float(a)}) for s, a in zip(steps[:80], acc[:80])]
+    rows += [(80 + i, {"reward": 0.5, "rewards/acc/mean": 0.5}) for i in range(10)]
+    ref = RunRef("t", "p", "r", "run")
+    store = RunStore()
+    store.apply([ScalarBatch.from_rows(ref, rows)])
+    history = store.snapshot(ref.key).phase.history
+    assert history[-2:] == (("crystallisation", 79, "accuracy"), ("baseline", 80, "reward"))

@@ -59,8 +59,18 @@ Phases (constants are `PhaseSettings` fields):
     values). A metric with a `ceiling` (token accuracy: 1.0; the store and the
     training callback pass it) that stops far below it has most of its room
     left: W is at least 3 * (1 + headroom * r), r = (ceiling - level) /
-    (level - a0) up to 4, the room left in units of the rise so far. A reward
-    has no ceiling (r = 0).
+    (level - a0) up to 4, the room left in units of the rise so far; and the
+    level of the last window is at least `share` (40%) of the ceiling: token
+    accuracy under 0.4 gets most tokens wrong, its task mostly still to learn,
+    and a pause there is a pause (tiny SFT runs pause at 0.2 to 0.3 and climb on
+    for hundreds of steps; a pretrained model starts above it). A reward has no
+    ceiling (r = 0).
+  - The end of a stage (`stage_ended`: the store calls it when the run moves on
+    to another progress metric, SFT to GRPO): a stage that ends in a transition
+    read from the climb of A (no spike), with the level of the last quarter of
+    the climb (climb_fraction of its values) near its best level, ends in
+    crystallisation at its last step: its training stopped, so its climb is
+    over, however far below the ceiling it was.
   - CONVERGED: held near its best for `hold` times as long as the climb took
     (last calm value to crystallisation) and flat over windows of
     settle_fraction of all the values (as above, without the "slowed" case); or
@@ -75,11 +85,12 @@ Phases (constants are `PhaseSettings` fields):
 
 What it cannot know. Online, a pause in a climb looks like its end
 (crystallisation; it returns to transition when the climb resumes), unless it
-is short and far below the ceiling. A climb of a few noise units is seen late,
-its end later. Without the entropy, a small early rise of A that holds is a
-transition. A run without A reads every phase from the entropy spike, or stays
-in baseline; with very noisy entropy (8% a step) and no A, its transition comes
-up to a few steps late rather than early.
+is short and far below the ceiling, or the metric is under `share` of its
+ceiling (then a real end there is a transition until the stage ends).
+A climb of a few noise units is seen late, its end later. Without the entropy,
+a small early rise of A that holds is a transition. A run without A reads every
+phase from the entropy spike, or stays in baseline; with very noisy entropy (8%
+a step) and no A, its transition comes up to a few steps late rather than early.
 
 `update` is `update_many` on one step, and `update_many` gives the same labels
 and state however the steps are cut into batches (O(n) numpy per batch).
@@ -161,6 +172,7 @@ class PhaseSettings:
     slow_fraction: float = 0.25
     headroom: float = 0.25
     seen_z: float = 3.0
+    share: float = 0.4
 
     def __post_init__(self) -> None:
         if self.baseline_points < 2:
@@ -232,6 +244,7 @@ class PhaseClassifier:
         self._n_calm = math.nan  # known values of A at its last calm step
         self._cryst_level = math.nan  # the best level of A when crystallisation began
         self.gate_step = math.nan  # the phase-transition gate fired here (see gate_fired)
+        self.last_step = 0  # the last step fed
 
     # ---------------------------------------------------------------- state
 
@@ -243,6 +256,13 @@ class PhaseClassifier:
     def since_step(self) -> int | None:
         return self.timeline[-1][1] if self.timeline else None
 
+    def stage_ended(self) -> None:
+        """The run moved on to another progress metric (SFT to GRPO): this metric's
+        climb ended with its stage. See `_end_of_stage`."""
+        if _end_of_stage(self):
+            self._index = _CRYST
+            self._t_cryst, self._cryst_level = float(self.last_step), self._best_level
+            self.timeline.append((Phase.CRYSTALLISATION, self.last_step))
 
     def gate_fired(self, step: int) -> None:
         """The phase-transition gate fired at `step` (on this classifier's progress
@@ -273,7 +293,7 @@ class PhaseClassifier:
             return np.zeros(0, dtype=np.int8)
         if not self.timeline:
             self.timeline.append((PHASES[0], int(s[0])))
-        t = s.astype(np.float64)
+        t, self.last_step = s.astype(np.float64), int(s[-1])
         f = _Features(self, t, acc, ent)
         labels = np.empty(n, dtype=np.int8)
         pos, chunk = 0, _CHUNK
@@ -667,7 +687,8 @@ def _flat(c: PhaseClassifier, f: _Features, pos: int, fraction: float, *,
     noise units, or (if `climb`) by seen_z its rise so far times the share of the room
     to the ceiling that rise covers, 1 / (1 + r) (all of it for a reward: the end of a
     small climb of a noisy reward, 2 or 3 noise units, would otherwise take hundreds
-    of values to see)."""
+    of values to see). And (if `climb`, for a metric with a ceiling) the level of the
+    last window is at least `share` of the ceiling: below that, a pause."""
     n = f.acc_count[pos:f.end] - c._c_trans
     m = np.ceil(fraction * np.maximum(n if climb else f.acc_count[pos:f.end], 0))
     # far below a ceiling (accuracy at 0.4 of 1.0), a pause is weak evidence of an end:
@@ -687,7 +708,26 @@ def _flat(c: PhaseClassifier, f: _Features, pos: int, fraction: float, *,
         if climb:
             limit = np.maximum(limit, c.settings.slow_fraction * pace)
             seen |= rise / (1.0 + room) >= c.settings.seen_z * noise
+            if math.isfinite(c.ceiling):
+                seen &= recent >= c.settings.share * c.ceiling
         return (recent - before <= limit) & seen & (n >= 2 * m)
+
+
+def _end_of_stage(c: PhaseClassifier) -> bool:
+    """Whether a stage that ends now ends crystallised: it was in a transition read
+    from the climb of A (no spike), and the level of the last quarter of the climb
+    (climb_fraction of the values since it began, at least _MIN_CLIMB) is near its
+    best level. Its training stopped: the climb is over, however far below the
+    ceiling it paused."""
+    if c._index != _TRANS or c.melted or math.isnan(c._best_level):
+        return False
+    n = c.acc_count - c._c_trans
+    m = int(min(max(math.ceil(c.settings.climb_fraction * n), _MIN_CLIMB), _TAIL // 2))
+    if c._prefix.size <= m:
+        return False
+    level = float(c._prefix[-1] - c._prefix[-1 - m]) / m
+    a0 = c.acc_baseline
+    return level >= a0 + c.settings.level * (c._best_level - a0)
 
 
 def _room(c: PhaseClassifier, f: _Features, pos: int) -> np.ndarray:

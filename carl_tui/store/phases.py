@@ -74,6 +74,8 @@ class PhaseTrack:
         for a, b in itertools.pairwise(bounds):
             name = ACCURACY_STAGE if carried[a] == 1 else REWARD_STAGE
             if self.current is None or self.current.kind != name:
+                if self.current is not None:
+                    self.current.classifier.stage_ended()
                 ceiling = ACCURACY_CEILING if name == ACCURACY_STAGE else math.inf
                 self.stages.append(Stage(name, int(steps[a]), "", PhaseClassifier(
                     ceiling=ceiling)))
