@@ -63,7 +63,9 @@ KNOWN = {
         "windows counted from where the climb resumed end slow climbs in their middle "
         "(tiny-sft-h64-lr5e-3-b32 at 111); counted from where the level last stood under "
         "the 0.4 bar, they see this end (every settled check passes) but crystallise the "
-        "steady climb of tiny-sft-h64-lr2e-3-long at 64 and converge it at 244",
+        "steady climb of tiny-sft-h64-lr2e-3-long at 64 and converge it at 244. Once the "
+        "Trainer's end-of-training row is read (left out of the corpus file), it ends "
+        "crystallised at 200 (test_a_finished_training_ends_its_settled_climb)",
     ("early", "tiny-sft-h64-lr1e-2-b64"): _PAUSE + (
         "0.05 -> 0.44 in 20 steps, 8 steps at 0.42-0.46 (noise 0.017): crystallised at "
         "21, its last 5 values at 0.42; half the rise is 0.63, at step 65"),
@@ -273,3 +275,53 @@ def test_rewards_on_any_scale_give_the_same_phases(run):
     for a, b in ((4.0, -1.5), (0.1, 7.0), (25.0, 0.0)):
         got = read(_rescaled(run.rows, a, b)).phase.history
         assert got == base, (a, b, got, base)
+
+
+#: The runs of the corpus trained to their end by the suite's own scripts (make_tiny.py, the
+#: demo), whose Trainer logged its end-of-training row; the corpus files keep training rows
+#: only. Public histories may come from a checkpoint mid-run: their end is not known.
+ENDED = [r for r in RUNS if r.name.startswith(("tiny-", "demo-"))]
+
+
+def end_of_training(run: RealRun) -> tuple[int, dict[str, float]]:
+    """The row the Trainer logs when training ends, at the last step (the keys are the
+    Trainer's; the phases read only that it came, not its values)."""
+    last = max(s for s, _ in run.rows)
+    return last, {"train_runtime": 60.0, "train_loss": 0.5, "train_steps_per_second": 3.0}
+
+
+@pytest.mark.parametrize("run", ENDED, ids=[r.name for r in ENDED])
+def test_a_finished_training_ends_its_settled_climb(run):
+    """Once the end of the training is read, a settled climb is over: a run whose climb
+    paused under the 0.4 bar, or whose flat end is shorter than the windows that judge
+    it (tiny-sft-h16-lr3e-2, a known "settled" case while the run is live), ends in
+    crystallisation or converged at the latest at its last step. A stage still climbing
+    at its end (not settled) is not judged."""
+    snap = read(list(run.rows) + [end_of_training(run)])
+    lines = timelines(snap)
+    for st in (st for st in run.stages if st.values.size >= 8):
+        h = Hindsight(st.steps, st.values)
+        tl = next(t for kind, t in lines if kind == st.kind and t[0][1] <= st.steps[-1])
+        if h.settled:
+            assert tl[-1][0] in ("crystallisation", "converged"), (st.kind, tl)
+    assert snap.meta["train_summary"]["train_runtime"] == 60.0  # a summary, not a curve
+    assert "train_runtime" not in snap.series
+
+
+def test_the_end_of_training_ends_the_stage_from_rows_or_meta():
+    """The same run ends crystallised whether its end comes as a row (TensorBoard, Trackio,
+    a JSONL row) or as the summary a source hands over (a Trainer log's end line); without
+    it the climb that paused at 0.51 is still a transition."""
+    from carl_tui.events import RunMeta
+
+    run = next(r for r in RUNS if r.name == "tiny-sft-h64-lr5e-3-b32")
+    last = max(s for s, _ in run.rows)
+    live = timelines(read(run.rows))[-1][1]
+    assert live[-1][0] == "transition"
+    by_row = timelines(read(list(run.rows) + [end_of_training(run)]))[-1][1]
+    assert by_row[-1] == ("crystallisation", last)
+    store = RunStore()
+    store.apply([ScalarBatch.from_rows(REF, run.rows)])
+    store.apply([RunMeta(REF, {"train_summary": end_of_training(run)[1],
+                               "train_summary_step": last})])
+    assert timelines(store.snapshot(REF.key))[-1][1] == by_row

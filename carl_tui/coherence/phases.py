@@ -66,7 +66,8 @@ Phases (constants are `PhaseSettings` fields):
     for hundreds of steps; a pretrained model starts above it). A reward has no
     ceiling (r = 0).
   - The end of a stage (`stage_ended`: the store calls it when the run moves on
-    to another progress metric, SFT to GRPO): a stage that ends in a transition
+    to another progress metric, SFT to GRPO, and when the run's end-of-training
+    summary is read after its rows): a stage that ends in a transition
     read from the climb of A (no spike), with the level of the last quarter of
     the climb (climb_fraction of its values) near its best level, ends in
     crystallisation at its last step: its training stopped, so its climb is
@@ -86,7 +87,8 @@ Phases (constants are `PhaseSettings` fields):
 What it cannot know. Online, a pause in a climb looks like its end
 (crystallisation; it returns to transition when the climb resumes), unless it
 is short and far below the ceiling, or the metric is under `share` of its
-ceiling (then a real end there is a transition until the stage ends).
+ceiling (then a real end there is a transition until the stage or the training
+ends).
 A climb of a few noise units is seen late, its end later. Without the entropy,
 a small early rise of A that holds is a transition. A run without A reads every
 phase from the entropy spike, or stays in baseline; with very noisy entropy (8%
@@ -257,8 +259,8 @@ class PhaseClassifier:
         return self.timeline[-1][1] if self.timeline else None
 
     def stage_ended(self) -> None:
-        """The run moved on to another progress metric (SFT to GRPO): this metric's
-        climb ended with its stage. See `_end_of_stage`."""
+        """The run moved on to another progress metric (SFT to GRPO), or its training
+        ended: this metric's climb ended with its stage. See `_end_of_stage`."""
         if _end_of_stage(self):
             self._index = _CRYST
             self._t_cryst, self._cryst_level = float(self.last_step), self._best_level

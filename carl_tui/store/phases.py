@@ -89,6 +89,12 @@ class PhaseTrack:
                 st.classifier.gate_fired(gate[1])
             st.classifier.update_many(steps[a:b], progress[a:b], entropy[a:b])
 
+    def training_ended(self) -> None:
+        """The run's training ended (its end-of-training summary was read, after its rows):
+        the current stage ended with it (`PhaseClassifier.stage_ended`)."""
+        if self.current is not None:
+            self.current.classifier.stage_ended()
+
     def timeline(self) -> list[tuple[str, int, str]]:
         """(phase, first step, stage kind) over every stage, in order."""
         out = []

@@ -136,6 +136,8 @@ class RunState:
                 self._notify(self.run, SUMMARY, None, f"run summary: {left_out} {what} not "
                              "a number (left out)", "warning")
         self.meta.update(meta)
+        if SUMMARY in meta:  # the end of the training, after its rows
+            self.phases.training_ended()
         self.story.cascade.add_meta(meta)
         self._check_vocab()
         self._touch(fresh=False)
@@ -205,6 +207,8 @@ class RunState:
         self.last_step = newest if self.last_step is None else max(self.last_step, newest)
         self.first_step = oldest if self.first_step is None else min(self.first_step, oldest)
         self.story.feed(batch.steps, cols, batch.nonfinite)
+        if ended is not None:  # read in order: the rows before the summary are in
+            self.phases.training_ended()
         self._check_vocab()
         if self.preview is not None and self.updated_at is not None:
             # Old rows of the history: the run's newest data is the preview's.
