@@ -11,11 +11,12 @@ card) and its life. No job's log is read by polling the list:
   into view goes on where its stream stopped (`HfJobSource.resume`): nothing is read
   twice into the store.
 - `read_logs` (headless `fleet --jobs --json`): each job that has started has its log
-  read once (`fetch_job_logs(follow=False)`), at most LOG_READERS at a time, through the
-  same parser as `summary --job` (the same steps, phase and numbers). A running job's
-  read ends when its stream does, or when nothing more came for `quiet_s` (what it has
-  logged so far has come). The reading stops at the command's `--timeout` with what came.
-  A job with no log yet has no steps: its row says "-", not an error.
+  read once (`fetch_job_logs(follow=False)`), at most LOG_READERS at a time (the running
+  ones first: their reads wait for quiet while the ended ones' go on), through the same
+  parser as `summary --job` (the same steps, phase and numbers). A running job's read
+  ends when its stream does, or when nothing more came for `quiet_s` (what it has
+  logged so far has come). The reading stops at the command's `--timeout` with what
+  came. A job with no log yet has no steps: its row says "-", not an error.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from carl_tui.sources.base import PolledSource, Source, SourceError
 from carl_tui.sources.trainer_log import TrainerOutput
 
 LIST_INTERVAL_S = 5.0  # seconds between two list calls (one call a poll)
-LOG_READERS = 8  # jobs whose log is read at once (headless)
+LOG_READERS = 16  # jobs whose log is read at once (headless)
 QUIET_S = 2.0  # a running job's log read once: done when quiet this long (collect's settle)
 
 
@@ -156,8 +157,8 @@ class HfJobsListSource(PolledSource):
             meta = {"job_id": job.job_id, "flavor": job.flavor, "command": list(job.command),
                     "url": job.url}
             out.append(RunMeta(run, meta))
-            if self.read_logs and job.started_at is not None:
-                self._waiting.append(job)
+            if self.read_logs and job.started_at is not None:  # running ones first
+                self._waiting.insert(0 if job.life == "live" else len(self._waiting), job)
         key = (job.stage, job.flavor, job.message, job.started_at, job.finished_at)
         if self._seen.get(job.job_id) != key:
             self._seen[job.job_id] = key
