@@ -11,7 +11,7 @@ import time
 import pytest
 from textual.widgets import DataTable
 
-from tests.conftest import dashboard_config, spec_trajectory, wait_for
+from tests.conftest import dashboard_config, plain_text, spec_trajectory, wait_for
 from tests.test_fleet import (
     assert_agrees_with_summary,
     fleet,
@@ -91,6 +91,8 @@ def test_fleet_of_every_job_has_each_ones_state_flavor_cost_steps_and_phase(loop
         "job-queued": "a10g-small", "job-running": "a10g-large", "job-done": "a10g-small",
         "job-error": "a10g-small", "job-cancelled": "t4-small"}
     assert all(r["source"] == "hf-job" for r in rows.values())
+    assert rows["job-running"]["config"]["command"][:3] == ["python", "train.py", "--token"]
+    assert "hf_SecretInTheCommand0001" not in json.dumps(list(rows.values()))
     # cost: price per hour x time running (0 while queued)
     assert rows["job-queued"]["cost_usd"] == 0.0
     assert rows["job-done"]["cost_usd"] == pytest.approx(A10G, abs=1e-3)
@@ -159,8 +161,10 @@ async def test_the_fleet_table_lists_jobs_once_a_poll_and_reads_only_the_opened_
         loopback_hub):
     from huggingface_hub import HfApi
 
+    from carl_tui.redact import MASK
     from carl_tui.sources.hf_jobs_list import HfJobsListSource
     from carl_tui.ui.app import build_app
+    from carl_tui.ui.screens.run_card import RunCardScreen
 
     srv, jobs = loopback_hub
     five_jobs(jobs)
@@ -171,6 +175,17 @@ async def test_the_fleet_table_lists_jobs_once_a_poll_and_reads_only_the_opened_
         await wait_for(pilot, lambda: src.list_calls >= 4, timeout=15, what="a few polls")
         assert lists_asked(srv) == src.list_calls  # one list request a poll, for every job
         assert logs_asked(srv) == 0  # no run opened: no log read
+        # the card of a job: its flavor, cost and command, the secret in it masked
+        table = app.screen.query_one("#fleet-table", DataTable)
+        table.move_cursor(row=table.get_row_index("hf-job:alice:job-running"))
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen), what="the card")
+        card = plain_text(app.screen.query_one("#run-card-body"), 160)
+        assert f"python train.py --token {MASK}" in card and "a10g-large" in card
+        assert "cost so far" in card and "hf_SecretInTheCommand0001" not in card
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: row_count(app) == 5, what="back to the table")
+        assert logs_asked(srv) == 0  # a card reads no log either
         await open_row(app, pilot, "job-running")
         await wait_for(pilot, lambda: loss_count(app, "job-running") == 30, timeout=15,
                        what="the opened job's steps")
