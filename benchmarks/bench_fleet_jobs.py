@@ -112,15 +112,26 @@ async def _screen(srv, api) -> dict[str, float]:
     before_logs, before_own = logs(), logs_of("running-00")
     before_lists = len(srv.requests_to("GET", r"^/api/jobs/alice(\?.*)?$"))
     src = HfJobsListSource("alice", api=api, interval=0.5)
+    # The server's count of list requests as each poll returns: the requests a poll made
+    # are the difference between two (a request is counted before it is answered).
+    at_return: list[int] = []
+    poll = src.poll
+
+    def counted_poll():
+        try:
+            return poll()
+        finally:
+            at_return.append(len(srv.requests_to("GET", r"^/api/jobs/alice(\?.*)?$")))
+    src.poll = counted_poll  # type: ignore[method-assign]
     app = build_app(DashboardConfig(sources=[src], settings=Settings(fleet=True)))
     t0 = time.perf_counter()
     async with app.run_test(size=(160, 45)) as pilot:
         await until(lambda: rows() == 50)
         shown = time.perf_counter() - t0
-        first = src.list_calls
-        await until(lambda: src.list_calls >= first + 6)
-        lists = len(srv.requests_to("GET", r"^/api/jobs/alice(\?.*)?$")) - before_lists
-        out = {"rows_s": shown, "lists_per_poll": lists / src.list_calls,
+        first = len(at_return)
+        await until(lambda: len(at_return) >= first + 6)
+        per_poll = [b - a for a, b in zip([before_lists, *at_return], at_return)]
+        out = {"rows_s": shown, "lists_per_poll": max(per_poll), "polls": len(per_poll),
                "logs_table": logs() - before_logs}
         table = app.screen.query_one("#fleet-table", DataTable)
         table.move_cursor(row=table.get_row_index("hf-job:alice:running-00"))
@@ -179,7 +190,7 @@ def run() -> list[Row]:
         Row("fleet table, 50 jobs: one inspect_job per job", inspect_s, list_s, "s", "",
             "reference: one list_jobs call (what a poll costs)"),
         Row("fleet table, 50 jobs: list requests a poll", screen["lists_per_poll"], 50.0, "",
-            "1", "reference: one request per job"),
+            "1", f"the most of {screen['polls']} polls; reference: one request per job"),
         Row("fleet table, 50 jobs: log streams, table up", screen["logs_table"], 50.0, "",
             "0", "reference: a stream per job"),
         Row("fleet table, 50 jobs: log streams, one opened", screen["logs_opened"], 50.0, "",
