@@ -92,6 +92,8 @@ def test_fleet_of_every_job_has_each_ones_state_flavor_cost_steps_and_phase(loop
         "job-error": "a10g-small", "job-cancelled": "t4-small"}
     assert all(r["source"] == "hf-job" for r in rows.values())
     assert rows["job-running"]["config"]["command"][:3] == ["python", "train.py", "--token"]
+    made = {k: jobs.jobs[k].created_at for k in rows}
+    assert {k: r["created_at"] for k, r in rows.items()} == pytest.approx(made, abs=1e-3)
     assert "hf_SecretInTheCommand0001" not in json.dumps(list(rows.values()))
     # cost: price per hour x time running (0 while queued)
     assert rows["job-queued"]["cost_usd"] == 0.0

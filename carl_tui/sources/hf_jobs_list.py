@@ -138,7 +138,6 @@ class HfJobsListSource(PolledSource):
         try:
             if self.namespace is None:
                 self.namespace = whoami(self.api)
-                self.name = f"hf-jobs: {self.namespace}"
             self.list_calls += 1
             infos = list(self.api.list_jobs(namespace=self.namespace))
         except Exception as exc:  # noqa: BLE001 - any Hub failure: one readable message

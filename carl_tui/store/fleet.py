@@ -51,6 +51,7 @@ class FleetRow:
     gpu_percent: float | None = None
     flavor: str | None = None  # the job's hardware flavor, for a job
     cost_usd: float | None = None  # price per hour x time running, for a job with a price
+    created_at: float | None = None  # when its job was created (epoch seconds), for a job
     config: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -134,6 +135,7 @@ def fleet_row(snap: RunSnapshot, *, now: float,
         gpu_percent=_gpu_percent(snap),
         flavor=str(flavor) if flavor else None,
         cost_usd=_cost(snap, now, prices),
+        created_at=snap.job.created_at if snap.job is not None else None,
         config=run_config(snap.meta),
     )
 
