@@ -270,6 +270,7 @@ def test_fleet_of_several_sources_has_every_run_of_each_its_source_named(three_s
     lines = {line.split()[0]: line.split()[1] for line in out.splitlines()[1:]}
     assert lines == {"streamed": "jsonl", "tb-a": "tensorboard", "tb-b": "tensorboard",
                      "tr-a": "trackio", "tr-b": "trackio"}
+    assert out.splitlines()[0].split()[-1] == "seed"  # the runs' differing config key
 
 
 def test_fleet_of_sources_and_jobs_together(three_sources, loopback_hub, capsys):
@@ -280,6 +281,11 @@ def test_fleet_of_sources_and_jobs_together(three_sources, loopback_hub, capsys)
                                         "trackio"]
     done = next(r for r in rows if r["run"] == "job-done")
     assert done["last_step"] == STEPS and done["cost_usd"] == pytest.approx(A10G, abs=1e-3)
+    # a job's flavor has its own column: never a config axis beside runs that have none
+    assert done["config"]["flavor"] == "a10g-small"
+    rc, out, _ = cli(["fleet", *sources_argv(three_sources), "--jobs", "--timeout", "20"],
+                     capsys)
+    assert rc == 0 and out.splitlines()[0].split()[10:] == ["seed"]
 
 
 def test_a_repeated_folder_flag_reads_each(three_sources, tmp_path, capsys):

@@ -75,13 +75,15 @@ TREND_POINTS = 32  # values across the run for a row's sparkline
 #: numbers do not change: last, best, phases and gate are computed on every row as read.
 FLEET_STORE = {"recent": 64, "max_buckets": 32}
 
-#: Config keys that differ between runs for no meaning (names, ids, paths, times): never a
-#: sweep's axis. Matched on the key itself, at the top level of the config; so are the keys
-#: a tracker adds with a leading underscore (Trackio's `_Created`, W&B's `_wandb`).
+#: Config keys that differ between runs for no meaning (names, ids, paths, times), or that
+#: have a column of their own (a job's flavor): never a sweep's axis. Matched on the key
+#: itself, at the top level of the config; so are the keys a tracker adds with a leading
+#: underscore (Trackio's `_Created`, W&B's `_wandb`).
 NOISE_KEYS = frozenset({
     "name", "run_name", "run_id", "id", "job_id", "url", "output_dir", "logging_dir",
     "hub_model_id", "trackio_url", "trackio_dir", "trackio_project", "timestamp",
     "created_at", "start_time", "started_at", "wandb_run_id", "command", "labels",
+    "flavor",  # a job's: a column of its own
 })
 
 #: Meta entries that are the store's or a source's bookkeeping, not the run's config (for a
