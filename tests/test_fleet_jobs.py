@@ -318,3 +318,48 @@ def test_a_source_that_cannot_be_read_is_said_and_the_others_shown(three_sources
     rc, _, err = cli(["summary", "--tensorboard", str(tmp_path), "--wandb", str(tmp_path)],
                      capsys)
     assert rc == 2 and "choose one source" in err
+
+
+def test_a_log_read_cut_by_the_timeout_keeps_what_came(loopback_hub):
+    """`--timeout` ends the reading of a running job's log that never goes quiet: what it
+    read is kept (its 30 steps), not dropped."""
+    from huggingface_hub import HfApi
+
+    from carl_tui.report.collect import collect
+    from carl_tui.sources.hf_jobs_list import HfJobsListSource
+    from carl_tui.store import RunStore
+
+    srv, jobs = loopback_hub
+    five_jobs(jobs)
+    src = HfJobsListSource(api=HfApi(endpoint=srv.url, token=jobs.token), read_logs=True,
+                           quiet_s=3600)
+    store = RunStore()
+    collect([src], store, timeout=5)
+    assert not src.finished  # the running job's read was still waiting for quiet
+    assert store.snapshot("hf-job:alice:job-running", max_points=2).last_step == 30
+    assert store.snapshot("hf-job:alice:job-done", max_points=2).last_step == STEPS
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    ([], [("Trackio", {})]),
+    (["--jobs", "--namespace", "org"], [("--jobs", {"jobs": True, "namespace": "org"})]),
+    (["--trackio", "http://127.0.0.1:9/", "--project", "p"],
+     [("--trackio http://127.0.0.1:9/", {"trackio": "http://127.0.0.1:9/", "project": "p"})]),
+    (["--trackio", "http://127.0.0.1:9/?project=x", "--project", "p"],
+     [("--trackio http://127.0.0.1:9/?project=x", {"project": None}),
+      ("--project p", {"project": "p", "trackio": None})]),
+    (["f.log", "--watch", "g.jsonl", "--tensorboard", "a", "--tensorboard", "b", "--jobs"],
+     [("--watch f.log", {"watch": "f.log"}), ("--watch g.jsonl", {"watch": "g.jsonl"}),
+      ("--tensorboard a", {"tensorboard": "a"}), ("--tensorboard b", {"tensorboard": "b"}),
+      ("--jobs", {"jobs": True})]),
+])
+def test_the_sources_fleet_reads(argv, expected):
+    from carl_tui.cli_parser import build_parser
+    from carl_tui.cli_request import fleet_requests
+
+    got = fleet_requests(build_parser().parse_args(["fleet", *argv]))
+    assert [label for label, _ in got] == [label for label, _ in expected]
+    for (_, req), (_, fields) in zip(got, expected, strict=True):
+        assert req.named() == [] or len(req.named()) == 1
+        for name, value in fields.items():
+            assert getattr(req, name) == value, name

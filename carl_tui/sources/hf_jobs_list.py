@@ -116,6 +116,15 @@ class HfJobsListSource(PolledSource):
             self.finished = not self.behind
         return events
 
+    def drain(self) -> list[Event]:
+        """The reader stops here (`--timeout`): what the unfinished log reads hold."""
+        events: list[Event] = []
+        for job, read in self._reads.values():
+            events.extend(self._parsed(job, read))
+        self._reads.clear()
+        self._waiting.clear()
+        return events
+
     def companion(self, run_key: str) -> Source | None:
         """The stream of the job in view (its log, state and usage), where it is one of
         these jobs and reading it can bring more; made again from where it stopped."""
@@ -186,13 +195,16 @@ class HfJobsListSource(PolledSource):
             if not read.done(self.quiet_s):
                 continue
             del self._reads[job_id]
-            lines = read.take()
-            if read.error is not None and not lines:
-                self.log_errors[job_id] = str(hub_error(read.error, f"Reading job {job_id}",
-                                                        namespace=job.namespace,
-                                                        token=self._token))
-            output = TrainerOutput(job_run(job.namespace, job_id), self.tally)
-            events.extend(output.events(lines, time.monotonic(), ended=True))
-            events.extend(output.flush())
+            events.extend(self._parsed(job, read))
         self._start_reads()
         return events
+
+    def _parsed(self, job: Job, read: LogRead) -> list[Event]:
+        """The events of a job's log as read (parsed as `summary --job` parses it)."""
+        lines = read.take()
+        if read.error is not None and not lines:
+            self.log_errors[job.job_id] = str(hub_error(
+                read.error, f"Reading job {job.job_id}", namespace=job.namespace,
+                token=self._token))
+        output = TrainerOutput(job_run(job.namespace, job.job_id), self.tally)
+        return [*output.events(lines, time.monotonic(), ended=True), *output.flush()]
