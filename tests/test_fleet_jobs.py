@@ -198,6 +198,8 @@ async def test_the_fleet_table_lists_jobs_once_a_poll_and_reads_only_the_opened_
                        what="the second job's steps")
         assert app.follower.companion.source.job_id == "job-done"
         assert sum(r.source.job_id == "job-running" for r in app.follower.runners) == 0
+        closed = app.store.summary().sources["hf-job: job-running"]
+        assert (closed.state, closed.message) == ("idle", "not in view")
         # the first job, opened again, goes on where it stopped: no step twice
         jobs.append_log("job-running", *trainer_lines(end=False)[2 * 30:])
         await open_row(app, pilot, "job-running")

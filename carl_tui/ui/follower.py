@@ -27,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from carl_tui.events import SourceStatus
 from carl_tui.sources.base import Source, SourceRunner
 from carl_tui.store import Notice, RunSnapshot, RunStore
 from carl_tui.store.notice_groups import NoticeGrouper
@@ -177,8 +178,11 @@ class Follower:
             return
         self._viewed = key
         if self.companion is not None:
-            self.companion.stop(timeout=0)
+            # its poll only drains a queue: its thread ends at once (waited for briefly, so
+            # that its last word on the status bar is this one)
+            self.companion.stop(timeout=0.2)
             self.runners.remove(self.companion)
+            self.emit([SourceStatus(self.companion.source.name, "idle", "not in view")])
             self.companion = None
         for runner in list(self.runners) if key is not None else ():
             source = runner.source.companion(key)
