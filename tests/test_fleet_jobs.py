@@ -128,6 +128,9 @@ def test_the_jobs_table_masks_the_command_and_says_a_failure_in_one_line(loopbac
     five_jobs(jobs)
     rc, out, err = cli(["fleet", "--jobs", "--timeout", "20"], capsys)  # piped: the table
     assert rc == 0 and "job-running" in out and "hf_SecretInTheCommand0001" not in out
+    jobs.fail_next("list", 520, times=1)  # a server error the client does not retry: we do
+    rows = fleet(["--jobs", "--timeout", "20"], capsys)
+    assert len(rows) == 5 and next(r for r in rows if r["id"] == "job-done")["last_step"]
     jobs.fail_next("list", 401, times=20)
     rc, out, err = cli(["fleet", "--jobs", "--json", "--timeout", "2"], capsys)
     assert rc == 1 and out == "" and err.count("\n") == 1 and jobs.token not in err

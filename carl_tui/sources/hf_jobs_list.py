@@ -90,7 +90,8 @@ class HfJobsListSource(PolledSource):
         self.log_readers = log_readers
         self.quiet_s = quiet_s
         self.name = f"hf-jobs: {namespace or 'your jobs'}"
-        self.list_calls = 0
+        self.list_calls = 0  # list requests made
+        self._listed = False  # a list call succeeded
         self._seen: dict[str, tuple] = {}  # job id -> what its last Job event said
         self._jobs: dict[str, Job] = {}  # run key -> the job, as last listed
         self._waiting: list[Job] = []  # headless: started jobs whose log is not read yet
@@ -104,7 +105,7 @@ class HfJobsListSource(PolledSource):
     # -- the source contract ----------------------------------------------------------
 
     def poll(self) -> list[Event]:
-        if self.read_logs and self.list_calls:  # headless: listed once, then the logs
+        if self.read_logs and self._listed:  # headless: listed once, then the logs
             events = self._take_reads()
             self.behind = bool(self._waiting or self._reads)
             self.finished = not self.behind
@@ -153,6 +154,7 @@ class HfJobsListSource(PolledSource):
             err = hub_error(exc, "Listing your jobs", namespace=self.namespace or "",
                             token=self._token)
             raise SourceError(str(err), retry=err.retry) from None
+        self._listed = True
         events: list[Event] = []
         for info in infos:
             events.extend(self._job_events(job_of(info, self.namespace or "")))
