@@ -127,10 +127,13 @@ def _run_app(config) -> int:
 
 def run_dashboard(args, **kw) -> int:
     req = dashboard_request(args)
-    opened = open_request(req)
+    return _run_opened(args, req, open_request(req), **kw)
+
+
+def _run_opened(args, req, opened, *, completions_of=None, **kw) -> int:
     from carl_tui.completions.readers import reader_factory
 
-    completions = reader_factory(req, lambda: opened.sources)
+    completions = reader_factory(req, completions_of or (lambda: opened.sources))
     return _run_app(_config(args, opened, completions=completions, **kw))
 
 
@@ -141,8 +144,21 @@ def interactive() -> bool:
 
 def run_fleet_screen(args) -> int:
     """`carl-tui fleet [source options]` in a terminal: the dashboard, opened on the fleet
-    table of every run the sources hold (esc shows the run under it, r the table again)."""
-    return run_dashboard(args, fleet=True)
+    table of every run the sources hold (esc shows the run under it, r the table again).
+    Several sources: each is checked first (a bad flag: one line, exit status 2), then
+    all are read together; the completions' readers are the first source's."""
+    from carl_tui.cli_request import fleet_requests
+    from carl_tui.sources.open import Opened
+
+    named = fleet_requests(args)
+    opened = [open_request(req) for _label, req in named]
+    if len(opened) == 1:
+        return _run_opened(args, named[0][1], opened[0], fleet=True)
+    both = Opened(lambda: [s for o in opened for s in o.sources],
+                  f"carl-tui · fleet of {len(opened)} sources")
+    first = opened[0]
+    return _run_opened(args, named[0][1], both, fleet=True,
+                       completions_of=lambda: first.sources)
 
 
 def run_demo(args) -> int:

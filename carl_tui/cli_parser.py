@@ -137,9 +137,14 @@ def _metric_list(text: str) -> list[str]:
 # -- parser -------------------------------------------------------------------------
 
 
-def _add_source_options(p: argparse.ArgumentParser) -> None:
-    src = p.add_argument_group("sources (pick one; default: the local Trackio store)")
-    src.add_argument("--watch", metavar="FILE", type=_path,
+def _add_source_options(p: argparse.ArgumentParser, many: bool = False) -> None:
+    """The source flags; `many` (`fleet`): several sources at once, and --watch,
+    --tensorboard and --wandb may be given more than once."""
+    src = p.add_argument_group("sources (any number of them, --watch, --tensorboard and "
+                               "--wandb repeatable; default: the local Trackio store)" if many
+                               else "sources (pick one; default: the local Trackio store)")
+    append = {"action": "append"} if many else {}
+    src.add_argument("--watch", metavar="FILE", type=_path, **append,
                      help="follow a file another process writes: a JSONL stream or a Trainer's "
                           "stdout log (told apart by content)")
     src.add_argument("--file-format", choices=("auto", "jsonl", "trainer-log"), default="auto",
@@ -148,10 +153,17 @@ def _add_source_options(p: argparse.ArgumentParser) -> None:
                      help="a Trackio server: user/space, https://user-space.hf.space, or "
                           "http://host:port (the URL `trackio show` prints works too)")
     src.add_argument("--job", metavar="JOB_ID", type=_bounded, help="follow a Hugging Face Job")
-    src.add_argument("--namespace", type=_bounded, help="namespace of the job (user or org)")
-    src.add_argument("--tensorboard", metavar="LOGDIR", type=_path,
+    if many:
+        src.add_argument("--jobs", action="store_true",
+                         help="every Hugging Face job of --namespace (default: yours), one "
+                              "row each: one list call a refresh; a job's log is read for "
+                              "the run opened (with --json: each job's log once)")
+    src.add_argument("--namespace", type=_bounded,
+                     help="namespace of the job (user or org)" if not many else
+                     "namespace of --job or --jobs (user or org; default: yours)")
+    src.add_argument("--tensorboard", metavar="LOGDIR", type=_path, **append,
                      help="TensorBoard event files under LOGDIR (each folder of them is a run)")
-    src.add_argument("--wandb", metavar="PATH", type=_path,
+    src.add_argument("--wandb", metavar="PATH", type=_path, **append,
                      help="a W&B run folder (wandb/run-*, wandb/offline-run-*) or a wandb/ folder")
     src.add_argument("--project", type=_nonempty, help="Trackio project")
     src.add_argument("--run", type=_nonempty, help="the run to open (id or name)")
@@ -185,10 +197,10 @@ def _add_display_options(p: argparse.ArgumentParser) -> None:
                    help="watch only: no launch, stop, push, diagnose, jobs or save keys")
 
 
-def _add_headless_options(p: argparse.ArgumentParser) -> None:
+def _add_headless_options(p: argparse.ArgumentParser, many: bool = False) -> None:
     p.add_argument("file", nargs="?", metavar="FILE", type=_path,
                    help="a JSONL stream or a Trainer log (or name a source with the options)")
-    _add_source_options(p)
+    _add_source_options(p, many)
     _add_reading_options(p)
     p.add_argument("--timeout", type=_timeout, default=30.0,
                    help="seconds to wait for a remote or live source (default 30)")
@@ -201,8 +213,10 @@ def _add_fleet_parser(sub) -> None:
                                    "loss, GPU, job cost, and the config keys that differ "
                                    "between the runs. In a terminal: the fleet table, live "
                                    "(sort, filter, group, compare, open a run); piped, or with "
-                                   "--json: read what the source holds now, print, exit.")
-    _add_headless_options(f)
+                                   "--json: read what the source holds now, print, exit. "
+                                   "Several sources at once: every run of each is a row, "
+                                   "its source named.")
+    _add_headless_options(f, many=True)
     _add_display_options(f)
     f.add_argument("--json", action="store_true",
                    help="one JSON array, one object per run (for scripts and CI)")

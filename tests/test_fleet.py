@@ -363,9 +363,9 @@ def test_fleet_without_prices_says_so_and_prints_the_rest(hub, capsys):
 def test_fleet_errors_are_summarys(tmp_path, capsys):
     rc, _, err = cli(["fleet", str(tmp_path / "missing.jsonl")], capsys)
     assert rc == 1 and "no such file" in err
-    rc, _, err = cli(["fleet", "--tensorboard", str(tmp_path), "--wandb", str(tmp_path)],
-                     capsys)
-    assert rc == 2 and "choose one source" in err
+    rc, _, err = cli(["fleet", "--tensorboard", str(tmp_path), "--wandb", str(tmp_path),
+                      "--run", "x"], capsys)  # several sources: every run (test_fleet_jobs.py)
+    assert rc == 2 and "--run picks a run of one source" in err
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     rc, out, err = cli(["fleet", str(empty), "--timeout", "1"], capsys)

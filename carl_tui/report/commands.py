@@ -11,9 +11,15 @@ import os
 import sys
 from pathlib import Path
 
-from carl_tui.cli_request import EXIT_NO_DATA, UsageError, source_request, write_output
+from carl_tui.cli_request import (
+    EXIT_NO_DATA,
+    UsageError,
+    fleet_requests,
+    source_request,
+    write_output,
+)
 from carl_tui.cli_request import fail as _fail
-from carl_tui.errors import CarlError
+from carl_tui.errors import CarlError, describe
 from carl_tui.report.collect import collect
 from carl_tui.report.export import (
     BatchCollector,
@@ -93,22 +99,24 @@ def _report(args) -> int:
     return _export(args, batches, run.key, snap)
 
 
-def read_sources(args, batches: BatchCollector | None = None, **sizes: int):
-    """Open the sources the command line names and read what they hold now into a store:
-    (what was opened, the store, the sources' names), or the exit status once it is said
-    in one line why nothing could be read. `sizes`: the store's (`RunStore`)."""
+def read_sources(args, batches: BatchCollector | None = None, req=None, **sizes: int):
+    """Open the sources the command line names (or `req`) and read what they hold now
+    into a store: (what was opened, the store, the sources' names), or the exit status
+    once it is said in one line why nothing could be read. `sizes`: the store's
+    (`RunStore`)."""
     from carl_tui.sources.open import RequestError, open_sources
 
     _check_output(getattr(args, "output", None))
+    req = source_request(args, must_exist=True) if req is None else req
     try:
-        opened = open_sources(source_request(args, must_exist=True))
+        opened = open_sources(req)
     except RequestError as exc:
         if exc.kind != "not_found":
             raise UsageError(str(exc)) from None
         return _fail(str(exc))  # nothing there: like an empty run
     store = RunStore(vocab_size=args.vocab_size, gate_metric=args.gate_metric, **sizes)
     described = ", ".join(s.name for s in opened.sources)
-    remote = args.trackio is not None or args.job is not None
+    remote = req.trackio is not None or req.job is not None or req.jobs
     try:
         collect(opened.sources, store, timeout=args.timeout, on_events=batches,
                 patient=remote, say=_say)
@@ -118,11 +126,15 @@ def read_sources(args, batches: BatchCollector | None = None, **sizes: int):
 
 
 def _fleet(args) -> int:
-    """`carl-tui fleet`: every run the source holds, as a JSON array or a table."""
-    read = read_sources(args, **FLEET_STORE)
-    if isinstance(read, int):
-        return read
-    _opened, store, described = read
+    """`carl-tui fleet`: every run the sources hold, as a JSON array or a table."""
+    named = fleet_requests(args, must_exist=True)
+    if len(named) == 1:
+        read = read_sources(args, req=named[0][1], **FLEET_STORE)
+        if isinstance(read, int):
+            return read
+        _opened, store, described = read
+    else:
+        store, described = read_each(args, named)
     rows = fleet_rows(store)
     if not rows:
         return _fail(f"{described} holds no run yet")
@@ -132,6 +144,44 @@ def _fleet(args) -> int:
     print(json.dumps([fleet_dict(r) for r in rows], default=str) if args.json
           else fleet_text(rows))
     return 0
+
+
+def read_each(args, named) -> tuple[RunStore, str]:
+    """Several sources (`fleet`), read at once into one store: (the store, their flags).
+    A bad flag is refused before anything is read (exit status 2, as for one source); a
+    source that cannot be read (no such file, a server that does not answer, nothing in
+    it) is said in one line naming its flag, and the others are read."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from carl_tui.sources.open import RequestError, check_request, open_sources
+
+    for _label, req in named:
+        try:
+            check_request(req)
+        except RequestError as exc:
+            if exc.kind != "not_found":
+                raise UsageError(str(exc)) from None
+    store = RunStore(vocab_size=args.vocab_size, gate_metric=args.gate_metric, **FLEET_STORE)
+
+    def read(label: str, req) -> str | None:
+        try:
+            opened = open_sources(req)
+            remote = req.trackio is not None or req.job is not None or req.jobs
+            collect(opened.sources, store, timeout=args.timeout, patient=remote,
+                    say=lambda m: _say(f"{label}: {m}"))
+        except RequestError as exc:
+            return str(exc)  # it names the flag
+        except CarlError as exc:
+            return f"{label}: {exc if exc.kind == 'empty' else f'could not read it: {exc}'}"
+        except Exception as exc:  # noqa: BLE001 - one source's failure: said, the others read
+            return f"{label}: could not read it: {describe(exc)}"
+        return None
+
+    with ThreadPoolExecutor(max_workers=len(named), thread_name_prefix="fleet") as pool:
+        problems = list(pool.map(lambda n: read(*n), named))
+    for problem in filter(None, problems):
+        _say(problem)
+    return store, ", ".join(label for label, _ in named)
 
 
 def pick_run(store: RunStore, wanted: str | None):

@@ -10,7 +10,7 @@ such value), most recently updated first:
      "gate": {"metric": str, "fired_at": int | null},
      "task": {"metric": str, "last": float, "best": float, "trend": [float, ...]},
      "loss": float, "gpu_percent": float, "flavor": str, "cost_usd": float,
-     "config": {key: value}}
+     "created_at": float (a job's creation, epoch seconds), "config": {key: value}}
 
 `phase` is the last entry of `summary --json`'s `phases`, `gate` its `gate`, and the
 task's `last` and `best` are `summary`'s `last` and `max` of that metric: the same
@@ -51,6 +51,7 @@ def fleet_dict(row: FleetRow) -> dict[str, Any]:
         "gpu_percent": row.gpu_percent,
         "flavor": row.flavor,
         "cost_usd": row.cost_usd,
+        "created_at": row.created_at,
         "config": dict(row.config),
     }
 

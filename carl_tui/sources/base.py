@@ -68,6 +68,10 @@ class Source:
       job), None where not.
     - `previews`: it can send a coarse preview of a long history first; `want_preview`
       asks for one (`preview`), read the rest once `hold` is set (the preview drawn).
+    - `companion(run_key)`: a source that lists runs without reading each one's data
+      (your Hugging Face jobs) gives the source that reads the run in view (its log);
+      the dashboard asks when the run in view changes and closes the previous one.
+      None (the default): the source reads its runs itself.
     - its runs' lives: `say_life(run, state)` when it learns or changes one (live,
       finished, failed, queued); a run it sends data for and said nothing of is live.
       `take_lives(events)` gives what was said since, as `RunLife` events (the engine
@@ -93,6 +97,9 @@ class Source:
 
     def drain(self) -> list[Event]:
         return []
+
+    def companion(self, run_key: str) -> Source | None:
+        return None
 
     @property
     def tally(self) -> InputTally:

@@ -90,6 +90,7 @@ class HfJobSource(PolledSource):
         self.output = TrainerOutput(job_run(namespace or "", job_id), self.tally,
                                     logging_steps=logging_steps)
         self.lines_seen = 0  # lines delivered by the log thread (resume position)
+        self.lines_parsed = 0  # lines handed to the parser (where `resume` goes on)
         self.reconnects = 0
         self.replayed_lines_skipped = 0  # lines of a replay already delivered before
         self._q: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
@@ -145,6 +146,7 @@ class HfJobSource(PolledSource):
                 self._logs_done = True
         self.behind = budget <= 0
         events.extend(self._line_events(lines))  # also flushes held dicts when idle or done
+        self.lines_parsed += len(lines)
         events.extend(usage)
         if self._logs_done and self._stage in TERMINAL_STAGES and self._q.empty():
             self.finished = True
@@ -163,6 +165,19 @@ class HfJobSource(PolledSource):
     def close(self) -> None:
         self._stop.set()
         self._ns_ready.set()
+
+    def resume(self) -> HfJobSource:
+        """A new source for this (closed) one's job that goes on where it stopped: the same
+        parser, and the log's lines it parsed are skipped (the Hub replays a log from its
+        start), so no line reaches the store twice; lines it had queued but not parsed
+        are read again."""
+        new = HfJobSource(self.job_id, namespace=self.namespace, api=self.api,
+                          interval=self._interval, status_interval=self.status_interval,
+                          max_lines_per_poll=self.max_lines_per_poll)
+        new._token, new.output, new.tally = self._token, self.output, self.tally
+        new.lines_seen = new.lines_parsed = self.lines_parsed
+        new._meta_sent = self._meta_sent
+        return new
 
     # -- events ------------------------------------------------------------
 

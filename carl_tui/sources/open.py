@@ -49,6 +49,7 @@ class SourceRequest:
     run: str | None = None
     trackio_dir: str | None = None
     job: str | None = None
+    jobs: bool = False  # every job of `namespace` (yours by default): `fleet --jobs`
     namespace: str | None = None
     tensorboard: str | None = None
     wandb: str | None = None
@@ -60,7 +61,8 @@ class SourceRequest:
     def named(self) -> list[str]:
         """The source flags given, as the user typed them."""
         flags = {"--watch": self.watch, "--trackio": self.trackio, "--job": self.job,
-                 "--tensorboard": self.tensorboard, "--wandb": self.wandb, "replay": self.replay}
+                 "--jobs": self.jobs or None, "--tensorboard": self.tensorboard,
+                 "--wandb": self.wandb, "replay": self.replay}
         return [k for k, v in flags.items() if v is not None]
 
 
@@ -98,8 +100,9 @@ def check_request(req: SourceRequest) -> None:
             raise RequestError(f"--trackio {exc}") from None
     if req.job is not None and not req.job.strip():
         raise RequestError("--job needs a job id (see `j` in the dashboard or `hf jobs ps`)")
-    if req.namespace is not None and req.job is None:
-        raise RequestError("--namespace is the namespace of a job: give it with --job JOB_ID")
+    if req.namespace is not None and req.job is None and not req.jobs:
+        raise RequestError("--namespace is the namespace of a job: give it with --job JOB_ID "
+                           "(or with `fleet --jobs`)")
     if req.speed is not None and (not math.isfinite(req.speed) or req.speed < 0):
         raise RequestError("--speed must be a number >= 0 (0 = as fast as possible)")
     if req.watch is not None:
@@ -199,6 +202,8 @@ def _plan(req: SourceRequest) -> Opened:
         return _open_trackio_remote(req)
     if req.job is not None:
         return _open_job(req)
+    if req.jobs:
+        return _open_jobs(req)
     if req.tensorboard is not None:
         return _open_tensorboard(req)
     if req.wandb is not None:
@@ -261,6 +266,20 @@ def _open_job(req: SourceRequest) -> Opened:
 
         return [HfJobSource(job, namespace=namespace)]
     return Opened(make, f"carl-tui · job {req.job}", req.run)
+
+
+def _open_jobs(req: SourceRequest) -> Opened:
+    if find_spec("huggingface_hub") is None:
+        raise RequestError("--jobs needs the [hub] extra: pip install 'carl-tui[hub]' "
+                           "(no module named 'huggingface_hub')")
+    namespace, headless = req.namespace, req.must_exist
+
+    def make() -> list[Any]:
+        from carl_tui.sources.hf_jobs_list import HfJobsListSource
+
+        # headless (`fleet --json`): each job's log read once; live: only the run in view's
+        return [HfJobsListSource(namespace, read_logs=headless)]
+    return Opened(make, f"carl-tui · jobs of {namespace or 'yours'}", req.run)
 
 
 def _open_tensorboard(req: SourceRequest) -> Opened:

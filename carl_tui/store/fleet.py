@@ -51,6 +51,7 @@ class FleetRow:
     gpu_percent: float | None = None
     flavor: str | None = None  # the job's hardware flavor, for a job
     cost_usd: float | None = None  # price per hour x time running, for a job with a price
+    created_at: float | None = None  # when its job was created (epoch seconds), for a job
     config: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -74,13 +75,15 @@ TREND_POINTS = 32  # values across the run for a row's sparkline
 #: numbers do not change: last, best, phases and gate are computed on every row as read.
 FLEET_STORE = {"recent": 64, "max_buckets": 32}
 
-#: Config keys that differ between runs for no meaning (names, ids, paths, times): never a
-#: sweep's axis. Matched on the key itself, at the top level of the config; so are the keys
-#: a tracker adds with a leading underscore (Trackio's `_Created`, W&B's `_wandb`).
+#: Config keys that differ between runs for no meaning (names, ids, paths, times), or that
+#: have a column of their own (a job's flavor): never a sweep's axis. Matched on the key
+#: itself, at the top level of the config; so are the keys a tracker adds with a leading
+#: underscore (Trackio's `_Created`, W&B's `_wandb`).
 NOISE_KEYS = frozenset({
     "name", "run_name", "run_id", "id", "job_id", "url", "output_dir", "logging_dir",
     "hub_model_id", "trackio_url", "trackio_dir", "trackio_project", "timestamp",
     "created_at", "start_time", "started_at", "wandb_run_id", "command", "labels",
+    "flavor",  # a job's: a column of its own
 })
 
 #: Meta entries that are the store's or a source's bookkeeping, not the run's config (for a
@@ -134,6 +137,7 @@ def fleet_row(snap: RunSnapshot, *, now: float,
         gpu_percent=_gpu_percent(snap),
         flavor=str(flavor) if flavor else None,
         cost_usd=_cost(snap, now, prices),
+        created_at=snap.job.created_at if snap.job is not None else None,
         config=run_config(snap.meta),
     )
 

@@ -178,6 +178,7 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
         """The dashboard's first frame is on screen: start reading (the sources, the
         store and numpy load now) and show what arrives."""
         self._screen_built = True
+        self.follower.hidden = self.settings.fleet  # no run in view under the table yet
         self.follower.start()
         if self.config.local_jobs:  # adopted now (a key that acts sooner adopts them first)
             _ = self.controller

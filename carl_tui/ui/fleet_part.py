@@ -16,6 +16,7 @@ from carl_tui.ui.messages import CardWanted, CompareSelected
 
 if TYPE_CHECKING:  # pragma: no cover  (the store loads numpy: after the first frame)
     from carl_tui.store import RunStore
+    from carl_tui.ui.follower import Follower
     from carl_tui.ui.screens.dashboard import DashboardScreen
     from carl_tui.ui.settings import Services
 
@@ -26,6 +27,7 @@ class FleetPart(App[None]):
     store: RunStore
     services: Services
     current_run: str | None
+    follower: Follower
     _prices: Mapping[str, float] | None = None  # the Hub's, once asked
 
     @property
@@ -45,6 +47,9 @@ class FleetPart(App[None]):
         def opened(key: str | None) -> None:  # enter on a row: that run, on the dashboard
             if key:
                 self.switch_run(key)
+            self.follower.reveal()  # the dashboard's run is in view: its stream opens
+
+        self.follower.hidden = True  # no run opened meanwhile (a job's log: none read)
 
         self.push_screen(FleetScreen(self.store, clock=self.services.clock,
                                      current=self.current_run, selected=selected,

@@ -27,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from carl_tui.events import SourceStatus
 from carl_tui.sources.base import Source, SourceRunner
 from carl_tui.store import Notice, RunSnapshot, RunStore
 from carl_tui.store.notice_groups import NoticeGrouper
@@ -79,6 +80,12 @@ class Follower:
         self._awaiting = preferred is not None
         self._told: str | None = None  # the automatic choice last announced
         self.grouper = NoticeGrouper()  # "12 runs crystallised", not 12 notices
+        # The source that reads only the run in view (`Source.companion`: a job's log),
+        # and that run. `hidden`: no run is in view (the fleet table covers the dashboard,
+        # before a run was opened): none is opened.
+        self.companion: SourceRunner | None = None
+        self._viewed: str | None = None
+        self.hidden = False
 
     # -- sources ---------------------------------------------------------------
 
@@ -158,6 +165,31 @@ class Follower:
         self._seen_version = -1
         self._seen_store_version = -1
 
+    def reveal(self) -> None:
+        """The run on screen is in view again (the fleet table closed)."""
+        self.hidden = False
+        self._view()
+
+    def _view(self) -> None:
+        """The run in view changed: the source that reads only that run (a job's log,
+        where a source lists jobs) is opened, the previous run's closed."""
+        key = self.current_run
+        if self.hidden or key == self._viewed:
+            return
+        self._viewed = key
+        if self.companion is not None:
+            # its poll only drains a queue: its thread ends at once (waited for briefly, so
+            # that its last word on the status bar is this one)
+            self.companion.stop(timeout=0.2)
+            self.runners.remove(self.companion)
+            self.emit([SourceStatus(self.companion.source.name, "idle", "not in view")])
+            self.companion = None
+        for runner in list(self.runners) if key is not None else ():
+            source = runner.source.companion(key)
+            if source is not None:
+                self.companion = self.add_source(source)
+                return
+
     def compare_with(self, keys: Sequence[str], overlay: bool) -> None:
         """Overlay these runs (or, with `overlay`, every run of the project) on the run on
         screen, from the next update on."""
@@ -181,6 +213,7 @@ class Follower:
             return bool(due)
         self._seen_store_version = store.version
         self._choose_run()
+        self._view()
         told = self._tell_choice()
         shown = [n for n in store.take_notices()
                  if self.current_run is None or n.run.key == self.current_run
