@@ -264,6 +264,20 @@ def test_a_jobs_row_says_its_jobs_life(stage):
     assert row.state == Job(run, "job-1", stage).life == STAGE_LIFE[stage]
 
 
+def test_jobs_first_seen_are_recorded_not_announced():
+    """Listing 50 jobs is not 50 pieces of news: a job first seen is in its run's events
+    but raises no notice, unless it failed; a later change of stage is announced."""
+    store = RunStore()
+    runs = [RunRef("hf-job", "me", f"job-{i}", f"job-{i}") for i in range(50)]
+    store.apply([Job(r, r.run_id, "RUNNING" if i else "ERROR", flavor="a10g-small")
+                 for i, r in enumerate(runs)])
+    said = [n.text for n in store.take_notices()]
+    assert said == ["job job-0: ERROR"]
+    assert [e.text for e in store.snapshot(runs[7].key).events] == ["job job-7: RUNNING"]
+    store.apply([Job(runs[7], "job-7", "COMPLETED", flavor="a10g-small")])
+    assert [n.text for n in store.take_notices()] == ["job job-7: COMPLETED"]
+
+
 def test_differing_keys_are_the_sweeps_axes():
     def row(name, **config):
         return FleetRow(run=RunRef("trackio", "p", name, name), source="trackio",

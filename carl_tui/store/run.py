@@ -165,12 +165,17 @@ class RunState:
         self._touch()
 
     def set_job(self, job: Job) -> None:
-        changed = self.job is None or self.job.stage != job.stage
+        first = self.job is None
+        changed = first or self.job.stage != job.stage
         self.job = job
         self._touch(fresh=False)
         if changed:
             sev = "error" if job.stage in ("ERROR",) else "information"
-            self.story.record("job", self.last_step, f"job {job.job_id}: {job.stage}", sev)
+            text = f"job {job.job_id}: {job.stage}"
+            # a job first seen has not changed: recorded, not announced (a list of 50 jobs
+            # is not 50 pieces of news); a first sight of a failed job is
+            tell = self.story.note if first and sev == "information" else self.story.record
+            tell("job", self.last_step, text, sev)
 
     def set_life(self, life: RunLife) -> None:
         """The source's word on the run's life: a change of the run, not its data."""

@@ -46,6 +46,11 @@ class RunStory:
         self.events.append(RunEvent(kind, step, text, severity))
         self._tell(kind, step, text, severity)
 
+    def note(self, kind: str, step: int | None, text: str, severity: str) -> None:
+        """Something the run's story records (summary --json, the events view) that is
+        not news to announce."""
+        self.events.append(RunEvent(kind, step, text, severity))
+
     def feed(self, steps: np.ndarray, cols: dict[str, np.ndarray], nonfinite: tuple = ()
              ) -> None:
         """A batch of the run's metrics (steps in order), through every reader."""
