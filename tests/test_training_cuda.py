@@ -1,10 +1,10 @@
 """The training side on a GPU: what a launched GRPO job does on its CUDA card.
 
-The CARL reward on CUDA against the float64 host reference (float32 and bfloat16
-weights), a real tiny GRPO run through TRL's GRPOTrainer on the GPU in bf16 with the
+A real tiny GRPO run through TRL's GRPOTrainer on the GPU in bf16 with the
 cascade and the stream, and `carl-tui train` itself with the trainer told to use the
 GPU (what a job's YAML does). Skipped where no CUDA device is present: the rest of
-the suite covers the same code on the CPU.
+the suite covers the same code on the CPU (and the CARL reward on CUDA against the
+float64 host reference is in test_training_reward.py).
 """
 
 from __future__ import annotations
@@ -23,63 +23,17 @@ pytest.importorskip("trl")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
 from carl_tui.coherence.gates import CascadeGate
-from carl_tui.coherence.rewards import score_sequence
 from carl_tui.training.callback import CarlCallback
 from carl_tui.training.cascade_reward import CascadeReward
 from carl_tui.training.reward import carl_reward
 from carl_tui.training.tiny import (
-    EOS,
     reverse_reward,
     tiny_model,
     tiny_tokenizer,
-    warm_start_copy,
 )
-from tests.test_training_reward import reference
-
-PROMPTS = ["12>", "987654>", "3>", "40213>", "55>", "7>"]
-COMPLETIONS = ["21", "456789" + EOS, "3333333333", "31204" + EOS, "5", ""]
 
 
-@pytest.fixture(scope="module")
-def tok():
-    return tiny_tokenizer()
-
-
-@pytest.fixture(scope="module")
-def trained(tok):
-    """The tiny model with peaked predictions, trained on the host (same weights each run)."""
-    model = tiny_model(seed=5)
-    warm_start_copy(model, tok, steps=40, seed=5)
-    return model
-
-
-def _scores(model, tok, device, dtype):
-    on = model.to(device=device, dtype=dtype)
-    c_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in COMPLETIONS]
-    reward = carl_reward(on, tok, chunk_size=4)
-    got = reward(prompts=PROMPTS, completions=COMPLETIONS, completion_ids=c_ids)
-    return got, reward.last_scores, c_ids
-
-
-@pytest.mark.parametrize(("dtype", "tol"), [("float32", 1e-4), ("bfloat16", 0.03)])
-def test_reward_on_cuda_matches_the_host_reference(tok, trained, dtype, tol):
-    import copy
-
-    host = copy.deepcopy(trained).float()
-    model = copy.deepcopy(trained)
-    got, scores, c_ids = _scores(model, tok, "cuda", getattr(torch, dtype))
-    assert next(model.parameters()).device.type == "cuda"
-    empty = score_sequence(np.zeros(0), np.zeros(0))
-    assert got[-1] == pytest.approx(empty.composite)  # the empty completion, on any device
-    for i, (prompt, cid) in enumerate(zip(PROMPTS[:-1], c_ids[:-1], strict=True)):
-        _phi, _p, ref = reference(host, tok, prompt, cid)
-        assert got[i] == pytest.approx(ref.composite, abs=tol), (dtype, i)
-        for field in ("multiscale", "cloud", "discontinuity", "phi_mean"):
-            assert getattr(scores[i], field) == pytest.approx(getattr(ref, field), abs=tol), field
-    assert max(got) - min(got) > 0.01  # the scores tell the completions apart
-
-
-def test_grpo_trains_on_cuda_in_bf16(tmp_path, tok):
+def test_grpo_trains_on_cuda_in_bf16(tmp_path):
     """TRL's GRPOTrainer on the GPU, bf16, with the cascade and the CARL reward: the
     stream holds every step, finite, and the CARL reward is scored on the GPU."""
     from transformers import logging as hf_logging
@@ -88,6 +42,7 @@ def test_grpo_trains_on_cuda_in_bf16(tmp_path, tok):
     from carl_tui.training.tiny import grpo_dataset
 
     hf_logging.set_verbosity_error()
+    tok = tiny_tokenizer()
     model = tiny_model(seed=1)
     stream = tmp_path / "run.jsonl"
     cb = CarlCallback(stream, model.config.vocab_size, run_name="grpo-cuda",

@@ -206,3 +206,37 @@ def test_cascade_never_fires_on_flat_task_metric_and_computes_missing_task_rewar
         assert out == [None]
     assert cascade.stage == "A" and cascade.fired_step is None
     assert [m for _, m, _ in cascade.history] == [1.0] * 30
+
+
+#: The batch above and an empty completion (the reward on CUDA).
+PROMPTS_E = [*PROMPTS, "7>"]
+COMPLETIONS_E = [*COMPLETIONS, ""]
+
+
+def _scores(model, tok, device, dtype):
+    on = model.to(device=device, dtype=dtype)
+    c_ids = [tok(t, add_special_tokens=False)["input_ids"] for t in COMPLETIONS_E]
+    reward = carl_reward(on, tok, chunk_size=4)
+    got = reward(prompts=PROMPTS_E, completions=COMPLETIONS_E, completion_ids=c_ids)
+    return got, reward.last_scores, c_ids
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize(("dtype", "tol"), [("float32", 1e-4), ("bfloat16", 0.03)])
+def test_reward_on_cuda_matches_the_host_reference(tok, trained, dtype, tol):
+    import copy
+
+    host = copy.deepcopy(trained).float()
+    model = copy.deepcopy(trained)
+    got, scores, c_ids = _scores(model, tok, "cuda", getattr(torch, dtype))
+    assert next(model.parameters()).device.type == "cuda"
+    empty = score_sequence(np.zeros(0), np.zeros(0))
+    assert got[-1] == pytest.approx(empty.composite)  # the empty completion, on any device
+    for i, (prompt, cid) in enumerate(zip(PROMPTS_E[:-1], c_ids[:-1], strict=True)):
+        _phi, _p, ref = reference(host, tok, prompt, cid)
+        assert got[i] == pytest.approx(ref.composite, abs=tol), (dtype, i)
+        for field in ("multiscale", "cloud", "discontinuity", "phi_mean"):
+            assert getattr(scores[i], field) == pytest.approx(getattr(ref, field), abs=tol), field
+    assert max(got) - min(got) > 0.01  # the scores tell the completions apart
+
+
