@@ -525,18 +525,23 @@ def test_a_pause_far_below_the_ceiling_is_not_the_end_of_the_climb():
     not crystallisation; the same numbers as a reward (no ceiling) crystallise in it."""
     paused = 0
     for seed in range(8):
-        steps, acc = _staircase(seed)
-        nan = np.full(steps.size, NAN)
-        bounded = PhaseClassifier(ceiling=1.0)
-        bounded.update_many(steps, acc, nan)
-        names = [(p.value, s) for p, s in bounded.timeline]
+        names, first = _with_and_without_ceiling(*_staircase(seed))
         assert [p for p, _ in names] == ["baseline", "transition", "crystallisation"], names
         assert names[2][1] >= 66, names  # at the top, not in the pause
-        free = PhaseClassifier()
-        free.update_many(steps, acc, nan)
-        first = next(s for p, s in free.timeline if p is Phase.CRYSTALLISATION)
         paused += first <= 36
     assert paused >= 6  # without a ceiling, the pause passes for the end
+
+
+def _with_and_without_ceiling(steps, acc) -> tuple[list[tuple[str, int]], int]:
+    """The timeline of `acc` read as token accuracy (ceiling 1.0), and the first step of
+    crystallisation when the same numbers are read as a reward (no ceiling)."""
+    nan = np.full(steps.size, NAN)
+    bounded = PhaseClassifier(ceiling=1.0)
+    bounded.update_many(steps, acc, nan)
+    free = PhaseClassifier()
+    free.update_many(steps, acc, nan)
+    first = next(s for p, s in free.timeline if p is Phase.CRYSTALLISATION)
+    return [(p.value, s) for p, s in bounded.timeline], first
 
 
 def _small_reward_climb(seed: int):
@@ -579,17 +584,10 @@ def test_a_long_pause_far_below_the_ceiling_is_not_the_end():
     the top of the climb that follows. The same numbers as a reward (no ceiling)
     crystallise in the pause."""
     for seed in range(6):
-        steps, acc = _low_pause(seed)
-        nan = np.full(steps.size, NAN)
-        bounded = PhaseClassifier(ceiling=1.0)
-        bounded.update_many(steps, acc, nan)
-        names = [(p.value, s) for p, s in bounded.timeline]
+        names, first = _with_and_without_ceiling(*_low_pause(seed))
         assert [p for p, _ in names] == ["baseline", "transition", "crystallisation"], names
         assert names[2][1] >= 140, names
-        free = PhaseClassifier()
-        free.update_many(steps, acc, nan)
-        first = next(s for p, s in free.timeline if p is Phase.CRYSTALLISATION)
-        assert first < 80, [(p.value, s) for p, s in free.timeline]
+        assert first < 80, (seed, first)
 
 
 def test_a_stage_that_ends_near_its_best_ends_crystallised():
