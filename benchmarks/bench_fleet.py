@@ -10,7 +10,9 @@ Reference, in the same run: Trackio's own reader, `SQLiteStorage.get_logs` for e
 (what a dashboard that re-reads each run's whole history does on every tick), in a
 process of its own, on one run in REF_EVERY, scaled to every run (peak memory: of
 those runs). Then the cost of a poll of the unchanged store (the issue: one cheap
-query), against the first full read.
+query), against the first full read; and, in a copy of the store, the poll after trackio
+appended APPEND_ROWS rows to one run (the issue: reading those rows, not the project):
+its time, SQL statements and rows read, against that copy's first full read.
 
 The store is kept between runs in the benchmarks' cache folder (writing it takes
 minutes).
@@ -20,8 +22,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -109,6 +113,56 @@ def _ours(root: str) -> dict:
     }
 
 
+APPEND_ROWS = 10
+
+
+def _appended(root: str) -> dict:
+    """In its own process, on a copy of the store: read it whole (the reference), then
+    trackio appends APPEND_ROWS rows to one run; what the next poll costs: its time, its
+    statements and the rows it read."""
+    from carl_tui.events import ScalarBatch
+    from carl_tui.sources.trackio.local import TrackioLocalSource
+
+    src = TrackioLocalSource(PROJECT, root=Path(root))
+    t0 = time.perf_counter()
+    while src.poll():
+        pass
+    first_read, first_queries = time.perf_counter() - t0, src.queries
+    runs, steps = size()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKIO_")}
+    env.update(TRACKIO_DIR=root, HF_HUB_OFFLINE="1")
+    subprocess.run([sys.executable, "-m", "benchmarks.bench_fleet", "append", root, str(runs),
+                    str(steps)], env=env, check=True)
+    statements: list[str] = []
+    src._conn.set_trace_callback(statements.append)
+    q0, t0 = src.queries, time.perf_counter()
+    events = src.poll()
+    took = time.perf_counter() - t0
+    src.close()
+    batches = [e for e in events if isinstance(e, ScalarBatch)]
+    return {"first_read_s": first_read, "first_read_queries": first_queries,
+            "append_s": took, "append_queries": src.queries - q0,
+            "append_statements": len(statements),
+            "append_rows": sum(len(b) for b in batches),
+            "append_runs": len({b.run.key for b in batches})}
+
+
+def append(runs: int, steps: int) -> None:
+    """Trackio appends APPEND_ROWS steps to the middle run (TRACKIO_DIR is the store)."""
+    from datetime import datetime, timedelta, timezone
+
+    from trackio.sqlite_storage import SQLiteStorage
+
+    i = runs // 2
+    t0 = datetime(2025, 11, 2, 8, 0, tzinfo=timezone.utc)
+    SQLiteStorage.bulk_log(
+        PROJECT, run_name(i), rows(steps, steps + APPEND_ROWS, steps, seed=i),
+        steps=list(range(steps, steps + APPEND_ROWS)),
+        timestamps=[(t0 + timedelta(seconds=0.5 * k)).isoformat() for k in range(APPEND_ROWS)],
+        run_id=f"{run_name(i)}-id",
+    )
+
+
 def _cpu() -> float:
     """CPU seconds of this process and of its finished children (the reading helpers)."""
     import resource
@@ -146,8 +200,12 @@ def run() -> list[Row]:
     root = ensure_store(runs, steps)
     ours = _in_process("ours", root, runs)
     ref = _in_process("trackio", root, runs)
+    # Trackio appends rows to a copy (the cached store stays as written).
+    with tempfile.TemporaryDirectory(prefix="carl-fleet-") as tmp:
+        shutil.copyfile(root / f"{PROJECT}.db", Path(tmp) / f"{PROJECT}.db")
+        appended = _in_process("appended", Path(tmp), runs)
     label = f"fleet: {runs} Trackio runs x {steps} steps"
-    assert ours["rows"] == runs, ours
+    assert ours["rows"] == runs and appended["append_rows"] == APPEND_ROWS, (ours, appended)
     return [
         Row(f"{label}, every row's phase", ours["seconds"], ref["seconds"], "s",
             "<= 10 s", f"{ours['phases']}/{ours['rows']} phases, {ours['cpu_s']:.1f} CPU s; "
@@ -159,6 +217,11 @@ def run() -> list[Row]:
         Row(f"{label}, poll of the unchanged store", ours["poll_s"], ours["first_read_s"],
             "s", "one cheap query", f"{ours['poll_queries']:.0f} table queries a poll "
             "(PRAGMA data_version only); ref: the first full read"),
+        Row(f"{label}, poll after {APPEND_ROWS} new rows in one run", appended["append_s"],
+            appended["first_read_s"], "s", "reads those rows only",
+            f"{appended['append_rows']} rows of {appended['append_runs']} run read, "
+            f"{appended['append_statements']} SQL statements; ref: the first full read "
+            f"({runs * steps} rows, {appended['first_read_queries']} table queries)"),
     ]
 
 
@@ -168,5 +231,9 @@ if __name__ == "__main__":
         write(Path(where), int(sys.argv[3]), int(sys.argv[4]))
     elif what == "ours":
         print(json.dumps(_ours(where)))
+    elif what == "appended":
+        print(json.dumps(_appended(where)))
+    elif what == "append":
+        append(int(sys.argv[3]), int(sys.argv[4]))
     else:
         print(json.dumps(_trackio(where, int(sys.argv[3]))))

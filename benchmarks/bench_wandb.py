@@ -42,7 +42,7 @@ from benchmarks.bench_startup import (
     measure_bare,
     measure_carl,
 )
-from benchmarks.common import Row
+from benchmarks.common import Row, timed_command
 from benchmarks.pty_screen import Session
 from benchmarks.wandb_store import ensure_wandb_run, run_dirs
 
@@ -123,7 +123,22 @@ def _folder(runs: int, steps: int) -> list[Row]:
         Row(f"{label}: list every run", t_list, None, note=f"{len(listed)} runs listed"),
         Row(f"{label}: every run's last step read", t_latest, None,
             note=f"{done} of {runs} runs at their last step"),
+        _fleet(home, label, runs),
     ]
+
+
+def _fleet(home, label: str, runs: int) -> Row:
+    """`carl-tui fleet --wandb HOME --json`, from process start to every row's phase."""
+    import json
+    import sys
+
+    took, peak, text = timed_command([sys.executable, "-m", "carl_tui", "fleet", "--wandb",
+                                      str(home), "--json"])
+    got = json.loads(text)
+    phases = sum(1 for r in got if (r.get("phase") or {}).get("phase"))
+    assert len(got) == runs, len(got)
+    return Row(f"{label}: fleet --json, every row's phase", took, None,
+               note=f"{phases}/{len(got)} phases, from process start, peak {peak:.0f} MB")
 
 
 def run() -> list[Row]:

@@ -56,3 +56,23 @@ def median_time(fn: Callable[[], object], repeat: int = 5) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+_TIMED = (
+    "import resource, subprocess, sys, time; t0 = time.perf_counter(); "
+    "out = subprocess.run(sys.argv[1:], check=True, capture_output=True, text=True); "
+    "took = time.perf_counter() - t0; sys.stderr.write(out.stdout); "
+    "print(took, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024)"
+)
+
+
+def timed_command(argv: list[str]) -> tuple[float, float, str]:
+    """(wall seconds from process start to exit, peak resident MB, stdout) of `argv`, run
+    by a small process of its own whose only child it is (so the peak is its own)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _TIMED, *argv], check=True,
+                         capture_output=True, text=True)
+    took, peak = (float(x) for x in out.stdout.split())
+    return took, peak, out.stderr

@@ -233,3 +233,96 @@ def test_media_are_counted_apart_and_a_nan_loss_raises_the_alert(tmp_path):
     snap = store.snapshot(store.runs()[0].key)
     assert snap.series["loss"].count == 2
     assert [(e.kind, e.step) for e in snap.events] == [("nan_loss", 20)]
+
+
+ODD_WRITER = textwrap.dedent(
+    """
+    import math, sys
+    from trackio.sqlite_storage import SQLiteStorage
+
+    def row(run, i):
+        r = {"train/loss": 2.0 / (i + 1) + run, "train/entropy": 1.5 - i / 400,
+             "train/mean_token_accuracy": min(1.0, 0.3 + i / 250), "train/global_step": i}
+        odd = {7: {"train/loss": float("nan")}, 11: {"train/entropy": "high"},
+               13: {"train/grad_norm": {"inner": 1.0}}, 17: {"train/flag": True},
+               19: {"train/mean_token_accuracy": float("inf")}, 23: {"train/reward": None},
+               29: {"chart": {"_type": "trackio.image", "file_path": "x.png"}}}
+        r.update(odd.get(i % 31, {}))
+        if i % 37 == 5:
+            del r["train/entropy"]  # a missing key
+        if i % 41 == 3:
+            r = {"eval/loss": 0.5 + run, "train/global_step": i}  # another key set
+        return r
+
+    # Three runs written in turns of a few rows (40, 47, 54): each run's rows come in
+    # stretches that other runs' rows interrupt, as parallel jobs write one project.
+    done = [0, 0, 0]
+    while min(done) < 300:
+        for run in range(3):
+            part = [row(run, i) for i in range(done[run], min(300, done[run] + 40 + 7 * run))]
+            if not part:
+                continue
+            SQLiteStorage.bulk_log(
+                "odd", f"run-{run}", part, steps=[r["train/global_step"] for r in part],
+                timestamps=[f"2025-11-01T08:{run:02d}:{(done[run] + k) % 60:02d}+00:00"
+                            for k in range(len(part))],
+                config={"seed": run} if done[run] == 0 else None, run_id=f"run-{run}-id")
+            done[run] += len(part)
+    """
+)
+
+
+def _same_events(a: list, b: list) -> None:
+    """Two reads' events, one by one: the same runs, rows, values, times and skips."""
+    assert [type(e) for e in a] == [type(e) for e in b]
+    for x, y in zip(a, b):
+        assert x.run == y.run
+        if isinstance(x, RunMeta):
+            assert x.meta == y.meta
+            continue
+        np.testing.assert_array_equal(x.steps, y.steps)
+        assert sorted(x.columns) == sorted(y.columns)
+        for name, values in x.columns.items():
+            np.testing.assert_array_equal(values, y.columns[name], err_msg=name)
+        assert (x.wall_time, x.nonfinite, x.preview) == (y.wall_time, y.nonfinite, y.preview)
+
+
+def test_helpers_read_a_project_of_odd_interleaved_runs_as_one_process_does(
+        tmp_path, monkeypatch):
+    """Helper processes read ranges of a project whose runs interleave, with odd values
+    (NaN, infinities, strings, nested dicts, booleans, nulls, media, missing keys, rows
+    of another key set): the same events (rows, values, skips, names, times) as a read
+    in one process by batches of the same size, and the same store (values, steps, gate,
+    phases, alerts)."""
+    from carl_tui.store import RunStore
+    from tests.test_preview import assert_same_run
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKIO_")}
+    env.update(TRACKIO_DIR=str(tmp_path), HF_HUB_OFFLINE="1")
+    subprocess.run([sys.executable, "-c", ODD_WRITER], env=env, check=True, timeout=120)
+    monkeypatch.setattr(tl, "HELPER_MIN_ROWS", 100)
+    monkeypatch.setattr(tl, "HELPER_BLOCK_ROWS", 37)  # ranges cut runs and hold several
+    reads = []
+    for helpers in (0, 2):
+        src = tl.TrackioLocalSource("odd", root=tmp_path, batch_rows=37)
+        src.helpers = helpers
+        store = RunStore()
+        events = drain(src)
+        store.apply(events)
+        reads.append((src, store, events))
+        assert (src._reader is None) and (src._helped.tried == (helpers > 0))
+        src.close()
+    (plain, plain_store, plain_events), (helped, helped_store, helped_events) = reads
+    batches = [e for e in helped_events if isinstance(e, ScalarBatch)]
+    assert sum(map(len, batches)) == 900 and len({len(b) for b in batches}) > 2
+    assert {b.run.name for b in batches} == {"run-0", "run-1", "run-2"}
+    _same_events(plain_events, helped_events)
+    assert plain.tally.reasons() == helped.tally.reasons() and plain.skipped > 0
+    assert plain.tally.notes() == helped.tally.notes() == (("image", 3 * 9),)
+    assert plain_store.runs() == helped_store.runs() and len(plain_store.runs()) == 3
+    for ref in plain_store.runs():
+        a, b = helped_store.snapshot(ref.key), plain_store.snapshot(ref.key)
+        assert_same_run(a, b)
+        assert a.events == b.events and any(e.kind == "nan_loss" for e in a.events)
+        # 24 rows without an entropy: 10 strings, 8 missing, 8 of another key set (2 both)
+        assert a.series["entropy"].count == 300 - 24

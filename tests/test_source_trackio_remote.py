@@ -404,3 +404,33 @@ def test_a_nan_loss_on_a_remote_run_raises_the_alert(trackio_server):
     snap = store.snapshot(store.runs()[0].key)
     assert snap.series["loss"].count == 2 and src.skipped == 1
     assert [(e.kind, e.step) for e in snap.events] == [("nan_loss", 20)]
+
+
+def test_an_unchanged_project_costs_one_cheap_request_a_poll(trackio_server):
+    """Once caught up, a poll of an unchanged project asks the server one cheap question
+    (each table's newest id); rows that arrive later are still read, once each."""
+    project, d = project_name(), trackio_server.data_dir
+    wait_writer(start_writer(d, project, "a", [{"loss": float(i)} for i in range(20)]))
+    src = TrackioRemoteSource(trackio_server.url, project=project)
+    events = src.poll()
+    while src.behind:
+        events += src.poll()
+    assert collect(events)["a"][0] == list(range(20))
+    asked: list[str] = []
+    query = src.remote.query
+    src.remote.query = lambda sql: asked.append(sql) or query(sql)
+    sent = src.requests
+    for _ in range(3):
+        assert src.poll() == []
+    assert src.requests - sent == 3 and len(asked) == 3
+    assert all(q.startswith("SELECT (SELECT COALESCE(MAX(id), 0) FROM metrics)") for q in asked)
+    wait_writer(start_writer(d, project, "b", [{"loss": -float(i)} for i in range(5)]))
+    new = src.poll()
+    got = collect(new)
+    assert list(got) == ["b"] and got["b"] == ([0, 1, 2, 3, 4], {"loss": [-0.0, -1, -2, -3, -4]})
+    assert any(isinstance(e, RunMeta) and e.run.name == "b" for e in new)
+    asked.clear()
+    sent = src.requests
+    assert src.poll() == [] and src.poll() == []
+    assert src.requests - sent == 2 and all("MAX(id)" in q for q in asked)
+    src.close()

@@ -111,7 +111,10 @@ class Series:
             values = np.concatenate([self._pend_values, values])
         # Widen the buckets until everything fits in the fixed history array.
         while self._nb + values.shape[0] // self._width > 2 * self.max_buckets:
-            self._halve()
+            if self._nb <= 1:
+                self._width *= 2  # merging pairs of at most one bucket changes nothing
+            else:
+                self._halve()
         w = self._width
         full = (values.shape[0] // w) * w
         self._pend_steps, self._pend_values = steps[full:].copy(), values[full:].copy()

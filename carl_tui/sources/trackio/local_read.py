@@ -29,6 +29,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
 
@@ -121,9 +122,10 @@ def group_by_run(rows: list[tuple], key_at: int = 1) -> dict[str, list[tuple]]:
     keys = list(map(itemgetter(key_at), rows))
     if keys.count(keys[0]) == len(keys):
         return {str(keys[0]): rows}
+    # One stretch of consecutive rows of a run at a time (a run logs many rows in a row).
     by_run: dict[str, list[tuple]] = {}
-    for row in rows:
-        by_run.setdefault(str(row[key_at]), []).append(row)
+    for key, stretch in groupby(rows, key=itemgetter(key_at)):
+        by_run.setdefault(str(key), []).extend(stretch)
     return by_run
 
 
@@ -141,19 +143,16 @@ def _connection(path: str) -> sqlite3.Connection:
 def read_range(path: str, key: str, lo: int, hi: int) -> list[RunBlock]:
     """The rows `lo < id <= hi` of the metrics table of `path`, per run."""
     conn = _connection(path)
-    # No id column: the range is in id order already, and reading ids costs a fifth.
     rows = conn.execute(
-        f"SELECT {key}, step, metrics FROM metrics WHERE id > ? AND id <= ? ORDER BY id",
+        f"SELECT id, {key}, step, metrics FROM metrics WHERE id > ? AND id <= ? ORDER BY id",
         (lo, hi),
     ).fetchall()
     out = []
-    for run_key, run_rows in group_by_run(rows, key_at=0).items():
-        # `+key`: by id, backwards from the end of the range (an index on the run would
-        # make SQLite walk every row of the run).
-        info = conn.execute(
-            f"SELECT run_name, timestamp FROM metrics WHERE id > ? AND id <= ? AND +{key} = ? "
-            "ORDER BY id DESC LIMIT 1", (lo, hi, run_rows[-1][0])).fetchone()
-        steps, columns, tally, bad, nonfinite = run_columns(run_rows, step_at=1, metrics_at=2)
+    for run_key, run_rows in group_by_run(rows).items():
+        # The run's last row in the range, found by its id (a point lookup).
+        info = conn.execute("SELECT run_name, timestamp FROM metrics WHERE id = ?",
+                            (run_rows[-1][0],)).fetchone()
+        steps, columns, tally, bad, nonfinite = run_columns(run_rows)
         out.append(RunBlock(run_key, str(info[0]) if info else run_key,
                             info[1] if info else None, steps, columns, tally,
                             len(run_rows) - bad, nonfinite))

@@ -9,8 +9,11 @@ table through `query_project` (read-only SQL, at most 10,000 rows a reply):
 
 The first polls page through the full history; later polls fetch only rows
 that are new since the last one, so a poll costs what arrived, not what the
-run has accumulated. `id` is SQLite's autoincrement key: rows become visible
-in id order, so "id greater than the last one seen" never skips or repeats.
+run has accumulated. Once caught up, a poll first asks the newest id of each
+table in one cheap query (`MAX(id)`: a lookup at the end of the table); when
+none has a row past those read, that is the poll's only request. `id` is
+SQLite's autoincrement key: rows become visible in id order, so "id greater
+than the last one seen" never skips or repeats.
 
 System metrics (`system_metrics`) and alerts (`alerts`) are read the same way,
 by id, both in one more query per poll (`remote_extras.py`, through the
@@ -229,6 +232,8 @@ class TrackioRemoteSource(PolledSource):
         if self._preview.standing and self.hold is not None:
             self.hold.wait(HOLD_MAX_S)  # page through the history once the preview is shown
             self.hold = None
+        if self._unchanged():
+            return []
         events = self._pages()
         if self._preview.ends(self.last_id, self.behind):
             events.extend(self._preview.end())
@@ -237,6 +242,23 @@ class TrackioRemoteSource(PolledSource):
         self.behind = self.behind or self._extras.full
         self.limitation = self._extras.limitation
         return events
+
+    def _unchanged(self) -> bool:
+        """Once caught up: one cheap request, the newest id of each table; True when no
+        table has a row past those read (then nothing else is asked). False at once
+        while more is waiting, a run's config is awaited or a table is not read yet."""
+        probe = self._extras.probe_sql()
+        if self.behind or self._pending_config or not self.last_id or probe is None:
+            return False
+        try:
+            rows = self.remote.query(
+                f"SELECT (SELECT COALESCE(MAX(id), 0) FROM metrics) AS metrics{probe}")
+        except (SourceError, UnknownApi):
+            return False  # the full poll meets (and reports) what is wrong
+        row = rows[0] if len(rows) == 1 else {}
+        newest = row.get("metrics")
+        return (type(newest) is int and newest <= self.last_id
+                and self._extras.unchanged(row))
 
     def _pages(self) -> list[Event]:
         """New metrics rows, page by page by id, at most MAX_PAGES_PER_POLL pages and

@@ -1,7 +1,8 @@
 """System metrics and alerts of a remote Trackio project, read by id like the metrics.
 
 Both tables are read in one more query per poll (a page of each, within the
-server's cap; see `system_tables.py`): `SystemSample`s and
+server's cap; see `system_tables.py`), or, once caught up, their newest ids are asked
+in the source's one probe of an unchanged project (`probe_sql`): `SystemSample`s and
 `Marker(kind="alert")`s, each once. They are optional: a database without one of
 those tables is probed again every `MISSING_TABLE_RECHECK_POLLS` polls, and a
 failure to read them never stops the metrics (it is said in `limitation` until it
@@ -90,6 +91,19 @@ class RemoteExtras:
                 self._failed([table], exc1)
         return events
 
+    def probe_sql(self) -> str | None:
+        """Columns of a probe of both tables' newest ids (", (SELECT ...) AS <table>"),
+        or None while a table is missing, failing or not read yet."""
+        if self._errors or self._wait or any(t not in self._col for t in EXTRA_TABLES):
+            return None
+        return "".join(f", (SELECT COALESCE(MAX(id), 0) FROM {t}) AS {t}"
+                       for t in EXTRA_TABLES)
+
+    def unchanged(self, probe: dict[str, Any]) -> bool:
+        """A probe's row says no table has a row past those read."""
+        last = {"system_metrics": self.last_system_id, "alerts": self.last_alert_id}
+        return all(_at_most(probe.get(t), last[t]) for t in EXTRA_TABLES)
+
     def _query(self, src: _Reading, ready: dict[str, str]) -> list[Event]:
         remote = src.remote
         system = ready.get("system_metrics")
@@ -156,3 +170,8 @@ class RemoteExtras:
         if n_system >= SYSTEM_PAGE_ROWS or n_alerts >= ALERT_PAGE_ROWS:
             self.full = True
         return events
+
+
+def _at_most(value: Any, last: int) -> bool:
+    """`value` (a probe's newest id) is an integer no greater than `last`."""
+    return type(value) is int and value <= last

@@ -64,6 +64,20 @@ def points_by_run(rows: list[dict[str, Any]], tally: InputTally) -> RunPoints:
     return out
 
 
+#: Raw key -> its metric name (`canonical`), None for the step key and keys that are not
+#: metrics: a row's keys are the same row after row, their names are worked out once.
+_NAMES: dict[str, str | None] = {}
+_NAMES_MAX = 10_000
+_UNSEEN = object()
+
+
+def _metric_name(key: str) -> str | None:
+    name = None if key == X_KEY or not is_metric_key(key) else canonical(key)
+    if len(_NAMES) < _NAMES_MAX:
+        _NAMES[key] = name
+    return name
+
+
 def row_point(step: Any, metrics: dict[str, Any], tally: InputTally,
               nonfinite: list[tuple[str, int]] | None = None) -> Point | None:
     """(step, values) of a row; None (skipped and counted) when it has no valid step.
@@ -74,15 +88,18 @@ def row_point(step: Any, metrics: dict[str, Any], tally: InputTally,
         return None
     values: dict[str, float] = {}
     for key, value in metrics.items():
-        if key == X_KEY or not is_metric_key(key):
+        name = _NAMES.get(key, _UNSEEN)
+        if name is _UNSEEN:
+            name = _metric_name(key)
+        if name is None:
             continue
         v = valid_number(value)
         if v is not None:
-            values[canonical(key)] = v
+            values[name] = v
         elif type(value) is float or (isinstance(value, str) and value in _NON_FINITE):
             tally.skip(NOT_FINITE, f"{key}={short_repr(value)}")
             if nonfinite is not None:
-                nonfinite.append((canonical(key), x))
+                nonfinite.append((name, x))
         elif isinstance(value, dict) and isinstance(value.get("_type"), str):
             tally.note(media_kind(value))
     return x, values
