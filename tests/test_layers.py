@@ -250,6 +250,60 @@ def test_the_first_frame_loads_no_reader(tmp_path):
            "'carl_tui.store', 'numpy'" in out
 
 
+FIRST_DATA_PROBE = """
+import asyncio, sys
+from carl_tui import cli
+from carl_tui.ui.app import CarlApp
+from carl_tui.ui.widgets.metrics_table import MetricsTable
+args = cli.build_parser().parse_args(sys.argv[1:])
+app = CarlApp(cli._config(args, cli.open_request(cli.source_request(args))))
+painted = MetricsTable.render_lines
+def render_lines(self, crop):
+    if app.snapshot is not None and not getattr(app, "_probed", False):
+        app._probed = True
+        print("NUMBERS PAINTED:", app.snapshot.last_step, "plotext" in sys.modules,
+              app.dashboard.entropy._plot is not None)
+    return painted(self, crop)
+MetricsTable.render_lines = render_lines
+async def main():
+    async with app.run_test(size=(160, 45)) as pilot:
+        plot = app.dashboard.entropy
+        for _ in range(100):
+            await pilot.pause(0.05)
+            if plot._plot is not None and plot.render_cost > 0:
+                break
+        print("PLOTS:", "plotext" in sys.modules, plot.lines, plot.render_cost > 0)
+asyncio.run(main())
+"""
+
+
+def test_a_runs_numbers_are_painted_before_its_plots(tmp_path):
+    """The frame that first shows a run's numbers (the metrics table) waits neither for
+    plotext to load nor for a plot to be drawn: each plot draws its first figure in the
+    next frame."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    store = tmp_path / "trackio"
+    store.mkdir()
+    db = sqlite3.connect(store / "proj.db")
+    db.execute("CREATE TABLE metrics (id INTEGER PRIMARY KEY AUTOINCREMENT, timestamp TEXT, "
+               "run_id TEXT, run_name TEXT, step INTEGER, metrics TEXT)")
+    db.executemany("INSERT INTO metrics (timestamp, run_id, run_name, step, metrics) "
+                   "VALUES (?, 'r-1', 'run', ?, ?)",
+                   [(f"2026-11-23T10:00:{i:02d}", i,
+                     f'{{"loss": {2.5 - i * 0.013}, "entropy": {1.9 - i * 0.02}}}')
+                    for i in range(40)])
+    db.commit()
+    db.close()
+    out = subprocess.run([sys.executable, "-c", FIRST_DATA_PROBE, "--trackio-dir", str(store)],
+                         check=False, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "NUMBERS PAINTED: 39 False False" in out.stdout
+    assert "PLOTS: True ['run'] True" in out.stdout
+
+
 def test_the_first_frame_of_a_remote_run_loads_no_http_client():
     """`--trackio URL` is checked before the first frame without httpx; the remote
     source is built once the frame is on screen (here it finds no server: no data)."""

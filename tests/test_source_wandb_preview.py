@@ -124,6 +124,27 @@ def test_preview_first_then_exactly_a_read_from_the_start(long_run, small_previe
 
 
 @needs_wandb
+def test_a_sampled_preview_shows_the_shape_of_the_run(long_run, small_preview):
+    """A preview of a few evenly spaced rows shows the run's shape: rows from every tenth
+    of it, and for each metric extremes within the true range that span most of it (the
+    plots' y range, the table's min/max, provisional until the history is read). What a
+    shape needs is a number of rows (a plot draws a few hundred points of a series), not
+    a share of the run: 40 here, `PREVIEW_SAMPLES` on screen, whatever the run's length."""
+    assert wr.PREVIEW_SAMPLES == 40  # (small_preview)
+    want = expected_points(grpo_rows(N), step_metric=STEP_METRIC)
+    first = previewing(long_run.dir).poll()
+    got = points([e for e in first if isinstance(e, ScalarBatch) and e.preview])
+    last = N * 5
+    for name in ("loss", "reward", "entropy", "kl"):
+        true = [v for _, v in want[name]]
+        seen = [v for _, v in got[name]]
+        assert min(true) <= min(seen) and max(seen) <= max(true), name
+        assert max(seen) - min(seen) >= 0.8 * (max(true) - min(true)), name
+        assert {step * 10 // (last + 1) for step, _ in got[name]} == set(range(10)), name
+        assert len(seen) < N // 10, name  # a preview, not the history
+
+
+@needs_wandb
 def test_a_short_log_or_a_read_without_preview_is_read_from_the_start(long_run):
     src = wr.WandbSource(long_run.dir)  # `summary`, `export`: no preview asked for
     assert not any(getattr(e, "preview", False) for e in src.poll())

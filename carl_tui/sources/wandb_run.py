@@ -124,7 +124,9 @@ NEED_WANDB = "reading W&B runs needs wandb: pip install 'carl-tui[wandb]'"
 
 MAX_BYTES_PER_POLL = 4 << 20
 PREVIEW_MIN_BYTES = 2 * MAX_BYTES_PER_POLL  # a shorter log is simply read
-PREVIEW_SAMPLES = 1500  # sampled rows of a previewed log (shared by a folder's runs)
+# Sampled rows of a previewed log (shared by a folder's runs): more than a plot draws of a
+# series (four a cell: about 300 on a 160-column screen), few enough to be read at once.
+PREVIEW_SAMPLES = 500
 PREVIEW_MIN_SAMPLES = 100
 PREVIEW_MAX_RUNS = 8  # a folder's newest runs are previewed, the others read in order
 NOT_METRICS = frozenset({"_step", "_runtime", "_timestamp", "_wandb"})

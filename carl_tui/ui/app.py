@@ -184,7 +184,6 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
             _ = self.controller
         if self._source_problem:
             self.notify(self._source_problem, severity="error", timeout=15)
-        self.dashboard.prepare_plots()  # while the sources read their first rows
         self.pull()
         if self.settings.fleet:  # the table at once: its rows arrive as the sources read
             self.open_fleet()

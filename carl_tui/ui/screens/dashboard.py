@@ -135,14 +135,6 @@ class DashboardScreen(ChartKeys, Screen[None]):
 
     # -- showing ---------------------------------------------------------------
 
-    @staticmethod
-    def prepare_plots() -> None:
-        """Load what drawing a run takes (plotext, the chart's numpy maths): the app
-        calls this once the sources are reading, so that the first rows find it loaded."""
-        import textual_plotext.plot  # noqa: F401
-
-        import carl_tui.ui.chart  # noqa: F401
-
     def all_plots(self) -> list[MetricPlot]:
         return [self.phi, self.entropy, *self.grid.query(MetricPlot)]
 

@@ -8,7 +8,10 @@ when what it shows changed, and not while it is hidden.
 
 plotext (and numpy, through the view) load with the first data to draw: until
 then a plot is its panel and a line saying what it waits for, so the dashboard's
-first frame needs neither. The figure is textual-plotext's, themed from the app's
+first frame needs neither. The first figure is drawn a frame after the data
+arrived: the frame that brings a run's numbers (the metrics table, the phase
+panel, the status bar) waits neither for plotext to load nor for the plots to be
+drawn. The figure is textual-plotext's, themed from the app's
 theme as its `PlotextPlot` widget does.
 """
 
@@ -60,6 +63,7 @@ class MetricPlot(Widget):
         self.color_var = color_var
         self.view = PlotView(title=metric, empty=WAITING)
         self._plot: Any = None  # textual-plotext's figure, made for the first data drawn
+        self._first_due = False  # the first figure is drawn after the next refresh
         self._inputs: tuple | None = None
         self._key: object = None
         self._drawn: object = None
@@ -177,6 +181,20 @@ class MetricPlot(Widget):
         if view.empty:  # said in words (render), no figure
             self.refresh()
             return
+        if self._plot is None:  # the first figure: after the frame that shows the numbers
+            if not self._first_due:
+                self._first_due = True
+                self.call_after_refresh(self._first_figure)
+            return
+        self._figure(view)
+
+    def _first_figure(self) -> None:
+        """The first figure: plotext loads now, and the plot draws its latest view."""
+        _ = self.plt
+        if self.is_mounted and not self.view.empty:
+            self._figure(self.view)
+
+    def _figure(self, view: PlotView) -> None:
         plt = self.plt
         plt.clear_data()
         plt.clear_figure()
