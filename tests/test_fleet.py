@@ -264,6 +264,32 @@ def test_a_jobs_row_says_its_jobs_life(stage):
     assert row.state == Job(run, "job-1", stage).life == STAGE_LIFE[stage]
 
 
+@pytest.mark.parametrize(("config", "epochs", "state"), [
+    ({"max_steps": 20}, 1.0, "finished"),          # its last step is the one asked for
+    ({"max_steps": "20"}, 1.0, "finished"),        # a YAML config's string
+    ({"max_steps": 500}, 1.0, "stalled"),          # stopped short of it: long without news
+    ({"max_steps": -1, "num_train_epochs": 3}, 3.0, "finished"),  # epochs decide
+    ({"max_steps": -1, "num_train_epochs": 3}, 2.5, "stalled"),
+    ({"learning_rate": 1e-4}, 1.0, "stalled"),     # no end to compare with
+])
+def test_a_run_that_logged_its_last_step_is_finished(config, epochs, state):
+    """Trackio keeps no end of a run: a run whose rows reach the end its Trainer's config
+    sets (`max_steps`, or `num_train_epochs` by the epoch it logs, as TRL's report_to
+    logs the config) is finished, not stalled, however long ago it stopped."""
+    import numpy as np
+
+    from carl_tui.events import RunMeta
+
+    store = RunStore()
+    ref = RunRef("jsonl", "p", "run", "run")  # dated_run's
+    last = dated_run(store, "run", gap=2.0, n=21)  # steps 0..20
+    store.apply([RunMeta(ref, {"config": config}),
+                 ScalarBatch(ref, np.array([20]), {"epoch": np.array([epochs])},
+                             wall_time=last)])
+    [row] = fleet_rows(store, now=last + 10 * STALL_UNKNOWN_S)
+    assert row.state == state and row.last_step == 20
+
+
 def test_jobs_first_seen_are_recorded_not_announced():
     """Listing 50 jobs is not 50 pieces of news: a job first seen is in its run's events
     but raises no notice, unless it failed; a later change of stage is announced."""

@@ -8,6 +8,7 @@ builds them from the store (each run's snapshot, its source's word on its life
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -145,7 +146,10 @@ def fleet_row(snap: RunSnapshot, *, now: float,
 def run_state(snap: RunSnapshot, now: float) -> FleetState:
     """The run's state: its source's word (`RunLife`) where it says more than "live", else
     its job's stage, else "finished" once its end of training was read (the Trainer's
-    end-of-training values, a W&B exit record), else "live" (a source that cannot tell,
+    end-of-training values, a W&B exit record) or its last step reached the end its config
+    sets (`max_steps`, else `num_train_epochs` by the logged epoch: a Trainer's config, as
+    TRL's `report_to` logs it; Trackio keeps no end of a run), else "live" (a source that
+    cannot tell,
     such as Trackio's store, says "live" of every run it reads); a live run with no update
     for long is "stalled" (STALL_FACTOR)."""
     said = snap.life.state if snap.life is not None else "live"
@@ -155,13 +159,36 @@ def run_state(snap: RunSnapshot, now: float) -> FleetState:
         state = snap.job.life
     elif "exit_code" in snap.meta:
         state = "finished" if snap.meta["exit_code"] in (0, None) else "failed"
-    elif snap.meta.get("train_summary"):
+    elif snap.meta.get("train_summary") or _reached_its_end(snap):
         state = "finished"
     else:
         state = "live"
     if state == "live" and _stalled(snap, now):
         return "stalled"
     return state
+
+
+def _reached_its_end(snap: RunSnapshot) -> bool:
+    """The run logged the last step its config asks for: `max_steps` (> 0), or, where that
+    is unset (-1: epochs decide), `num_train_epochs` by its logged `epoch`."""
+    config = run_config(snap.meta)
+    max_steps = _number(config.get("max_steps"))
+    if max_steps is not None and max_steps > 0:
+        return snap.last_step is not None and snap.last_step >= max_steps
+    epochs, epoch = _number(config.get("num_train_epochs")), snap.series.get("epoch")
+    return (epochs is not None and epochs > 0 and epoch is not None
+            and epoch.last is not None and epoch.last >= epochs - 1e-6)
+
+
+def _number(value: Any) -> float | None:
+    """A config value as a finite number (YAML and JSON configs may hold "500")."""
+    if isinstance(value, bool):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
 
 
 def usual_interval(snap: RunSnapshot) -> float | None:
