@@ -64,6 +64,18 @@ def valid_number(value: Any) -> float | None:
     return None
 
 
+def finite_number(value: Any) -> float | None:
+    """A finite float from a number or a numeric string (a config's "500"), or None
+    (bools, other text, NaN, infinities)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
 def is_metric_key(key: str) -> bool:
     return (
         key not in NON_METRIC_KEYS

@@ -6,11 +6,11 @@ the export) sees a secret a prompt or completion held.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from carl_tui.metric_names import finite_number
 from carl_tui.redact import redact
 
 #: Columns of TRL's table that are not rewards.
@@ -19,15 +19,6 @@ NOT_REWARDS = frozenset({"step", "prompt", "completion", "advantage", "carl", "i
                          "images"})
 
 
-def number(value: Any) -> float | None:
-    """A finite float, or None (bools, text, NaN, infinities)."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def text_of(entry: Any) -> str:
@@ -77,9 +68,9 @@ def make_row(prompt: Any, completion: Any, rewards: Mapping[str, Any],
     return Completion(
         prompt=redact(text_of(prompt)),
         completion=redact(text_of(completion)),
-        rewards=tuple((str(k), number(v)) for k, v in rewards.items()),
-        advantage=number(advantage),
-        carl=number(carl),
+        rewards=tuple((str(k), finite_number(v)) for k, v in rewards.items()),
+        advantage=finite_number(advantage),
+        carl=finite_number(carl),
     )
 
 
@@ -139,5 +130,5 @@ def _int(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value if value >= 0 else None
-    f = number(value)
+    f = finite_number(value)
     return int(f) if f is not None and f.is_integer() and f >= 0 else None

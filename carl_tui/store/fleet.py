@@ -8,7 +8,6 @@ builds them from the store (each run's snapshot, its source's word on its life
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -172,23 +171,12 @@ def _reached_its_end(snap: RunSnapshot) -> bool:
     """The run logged the last step its config asks for: `max_steps` (> 0), or, where that
     is unset (-1: epochs decide), `num_train_epochs` by its logged `epoch`."""
     config = run_config(snap.meta)
-    max_steps = _number(config.get("max_steps"))
+    max_steps = mn.finite_number(config.get("max_steps"))
     if max_steps is not None and max_steps > 0:
         return snap.last_step is not None and snap.last_step >= max_steps
-    epochs, epoch = _number(config.get("num_train_epochs")), snap.series.get("epoch")
+    epochs, epoch = mn.finite_number(config.get("num_train_epochs")), snap.series.get("epoch")
     return (epochs is not None and epochs > 0 and epoch is not None
             and epoch.last is not None and epoch.last >= epochs - 1e-6)
-
-
-def _number(value: Any) -> float | None:
-    """A config value as a finite number (YAML and JSON configs may hold "500")."""
-    if isinstance(value, bool):
-        return None
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
 
 
 def usual_interval(snap: RunSnapshot) -> float | None:
