@@ -225,10 +225,9 @@ def first_frame_probe(*argv: str, env: dict[str, str] | None = None) -> str:
     return out.stdout
 
 
-def test_the_first_frame_loads_no_reader(tmp_path):
-    """The dashboard draws its first frame before numpy, plotext, the store or a
-    reader load (they load once it is on screen), then shows the run: here for the
-    default source, a local Trackio project, found and checked by the CLI first."""
+def trackio_store(tmp_path, metrics_of):
+    """A Trackio folder holding project `proj`: one run of 40 rows, row i's metrics JSON
+    `metrics_of(i)` (Trackio's table, as trackio writes it)."""
     import sqlite3
 
     store = tmp_path / "trackio"
@@ -238,10 +237,17 @@ def test_the_first_frame_loads_no_reader(tmp_path):
                "run_id TEXT, run_name TEXT, step INTEGER, metrics TEXT)")
     db.executemany("INSERT INTO metrics (timestamp, run_id, run_name, step, metrics) "
                    "VALUES (?, 'r-1', 'run', ?, ?)",
-                   [(f"2026-11-23T10:00:{i:02d}", i, f'{{"loss": {2.5 - i * 0.013}}}')
-                    for i in range(40)])
+                   [(f"2026-11-23T10:00:{i:02d}", i, metrics_of(i)) for i in range(40)])
     db.commit()
     db.close()
+    return store
+
+
+def test_the_first_frame_loads_no_reader(tmp_path):
+    """The dashboard draws its first frame before numpy, plotext, the store or a
+    reader load (they load once it is on screen), then shows the run: here for the
+    default source, a local Trackio project, found and checked by the CLI first."""
+    store = trackio_store(tmp_path, lambda i: f'{{"loss": {2.5 - i * 0.013}}}')
     out = first_frame_probe("--trackio-dir", str(store))
     assert "AT FIRST FRAME: []" in out
     assert "TITLE: carl-tui · trackio proj" in out
@@ -281,22 +287,11 @@ def test_a_runs_numbers_are_painted_before_its_plots(tmp_path):
     """The frame that first shows a run's numbers (the metrics table) waits neither for
     plotext to load nor for a plot to be drawn: each plot draws its first figure in the
     next frame."""
-    import sqlite3
     import subprocess
     import sys
 
-    store = tmp_path / "trackio"
-    store.mkdir()
-    db = sqlite3.connect(store / "proj.db")
-    db.execute("CREATE TABLE metrics (id INTEGER PRIMARY KEY AUTOINCREMENT, timestamp TEXT, "
-               "run_id TEXT, run_name TEXT, step INTEGER, metrics TEXT)")
-    db.executemany("INSERT INTO metrics (timestamp, run_id, run_name, step, metrics) "
-                   "VALUES (?, 'r-1', 'run', ?, ?)",
-                   [(f"2026-11-23T10:00:{i:02d}", i,
-                     f'{{"loss": {2.5 - i * 0.013}, "entropy": {1.9 - i * 0.02}}}')
-                    for i in range(40)])
-    db.commit()
-    db.close()
+    store = trackio_store(
+        tmp_path, lambda i: f'{{"loss": {2.5 - i * 0.013}, "entropy": {1.9 - i * 0.02}}}')
     out = subprocess.run([sys.executable, "-c", FIRST_DATA_PROBE, "--trackio-dir", str(store)],
                          check=False, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
