@@ -324,14 +324,20 @@ async def test_other_runs_crystallising_are_one_notice_not_one_each(tmp_path):
         paths.append(path)
     app = build_app(dashboard_config([open_file(p) for p in paths], run="grpo-0",
                                      refresh_interval=0.05, clock=lambda: NOW))
-    app.follower.grouper.window = 3.0  # one burst, however loaded the machine
+    # The burst's window runs on a clock of the test's: it ends once every run was read,
+    # however loaded the machine (one burst, one group).
+    now = [0.0]
+    app.follower.grouper.clock = lambda: now[0]
     said = notices_said(app)
     async with app.run_test(size=(160, 45)) as pilot:
-        await wait_for(pilot, lambda: any("runs crystallised" in t for t in said),
-                       timeout=20, what="the grouped notice")
-        await wait_for(pilot, lambda: all(app.store.snapshot(r.key).last_step == 45
-                                          for r in app.store.runs())
-                       and not app.follower.grouper.holding, what="every run read and told")
+        await wait_for(pilot, lambda: len(app.store.runs()) == 6 and all(
+            app.store.snapshot(r.key).last_step == 45 for r in app.store.runs()),
+            timeout=20, what="every run read")
+        await wait_for(pilot, lambda: app.follower._seen_store_version == app.store.version,
+                       what="the last reads' notices taken (held)")
+        now[0] += 60.0
+        await wait_for(pilot, lambda: any("runs crystallised" in t for t in said)
+                       and not app.follower.grouper.holding, what="the grouped notice")
         crystallised = [t for t in said if "rystallised" in t]
         own = "Crystallised: mean_token_accuracy held >= 0.99 (3/5 >= 0.99) at step 27"
         counted = range(1 if own in crystallised else 0, 6)  # grpo-0 too, if not yet shown
