@@ -6,6 +6,7 @@ Trackio run and `entropy` from a JSONL stream land in the same series.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -82,6 +83,13 @@ def is_metric_key(key: str) -> bool:
         and canonical(key) not in NON_METRIC_KEYS
         and key not in STEP_KEYS
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def metric_name(key: str) -> str | None:
+    """The canonical name of a logged key, None for a key that is not a metric; kept for
+    the keys seen (a source's rows repeat the same keys, row after row)."""
+    return canonical(key) if is_metric_key(key) else None
 
 
 # The metrics people watch first (table rows, export columns); the rest follow by name.

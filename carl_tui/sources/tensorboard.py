@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from carl_tui.events import Event, LogLines, RunMeta, RunRef, ScalarBatch, ends_with_path
-from carl_tui.metric_names import canonical, is_metric_key
+from carl_tui.metric_names import metric_name
 from carl_tui.sources import tfevents as tfe
 from carl_tui.sources.base import WAITING, PolledSource, SourceError, short_path
 from carl_tui.sources.run_config import describe_config, loads_json
@@ -285,14 +285,7 @@ class _Run:
         self.mtime = 0.0
         self.model_config: dict | None = None
         self.args: dict | None = None
-        self.names: dict[str, str | None] = {}  # raw tag -> metric name, None = not a metric
         self.nonfinite: list[tuple[str, int]] = []  # not yet sent (no row to go with)
-
-    def metric(self, tag: str) -> str | None:
-        name = self.names.get(tag, "")
-        if name == "":
-            name = self.names[tag] = canonical(tag) if is_metric_key(tag) else None
-        return name
 
     def events(self, items: tfe.Items, tally: InputTally) -> list[Event]:
         """The RunMeta and ScalarBatch of what one poll decoded for this run."""
@@ -319,7 +312,7 @@ class _Run:
         row_step: int | None = None
         row_names: set[str] = set()
         isfinite = math.isfinite
-        metric = self.metric
+        metric = metric_name  # the key -> name of every tag, cached
         scalar = tfe.SCALAR
         for kind, tag, value, step, wall in zip(
             items.kind, items.tag, items.value, items.step, items.wall

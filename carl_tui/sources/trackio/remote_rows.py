@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from carl_tui.metric_names import canonical, is_metric_key, valid_number
+from carl_tui.metric_names import metric_name, valid_number
 from carl_tui.sources.rows import NOT_FINITE, iso_to_epoch, media_kind, short_repr, step_of
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio.system_tables import X_KEY
@@ -64,20 +64,6 @@ def points_by_run(rows: list[dict[str, Any]], tally: InputTally) -> RunPoints:
     return out
 
 
-#: Raw key -> its metric name (`canonical`), None for the step key and keys that are not
-#: metrics: a row's keys are the same row after row, their names are worked out once.
-_NAMES: dict[str, str | None] = {}
-_NAMES_MAX = 10_000
-_UNSEEN = object()
-
-
-def _metric_name(key: str) -> str | None:
-    name = None if key == X_KEY or not is_metric_key(key) else canonical(key)
-    if len(_NAMES) < _NAMES_MAX:
-        _NAMES[key] = name
-    return name
-
-
 def row_point(step: Any, metrics: dict[str, Any], tally: InputTally,
               nonfinite: list[tuple[str, int]] | None = None) -> Point | None:
     """(step, values) of a row; None (skipped and counted) when it has no valid step.
@@ -88,9 +74,7 @@ def row_point(step: Any, metrics: dict[str, Any], tally: InputTally,
         return None
     values: dict[str, float] = {}
     for key, value in metrics.items():
-        name = _NAMES.get(key, _UNSEEN)
-        if name is _UNSEEN:
-            name = _metric_name(key)
+        name = None if key == X_KEY else metric_name(key)
         if name is None:
             continue
         v = valid_number(value)
