@@ -263,6 +263,7 @@ class PhaseClassifier:
         ended: this metric's climb ended with its stage. See `_end_of_stage`."""
         if _end_of_stage(self):
             self._index = _CRYST
+            self._start_cref(math.nan)  # as on entering it (the stage's entropy is in)
             self._t_cryst, self._cryst_level = float(self.last_step), self._best_level
             self.timeline.append((Phase.CRYSTALLISATION, self.last_step))
 
@@ -457,6 +458,12 @@ class PhaseClassifier:
             self._cref_count += int(used.sum())
             self._cref_seen += int(known.sum())
 
+    def _start_cref(self, log_e: float) -> None:
+        """Crystallisation begins: the entropy it is judged against starts empty (its
+        first value `log_e`, when known, counts as seen)."""
+        self._cref_sum, self._cref_count = 0.0, 0
+        self._cref_seen = 0 if math.isnan(log_e) else 1
+
     def _enter(self, index: int, f: _Features, t: np.ndarray, j: int, s: np.ndarray) -> None:
         """Enter phase `index` at batch position j."""
         old = self._index
@@ -475,8 +482,7 @@ class PhaseClassifier:
             self._ref_sum, self._ref_count = (float(a), 1) if not math.isnan(a) else (0.0, 0)
             self._lref_sum, self._lref_count = (float(le), 1) if not math.isnan(le) else (0.0, 0)
         if index == _CRYST:
-            self._cref_sum, self._cref_count = 0.0, 0
-            self._cref_seen = 0 if math.isnan(le) else 1
+            self._start_cref(le)
         if old < _TRANS <= index:  # (not on a return to the transition: old > index)
             self._sigma_t = float(f.sigma_before[j])
             f.freeze_a = j
