@@ -116,10 +116,9 @@ def read_sources(args, batches: BatchCollector | None = None, req=None, **sizes:
         return _fail(str(exc))  # nothing there: like an empty run
     store = RunStore(vocab_size=args.vocab_size, gate_metric=args.gate_metric, **sizes)
     described = ", ".join(s.name for s in opened.sources)
-    remote = req.trackio is not None or req.job is not None or req.jobs
     try:
         collect(opened.sources, store, timeout=args.timeout, on_events=batches,
-                patient=remote, say=_say)
+                patient=req.remote, say=_say)
     except CarlError as exc:
         return _fail(str(exc) if exc.kind == "empty" else f"could not read it: {exc}")
     return opened, store, described
@@ -166,8 +165,7 @@ def read_each(args, named) -> tuple[RunStore, str]:
     def read(label: str, req) -> str | None:
         try:
             opened = open_sources(req)
-            remote = req.trackio is not None or req.job is not None or req.jobs
-            collect(opened.sources, store, timeout=args.timeout, patient=remote,
+            collect(opened.sources, store, timeout=args.timeout, patient=req.remote,
                     say=lambda m: _say(f"{label}: {m}"))
         except RequestError as exc:
             return str(exc)  # it names the flag

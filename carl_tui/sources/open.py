@@ -58,6 +58,12 @@ class SourceRequest:
     file_format: str = "auto"  # auto, jsonl, trainer-log (for --watch)
     must_exist: bool = False  # summary/export: a missing file is an error, not a wait
 
+    @property
+    def remote(self) -> bool:
+        """A source read over the network (a Trackio server, a job, your jobs): a reader
+        waits for it patiently (`collect`)."""
+        return self.trackio is not None or self.job is not None or self.jobs
+
     def named(self) -> list[str]:
         """The source flags given, as the user typed them."""
         flags = {"--watch": self.watch, "--trackio": self.trackio, "--job": self.job,
