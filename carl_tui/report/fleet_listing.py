@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from carl_tui.report.summary import _num
-from carl_tui.store.fleet import FleetRow, differing_keys
+from carl_tui.store.fleet import FleetRow, differing_keys, needs_prices
 
 
 def fleet_dict(row: FleetRow) -> dict[str, Any]:
@@ -119,7 +119,7 @@ def job_prices(rows: Sequence[FleetRow],
                say: Callable[[str], None] | None = None) -> dict[str, float] | None:
     """The Hub's price per hour of each Jobs flavor, asked only when a run is a job;
     None (said once through `say`) when it cannot be had."""
-    if not any(r.flavor for r in rows):
+    if not needs_prices(rows):
         return None
     from carl_tui.hub import job_prices as hub_prices
 

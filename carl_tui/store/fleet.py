@@ -17,6 +17,7 @@ import numpy as np
 
 from carl_tui import metric_names as mn
 from carl_tui.events import STAGE_LIFE, RunRef
+from carl_tui.identity import LOCAL
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store.snapshot import RunSnapshot, SeriesView
@@ -228,6 +229,12 @@ def _gpu_percent(snap: RunSnapshot) -> float | None:
     """The mean utilization of the run's GPUs in their newest samples (the job bar's)."""
     usage = snap.usage
     return None if usage is None else usage.gpu_percent
+
+
+def needs_prices(rows: Sequence[FleetRow]) -> bool:
+    """Whether a row is a job whose flavor the Hub prices (a run of this machine, flavor
+    `local`, has no price): only then are the Hub's prices asked."""
+    return any(r.flavor not in (None, "", LOCAL) for r in rows)
 
 
 def _cost(snap: RunSnapshot, now: float, prices: Mapping[str, float] | None) -> float | None:

@@ -22,8 +22,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
 from carl_tui.errors import describe
-from carl_tui.identity import LOCAL
-from carl_tui.store.fleet import FleetRow
+from carl_tui.store.fleet import FleetRow, needs_prices
 from carl_tui.store.fleet_filter import FilterError, FleetFilter, parse_filter
 from carl_tui.ui.fleet_columns import (
     Column,
@@ -200,8 +199,7 @@ class FleetScreen(FilterBox):
 
     def _read(self, now: float, version: int) -> None:
         rows = self.rows_of(self.store, now, self.prices)
-        # A Hugging Face job's flavor has a price; a run of this machine (`local`) has none.
-        if self.prices_of is not None and any(r.flavor not in (None, "", LOCAL) for r in rows):
+        if self.prices_of is not None and needs_prices(rows):
             ask, self.prices_of = self.prices_of, None  # once
             try:
                 self.prices = ask()
