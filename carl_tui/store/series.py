@@ -109,7 +109,7 @@ class Series:
         if self._pend_values.size:
             steps = np.concatenate([self._pend_steps, steps])
             values = np.concatenate([self._pend_values, values])
-        # Widen the buckets until everything fits in the fixed history array.
+        # Widen the buckets until everything fits in the history's bound.
         while self._nb + values.shape[0] // self._width > 2 * self.max_buckets:
             if self._nb <= 1:
                 self._width *= 2  # merging pairs of at most one bucket changes nothing
@@ -141,22 +141,14 @@ class Series:
 
     def _room(self, n: int) -> None:
         """Grow the recent window's arrays to hold `n` points (doubling, up to the cap)."""
-        size = self._values.shape[0]
-        if n <= size:
-            return
-        new = min(self.recent_cap, max(n, 2 * size, _MIN_ROOM))
-        self._steps = _grown(self._steps, self._n, new)
-        self._values = _grown(self._values, self._n, new)
+        if n > self._values.shape[0]:
+            self._steps = _grown(self._steps, self._n, n, self.recent_cap)
+            self._values = _grown(self._values, self._n, n, self.recent_cap)
 
     def _hist_room(self, rows: int) -> None:
         """Grow the history to hold `rows` buckets (doubling, up to 2 * max_buckets)."""
-        size = self._hist.shape[0]
-        if rows <= size:
-            return
-        new = min(2 * self.max_buckets, max(rows, 2 * size, _MIN_ROOM))
-        hist = np.empty((new, _NFIELDS), dtype=np.float64)
-        hist[: self._nb] = self._hist[: self._nb]
-        self._hist = hist
+        if rows > self._hist.shape[0]:
+            self._hist = _grown(self._hist, self._nb, rows, 2 * self.max_buckets)
 
     def _halve(self) -> None:
         merged = _merge_pairs(self._hist[: self._nb])
@@ -210,8 +202,11 @@ _EMPTY = np.empty(0, dtype=np.float64)
 _MIN_ROOM = 64  # the first allocation, in points or buckets
 
 
-def _grown(a: np.ndarray, used: int, size: int) -> np.ndarray:
-    out = np.empty(size, dtype=np.float64)
+def _grown(a: np.ndarray, used: int, need: int, cap: int) -> np.ndarray:
+    """`a` (its first `used` rows kept) in a larger array of room for `need` rows: twice
+    its size at least, at most `cap`."""
+    out = np.empty((min(cap, max(need, 2 * a.shape[0], _MIN_ROOM)), *a.shape[1:]),
+                   dtype=np.float64)
     out[:used] = a[:used]
     return out
 
