@@ -19,8 +19,6 @@ NOT_REWARDS = frozenset({"step", "prompt", "completion", "advantage", "carl", "i
                          "images"})
 
 
-
-
 def text_of(entry: Any) -> str:
     """A prompt or completion as text: a conversation is its messages, `ROLE: content`."""
     if isinstance(entry, str):

@@ -149,9 +149,8 @@ def run_state(snap: RunSnapshot, now: float) -> FleetState:
     end-of-training values, a W&B exit record) or its last step reached the end its config
     sets (`max_steps`, else `num_train_epochs` by the logged epoch: a Trainer's config, as
     TRL's `report_to` logs it; Trackio keeps no end of a run), else "live" (a source that
-    cannot tell,
-    such as Trackio's store, says "live" of every run it reads); a live run with no update
-    for long is "stalled" (STALL_FACTOR)."""
+    cannot tell, such as Trackio's store, says "live" of every run it reads); a live run
+    with no update for long is "stalled" (STALL_FACTOR)."""
     said = snap.life.state if snap.life is not None else "live"
     if said != "live":
         state: FleetState = said

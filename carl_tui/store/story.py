@@ -43,7 +43,7 @@ class RunStory:
 
     def record(self, kind: str, step: int | None, text: str, severity: str) -> None:
         """Something the run's story records (summary --json) and the user is told."""
-        self.events.append(RunEvent(kind, step, text, severity))
+        self.note(kind, step, text, severity)
         self._tell(kind, step, text, severity)
 
     def note(self, kind: str, step: int | None, text: str, severity: str) -> None:
