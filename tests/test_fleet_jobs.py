@@ -345,6 +345,40 @@ def test_a_log_read_cut_by_the_timeout_keeps_what_came(loopback_hub):
     assert store.snapshot("hf-job:alice:job-done", max_points=2).last_step == STEPS
 
 
+
+def test_a_job_is_told_the_same_by_the_list_and_by_its_own_stream(loopback_hub):
+    """The jobs list and the job's own source say a job's meta (labels too, the secret in
+    its command masked), its state and its life the same way, each once."""
+    from huggingface_hub import HfApi
+
+    from carl_tui.events import Job, RunLife, RunMeta
+    from carl_tui.redact import MASK
+    from carl_tui.report.collect import collect
+    from carl_tui.sources.hf_jobs import HfJobSource
+    from carl_tui.sources.hf_jobs_list import HfJobsListSource
+    from carl_tui.store import RunStore
+
+    srv, jobs = loopback_hub
+    five_jobs(jobs)
+    jobs.jobs["job-running"].labels = {"sweep": "lr"}
+    jobs.set_stage("job-running", "ERROR", message="killed")
+    api = HfApi(endpoint=srv.url, token=jobs.token)
+    listed = HfJobsListSource(api=api)
+    told = [e for _ in range(2) for e in listed.poll() + listed.take_lives()
+            if e.run.key == "hf-job:alice:job-running"]
+    own = HfJobSource("job-running", namespace="alice", api=api, status_interval=0.05)
+    store = RunStore()
+    collect([own], store, timeout=10)
+    (meta,) = [e.meta for e in told if isinstance(e, RunMeta)]
+    assert meta == {"job_id": "job-running", "flavor": "a10g-large", "labels": {"sweep": "lr"},
+                    "command": ["python", "train.py", "--token", MASK],
+                    "url": meta["url"]}
+    streamed = store.snapshot("hf-job:alice:job-running", max_points=2).meta
+    assert {k: streamed[k] for k in meta} == meta  # the job's own stream said the same
+    assert [e.stage for e in told if isinstance(e, Job)] == ["ERROR"]  # once, in two polls
+    (life,) = [e for e in told if isinstance(e, RunLife)]
+    assert (life.state, life.reason) == ("failed", "job ERROR: killed")
+
 @pytest.mark.parametrize(("argv", "expected"), [
     ([], [("Trackio", {})]),
     (["--jobs", "--namespace", "org"], [("--jobs", {"jobs": True, "namespace": "org"})]),

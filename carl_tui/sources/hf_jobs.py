@@ -28,10 +28,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from carl_tui.events import (
-    STAGE_LIFE,
     Event,
     GpuSample,
-    RunMeta,
     RunRef,
     SystemSample,
 )
@@ -48,6 +46,7 @@ from carl_tui.hub import (
 from carl_tui.identity import HF_JOB, job_run
 from carl_tui.metric_names import valid_number
 from carl_tui.sources.base import Backoff, PolledSource, SourceError
+from carl_tui.sources.job_news import JobNews
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trainer_log import TrainerLogParser, TrainerOutput
 
@@ -100,9 +99,8 @@ class HfJobSource(PolledSource):
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._stage: str | None = None
-        self._last_status: tuple | None = None
+        self.news = JobNews()  # the job's status as events, each told once
         self._logs_done = False
-        self._meta_sent = False
         self._gpu_index: dict[str, int] = {}  # the Jobs API's GPU id -> index, first seen first
 
     def __repr__(self) -> str:
@@ -176,34 +174,15 @@ class HfJobSource(PolledSource):
                           max_lines_per_poll=self.max_lines_per_poll)
         new._token, new.output, new.tally = self._token, self.output, self.tally
         new.lines_seen = new.lines_parsed = self.lines_parsed
-        new._meta_sent = self._meta_sent
+        new.news = self.news
         return new
 
     # -- events ------------------------------------------------------------
 
     def _status_events(self, info: Any) -> list[Event]:
-        ev = job_of(info, self.namespace or "", self.run, job_id=self.job_id)
-        stage = self._stage = ev.stage  # the stage's name, whether a str or an Enum came
-        out: list[Event] = []
-        if not self._meta_sent:
-            self._meta_sent = True
-            meta = {
-                "job_id": self.job_id,
-                "flavor": ev.flavor,
-                "command": list(info.command or []),
-                "labels": dict(info.labels or {}),
-                "url": ev.url,
-            }
-            out.append(RunMeta(self.run, meta))
-        life = STAGE_LIFE.get(stage)
-        if life is not None:
-            reason = f"job {stage}: {ev.message}" if life == "failed" and ev.message else ""
-            self.say_life(self.run, life, ev.finished_at or ev.started_at, reason)
-        key = (ev.stage, ev.flavor, ev.message, ev.started_at, ev.finished_at)
-        if key != self._last_status:
-            self._last_status = key
-            out.append(ev)
-        return out
+        job = job_of(info, self.namespace or "", self.run, job_id=self.job_id)
+        self._stage = job.stage  # the stage's name, whether a str or an Enum came
+        return self.news.events(job, info, self)
 
     def _line_events(self, lines: list[str]) -> list[Event]:
         """Events of new log lines; what the parser holds back for a bar is released

@@ -26,10 +26,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from carl_tui.events import STAGE_LIFE, Event, Job, RunMeta
+from carl_tui.events import Event, Job
 from carl_tui.hub import find_token, hub_error, job_of, make_api, whoami
 from carl_tui.identity import job_run
 from carl_tui.sources.base import PolledSource, Source, SourceError
+from carl_tui.sources.job_news import JobNews
 from carl_tui.sources.trainer_log import TrainerOutput
 
 LIST_INTERVAL_S = 5.0  # seconds between two list calls (one call a poll)
@@ -92,7 +93,7 @@ class HfJobsListSource(PolledSource):
         self.name = f"hf-jobs: {namespace or 'your jobs'}"
         self.list_calls = 0  # list requests made
         self._listed = False  # a list call succeeded
-        self._seen: dict[str, tuple] = {}  # job id -> what its last Job event said
+        self.news = JobNews()  # each job's status as events, each told once
         self._jobs: dict[str, Job] = {}  # run key -> the job, as last listed
         self._waiting: list[Job] = []  # headless: started jobs whose log is not read yet
         self._reads: dict[str, tuple[Job, LogRead]] = {}  # job id -> its read under way
@@ -157,28 +158,16 @@ class HfJobsListSource(PolledSource):
         self._listed = True
         events: list[Event] = []
         for info in infos:
-            events.extend(self._job_events(job_of(info, self.namespace or "")))
+            events.extend(self._job_events(info))
         return events
 
-    def _job_events(self, job: Job) -> list[Event]:
-        run, out = job.run, []
-        self._jobs[run.key] = job
-        if job.job_id not in self._seen:
-            meta = {"job_id": job.job_id, "flavor": job.flavor, "command": list(job.command),
-                    "url": job.url}
-            out.append(RunMeta(run, meta))
-            if self.read_logs and job.started_at is not None:  # running ones first
-                self._waiting.insert(0 if job.life == "live" else len(self._waiting), job)
-        key = (job.stage, job.flavor, job.message, job.started_at, job.finished_at)
-        if self._seen.get(job.job_id) != key:
-            self._seen[job.job_id] = key
-            out.append(job)
-        life = STAGE_LIFE.get(job.stage)
-        if life is not None:
-            reason = f"job {job.stage}: {job.message}" if life == "failed" and job.message else ""
-            self.say_life(run, life, job.finished_at or job.started_at or job.created_at,
-                          reason)
-        return out
+    def _job_events(self, info: Any) -> list[Event]:
+        job = job_of(info, self.namespace or "")
+        self._jobs[job.run.key] = job
+        if self.read_logs and not self.news.seen(job.job_id) and job.started_at is not None:
+            # its log is read once, running ones first
+            self._waiting.insert(0 if job.life == "live" else len(self._waiting), job)
+        return self.news.events(job, info, self)
 
     # -- reading each job's log once (headless) -----------------------------------------
 
