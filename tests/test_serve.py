@@ -70,6 +70,9 @@ async def test_sessions_are_bounded_end_with_their_tab_and_with_the_server(serve
         await asyncio.to_thread(wait_until, lambda: len(served.sessions()) == 1,
                                 what="the closed tab's dashboard ended")
         assert {p.pid for p in served.sessions()} < first
+        # the server frees the place once it has seen its session end (it says so)
+        await asyncio.to_thread(wait_until, lambda: any(
+            "ended (1 left)" in line for line in served.stderr), what="the place freed")
         async with client.get(served.base + "/") as r:
             assert r.status == 200
         left = served.sessions()[0]
