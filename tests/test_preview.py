@@ -360,6 +360,41 @@ def test_remote_preview_is_a_strided_pass_then_the_exact_history(store_dir, smal
         plain_src.close()
 
 
+def test_a_preview_too_thin_for_a_phase_tells_none_and_the_fleet_row_says_so():
+    """The preview of a big project samples a run or two values at a time: from those its
+    classifier says "baseline" of any run, so no phase is told until the history is read;
+    a preview with enough of a run tells its phase, marked as the preview's."""
+    from carl_tui.store.fleet import fleet_row
+    from carl_tui.ui.fleet_columns import BASE_COLUMNS
+
+    traj = sft_story(length=3000, seed=7)
+    rows = traj.rows()
+    cells = {c.key: c for c in BASE_COLUMNS}
+
+    def previewed(sample):
+        store = RunStore()
+        ref = RunRef("test", "p", "r", "r")
+        b = ScalarBatch.from_rows(ref, sample)
+        store.apply([ScalarBatch(ref, b.steps, b.columns, preview=True)])
+        snap = store.snapshot(ref.key)
+        row = fleet_row(snap, now=0.0)
+        return snap, row, {k: str(c.cell(row, 0.0, {})) for k, c in cells.items()}
+
+    snap, row, text = previewed([rows[1500], rows[-1]])  # two values of the run
+    assert snap.phase.provisional and snap.phase.phase == "" and not snap.phase.history
+    assert row.provisional and row.phase is None
+    assert text["phase"] == "reading history"
+    assert text["best"].startswith("≈") and text["task"][0].isdigit()  # the newest is exact
+    final = RunStore()
+    for b in _batches(rows, RunRef("test", "p", "r", "r"), 1000):
+        final.apply([b])
+    done = fleet_row(final.snapshot("test:p:r"), now=0.0)
+    assert not done.provisional and done.phase == "converged"
+    snap, row, text = previewed(rows[0:2800:25] + rows[2800:])  # 312 values: enough
+    assert snap.phase.phase and row.phase == snap.phase.phase
+    assert text["phase"] == f"≈ {row.phase} · {row.stage}"
+
+
 # -- on screen ------------------------------------------------------------------------
 
 

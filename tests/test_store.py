@@ -128,3 +128,38 @@ def test_a_malformed_run_summary_is_said_and_the_rest_kept(meta, values, step):
     assert snap.meta["train_summary_step"] == step
     texts = [n.text for n in store.take_notices() if n.kind == "train_summary"]
     assert len(texts) == 1 and "\n" not in texts[0] and "not a number" in texts[0], texts
+
+
+def test_a_sources_status_changes_the_store_not_its_runs():
+    """The fleet table reads its rows again when the runs changed (`runs_version`), not
+    when a source said it is still live."""
+    store = RunStore()
+    ref = RunRef("test", "p", "r", "r")
+    store.apply([RunMeta(ref, {"seed": 1})])
+    version, runs = store.version, store.runs_version
+    store.apply([SourceStatus("jsonl: r", "live")])
+    assert store.version == version + 1 and store.runs_version == runs
+    store.apply([RunMeta(ref, {"seed": 2})])
+    assert store.runs_version == runs + 1
+
+
+def test_fleet_rows_take_again_only_the_snapshots_of_runs_that_changed():
+    from carl_tui.store.fleet import RowSnapshots, fleet_rows
+
+    store = RunStore()
+    refs = [RunRef("test", "p", f"r{i}", f"r{i}") for i in range(5)]
+    for i, ref in enumerate(refs):
+        store.apply([ScalarBatch.from_rows(ref, [(s, {"loss": 1.0 / (s + 1 + i)})
+                                                 for s in range(20)])])
+    taken: list[str] = []
+    snapshot = store.snapshot
+    store.snapshot = lambda key, *a, **kw: taken.append(key) or snapshot(key, *a, **kw)
+    memo = RowSnapshots()
+    first = fleet_rows(store, now=0.0, snapshots=memo)
+    assert sorted(taken) == sorted(r.key for r in refs)
+    taken.clear()
+    store.apply([ScalarBatch.from_rows(refs[2], [(20, {"loss": 0.01})])])
+    again = fleet_rows(store, now=0.0, snapshots=memo)
+    assert taken == [refs[2].key]
+    assert {r.run.key: r.loss for r in again} == {
+        **{r.run.key: r.loss for r in first}, refs[2].key: 0.01}

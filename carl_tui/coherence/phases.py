@@ -495,6 +495,12 @@ class PhaseClassifier:
             self._cryst_level = self._best_level
 
 
+def seen_enough(c: PhaseClassifier) -> bool:
+    """`c` saw enough to tell any phase but baseline: twice `baseline_points` values of
+    the progress metric or of the entropy (or it left baseline already)."""
+    need = 2 * c.settings.baseline_points
+    return c.phase is not Phase.BASELINE or max(c.acc_count, c.ent_count) >= need
+
 class _Features:
     """Per-step features of one batch, continuing the classifier's state."""
 

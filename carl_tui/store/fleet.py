@@ -54,6 +54,9 @@ class FleetRow:
     cost_usd: float | None = None  # price per hour x time running, for a job with a price
     created_at: float | None = None  # when its job was created (epoch seconds), for a job
     config: Mapping[str, Any] = field(default_factory=dict)
+    # Its history is still being read after a coarse preview (the dashboard's store): the
+    # phase, the gate's step and the best value are the preview's (None: not told yet).
+    provisional: bool = False
 
 
 # -- building the rows ------------------------------------------------------------------
@@ -69,6 +72,9 @@ STALL_FACTOR = 5.0
 STALL_MIN_S = 60.0
 STALL_UNKNOWN_S = 600.0
 TREND_POINTS = 32  # values across the run for a row's sparkline
+#: The series a row reads (with its current progress metric): its task metric where the
+#: stage has none of its own (`_task_metric`), its loss, its epoch (`_reached_its_end`).
+ROW_SERIES = (mn.ACCURACY, mn.REWARD, "loss", "epoch")
 
 #: The store's sizes for reading many runs for their rows only (`carl-tui fleet`): each
 #: series keeps the last 64 points (what a snapshot's tail and means read) and 32 buckets
@@ -95,16 +101,38 @@ _BOOKKEEPING = frozenset({
 })
 
 
+class RowSnapshots:
+    """The snapshot each row is read from, taken again only when its run changed. The
+    fleet table reads every row whenever the store changed: while a project of a thousand
+    runs loads, a few runs change between two reads, and taking every run's snapshot
+    each time (under the store's lock) held back the loading itself."""
+
+    def __init__(self) -> None:
+        self._memo: dict[str, tuple[int, RunSnapshot | None]] = {}
+
+    def of(self, store: RunStore, key: str) -> RunSnapshot | None:
+        version = store.run_version(key)
+        hit = self._memo.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        snap = store.snapshot(key, max_points=TREND_POINTS, series=ROW_SERIES)
+        self._memo[key] = (version, snap)
+        return snap
+
+
 def fleet_rows(store: RunStore, *, now: float | None = None,
-               prices: Mapping[str, float] | None = None) -> list[FleetRow]:
+               prices: Mapping[str, float] | None = None,
+               snapshots: RowSnapshots | None = None) -> list[FleetRow]:
     """One row per run `store` holds, most recently updated first. `now` (epoch seconds,
     default the clock) judges "stalled" and a running job's cost; `prices` maps a job's
     hardware flavor to its price in USD per hour (the Hub lists them: `hub.job_prices`;
-    without it a job's cost is None: no price is known offline)."""
+    without it a job's cost is None: no price is known offline). `snapshots`: the runs'
+    snapshots as last taken, for a reader that reads the rows again and again."""
     now = time.time() if now is None else now
+    snapshots = snapshots or RowSnapshots()
     rows = []
     for run in store.runs():
-        snap = store.snapshot(run.key, max_points=TREND_POINTS)
+        snap = snapshots.of(store, run.key)
         if snap is not None:
             rows.append(fleet_row(snap, now=now, prices=prices))
     return rows
@@ -140,6 +168,7 @@ def fleet_row(snap: RunSnapshot, *, now: float,
         cost_usd=_cost(snap, now, prices),
         created_at=snap.job.created_at if snap.job is not None else None,
         config=run_config(snap.meta),
+        provisional=snap.phase.provisional,
     )
 
 

@@ -18,11 +18,15 @@ import numpy as np
 
 from carl_tui import metric_names as mn
 from carl_tui.coherence.gates import PhaseTransitionGate
+from carl_tui.coherence.phases import PhaseSettings
 from carl_tui.events import ScalarBatch
 from carl_tui.store import roles
 from carl_tui.store.phases import PhaseTrack
 
 MAX_PREVIEW_ROWS = 100_000  # a preview is small by design; more is ignored
+#: Rows a preview holds before its classifier and gate are fed: the fewest from which the
+#: classifier tells any phase but baseline (`coherence.phases.seen_enough`).
+FEED_AFTER = 2 * PhaseSettings().baseline_points
 
 
 class _Points:
@@ -62,6 +66,7 @@ class Preview:
         self.gate = PhaseTransitionGate(metric=gate_metric)
         self.phases = PhaseTrack()
         self.rows = 0
+        self._held: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []  # not fed yet
         self._carl = False  # a CARL reward was seen (the task reward excludes it)
         self.newest_step: int | None = None  # step of the newest row previewed
         self.oldest_step: int | None = None
@@ -85,13 +90,22 @@ class Preview:
         self.newest_step = int(batch.steps[-1])
         oldest = int(batch.steps.min())
         self.oldest_step = oldest if self.oldest_step is None else min(self.oldest_step, oldest)
-        # Its own classifier and gate, fed the sample in order (never the real ones').
+        # Its own classifier and gate, fed the sample in order (never the real ones'),
+        # from the moment it holds enough rows to tell a phase: the preview of a big
+        # project holds a row or two of most runs, on which they would only cost time.
+        self._held.append((batch.steps, cols))
+        if self.rows >= FEED_AFTER:
+            for steps, columns in self._held:
+                self._feed(steps, columns)
+            self._held.clear()
+
+    def _feed(self, steps: np.ndarray, cols: dict[str, np.ndarray]) -> None:
+        n = len(steps)
         nan = np.full(n, np.nan)
-        self.gate.update_many(batch.steps, cols.get(self.gate.metric, nan),
-                              cols.get(mn.ENTROPY, nan))
+        self.gate.update_many(steps, cols.get(self.gate.metric, nan), cols.get(mn.ENTROPY, nan))
         self._carl = self._carl or bool(roles.carl_reward_names(cols))
         task = roles.task_reward(cols, n, carl_known=self._carl)
-        self.phases.add_batch(batch.steps, cols, task)
+        self.phases.add_batch(steps, cols, task)
 
     def series(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
         p = self.points.get(name)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -271,6 +271,7 @@ class RunState:
 
     # -- reading -------------------------------------------------------------
 
-    def snapshot(self, max_points: int = 2000) -> RunSnapshot:
+    def snapshot(self, max_points: int = 2000,
+                 series: Collection[str] | None = None) -> RunSnapshot:
         """What the UI and the reports read of the run (see `run_snapshot.py`)."""
-        return build_snapshot(self, max_points)
+        return build_snapshot(self, max_points, series)

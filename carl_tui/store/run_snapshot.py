@@ -8,7 +8,7 @@ It reads the state through `RunParts`, what it needs of a run's state (`store/ru
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -16,6 +16,7 @@ import numpy as np
 
 from carl_tui import metric_names as mn
 from carl_tui.coherence.gates import PhaseTransitionGate
+from carl_tui.coherence.phases import seen_enough
 from carl_tui.store.cascade import CascadeState
 from carl_tui.store.phases import PhaseTrack
 from carl_tui.store.preview import Preview
@@ -73,11 +74,15 @@ class RunParts(Protocol):
 TAIL_POINTS = 64  # raw values a view carries for the table's (smoothed) trend
 
 
-def build_snapshot(state: RunParts, max_points: int = 2000) -> RunSnapshot:
-    """What the UI and the reports read of a run, at most `max_points` per series."""
+def build_snapshot(state: RunParts, max_points: int = 2000,
+                   series: Collection[str] | None = None) -> RunSnapshot:
+    """What the UI and the reports read of a run, at most `max_points` per series;
+    `series`: only those (and the current stage's progress metric), where not all."""
     pv = state.preview
-    views, wall = _series_views(state, pv, max_points)
     phases = state.phases if pv is None else pv.phases
+    if series is not None and phases.current is not None:
+        series = {*series, phases.current.metric}
+    views, wall = _series_views(state, pv, max_points, series)
     return RunSnapshot(
         run=state.run,
         version=state.version,
@@ -105,16 +110,19 @@ def build_snapshot(state: RunParts, max_points: int = 2000) -> RunSnapshot:
     )
 
 
-def _series_views(state: RunParts, pv: Preview | None, max_points: int
+def _series_views(state: RunParts, pv: Preview | None, max_points: int,
+                  wanted: Collection[str] | None = None,
                   ) -> tuple[dict[str, SeriesView], SeriesView | None]:
-    """(a view per series, the wall-time view or None): the real points, the preview's
-    beyond them (provisional), and phi from the entropy when it is derived."""
-    views = {
-        name: _view(name, s, max_points) for name, s in state.series.items() if s.count
-    }
+    """(a view per series (of those `wanted`), the wall-time view or None): the real
+    points, the preview's beyond them (provisional), and phi from the entropy when it
+    is derived."""
+    views = {name: _view(name, s, max_points) for name, s in state.series.items()
+             if s.count and (wanted is None or name in wanted)}
     wall = _view("wall time", state.wall, max_points) if state.wall.count else None
     if pv is not None:
         for name in pv.names():
+            if wanted is not None and name not in wanted:
+                continue
             views[name] = _merged(name, views.get(name), pv.series(name), max_points)
         for name in set(views) - set(pv.names()):
             views[name] = replace(views[name], provisional=True)
@@ -165,15 +173,19 @@ def _cascade_view(cascade: CascadeState) -> CascadeView:
 def _phase_view(phases: PhaseTrack, *, provisional: bool) -> PhaseView:
     stage = phases.current
     inputs = " + ".join(x for x in ((stage.metric if stage else ""), mn.ENTROPY) if x)
+    # A preview's classifier tells a phase once it saw enough of the sample to leave
+    # baseline: the sample of one run of a big project can hold a value or two of it,
+    # and those say "baseline" of any run.
+    told = stage is not None and (not provisional or seen_enough(stage.classifier))
     return PhaseView(
-        phase=stage.classifier.phase.value if stage is not None else "",
-        since_step=stage.classifier.since_step if stage is not None else None,
+        phase=stage.classifier.phase.value if told else "",
+        since_step=stage.classifier.since_step if told else None,
         timeline=tuple((p.value, int(s)) for p, s in stage.classifier.timeline)
-        if stage is not None else (),
+        if told else (),
         inputs=inputs,
         stage=stage.kind if stage is not None else "",
         stage_start=stage.start_step if stage is not None else None,
-        history=tuple(phases.timeline()),
+        history=tuple(phases.timeline()) if told else (),
         provisional=provisional,
         metric=stage.metric if stage is not None else "",
     )

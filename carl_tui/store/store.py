@@ -9,7 +9,7 @@ queue up until the UI takes them.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 import numpy as np
 
@@ -47,7 +47,8 @@ class RunStore:
         self._sources: dict[str, SourceStatus] = {}
         self._notices: list[Notice] = []
         self._seq = 0
-        self.version = 0
+        self.version = 0  # changes with anything: a run's data, a source's status
+        self.runs_version = 0  # changes with the runs only (what the fleet's rows read)
         self._kw = {
             "vocab_size": vocab_size, "gate_metric": gate_metric,
             "recent": recent, "max_buckets": max_buckets,
@@ -68,39 +69,47 @@ class RunStore:
         self._notices.append(Notice(self._seq, run, kind, step, text, severity))
 
     def apply(self, events: Iterable[Event]) -> None:
+        """Apply a source's events in order. The lock is taken for each event, not for
+        all of them: a reader (the screen's thread) waits for one event at most, not for
+        a poll of a long history (hundreds of runs' batches)."""
         # Finite values near the float limit (1e308) overflow in sums and products: the
         # results are inf, shown as such, never a numpy warning on stderr.
-        with self._lock, np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):
             for ev in map(clean_event, events):
-                if isinstance(ev, SourceStatus):
-                    self._sources[ev.source] = ev
-                    self.version += 1
-                    continue
-                st = self._state(ev.run)
-                if isinstance(ev, ScalarBatch):
-                    st.add_batch(ev)
-                elif isinstance(ev, RunMeta):
-                    st.add_meta(dict(ev.meta))
-                elif isinstance(ev, LogLines):
-                    st.add_lines(ev.lines)
-                elif isinstance(ev, Marker):
-                    st.add_marker(ev)
-                elif isinstance(ev, Job):
-                    st.set_job(ev)
-                elif isinstance(ev, Progress):
-                    st.set_progress(ev)
-                elif isinstance(ev, SystemSample):
-                    st.add_system(ev)
-                elif isinstance(ev, RunLife):
-                    st.set_life(ev)
-                else:  # an unknown event is a programming error, not user input
-                    raise TypeError(f"unknown event {type(ev).__name__}")
-                key = ev.run.key
-                if not self._order or self._order[-1] != key:
-                    if key in self._order:
-                        self._order.remove(key)
-                    self._order.append(key)
-                self.version += 1
+                with self._lock:
+                    self._apply_one(ev)
+
+    def _apply_one(self, ev: Event) -> None:
+        if isinstance(ev, SourceStatus):
+            self._sources[ev.source] = ev
+            self.version += 1
+            return
+        st = self._state(ev.run)
+        if isinstance(ev, ScalarBatch):
+            st.add_batch(ev)
+        elif isinstance(ev, RunMeta):
+            st.add_meta(dict(ev.meta))
+        elif isinstance(ev, LogLines):
+            st.add_lines(ev.lines)
+        elif isinstance(ev, Marker):
+            st.add_marker(ev)
+        elif isinstance(ev, Job):
+            st.set_job(ev)
+        elif isinstance(ev, Progress):
+            st.set_progress(ev)
+        elif isinstance(ev, SystemSample):
+            st.add_system(ev)
+        elif isinstance(ev, RunLife):
+            st.set_life(ev)
+        else:  # an unknown event is a programming error, not user input
+            raise TypeError(f"unknown event {type(ev).__name__}")
+        key = ev.run.key
+        if not self._order or self._order[-1] != key:
+            if key in self._order:
+                self._order.remove(key)
+            self._order.append(key)
+        self.version += 1
+        self.runs_version += 1
 
     # -- reading -------------------------------------------------------------
 
@@ -119,10 +128,13 @@ class RunStore:
                 return None
             return max(states, key=lambda st: st.updated_at or 0.0).run
 
-    def snapshot(self, run_key: str, max_points: int = 2000) -> RunSnapshot | None:
+    def snapshot(self, run_key: str, max_points: int = 2000,
+                 series: Collection[str] | None = None) -> RunSnapshot | None:
+        """The run's snapshot (None for a run not held); `series`: only those, where not
+        all (and its current progress metric)."""
         with self._lock, np.errstate(over="ignore", invalid="ignore"):
             st = self._runs.get(run_key)
-            return st.snapshot(max_points) if st is not None else None
+            return st.snapshot(max_points, series) if st is not None else None
 
     def run_version(self, run_key: str) -> int:
         with self._lock:
