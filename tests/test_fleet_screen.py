@@ -371,6 +371,7 @@ async def test_carl_tui_fleet_in_a_terminal_opens_the_fleet_table(sweep, monkeyp
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: row_count(app) == 1, timeout=10, what="the fleet table")
         assert column(app, "name") == ["grpo-a"] and column(app, "step") == ["45"]
+        assert app.snapshot is None  # the dashboard under the table is not drawn meanwhile
         await pilot.press("escape")  # the dashboard under it, on that run
         await wait_for(pilot, lambda: app.screen is app.dashboard and app.snapshot is not None
                        and app.snapshot.run.name == "grpo-a")
@@ -530,3 +531,27 @@ async def test_a_run_of_this_machine_does_not_ask_the_hub_for_prices():
                        what="the local run's row")
         assert screen.rows[0].flavor == "local" and screen.rows[0].cost_usd is None
     assert asked == []
+
+
+async def test_while_a_history_loads_the_table_is_read_paced_and_at_once_when_done(sweep):
+    """While a source reads a backlog (a big project loading), the table reads its rows
+    again only after a pause that keeps its share of the time small; once the loading
+    is done, at once."""
+    import time as clock
+
+    from carl_tui.events import ScalarBatch
+
+    app = fleet_app(sweep)
+    async with app.run_test(size=(160, 45)) as pilot:
+        fleet = await open_fleet(pilot, app)
+        loading = [True]
+        fleet.reading_history = lambda: loading[0]
+        fleet._next_read = clock.perf_counter() + 3600  # the pause after a long read
+        run = next(r for r in app.store.runs() if r.name == "grpo-b")
+        before = by_name(app, "step")["grpo-b"]
+        app.store.apply([ScalarBatch.from_rows(run, [(46, {"loss": 0.5})])])
+        await pilot.pause(0.5)
+        assert before != "46" and by_name(app, "step")["grpo-b"] == before  # not read yet
+        loading[0] = False
+        await wait_for(pilot, lambda: by_name(app, "step")["grpo-b"] == "46",
+                       what="the rows read at once when the loading is done")

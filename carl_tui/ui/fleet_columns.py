@@ -16,7 +16,7 @@ from rich.text import Text
 
 from carl_tui.store.fleet import FleetRow
 from carl_tui.store.fleet_filter import as_number, value_of
-from carl_tui.ui.format import DASH, age_text, value_text
+from carl_tui.ui.format import DASH, PROVISIONAL, age_text, value_text
 
 SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 10
@@ -71,14 +71,25 @@ def _state(row: FleetRow, _now: float, colors: Mapping[str, str]) -> Text:
     return Text(row.state, style=f"bold {color}".strip(), justify="left")
 
 
-def _phase(row: FleetRow, *_: Any) -> str:
+def _phase(row: FleetRow, *_: Any) -> str | Text:
     if not row.phase:
-        return DASH
-    return f"{row.phase} · {row.stage}" if row.stage else row.phase
+        # a coarse preview of its history too thin to tell a phase: it comes once read
+        return Text("reading history", style="dim italic") if row.provisional else DASH
+    text = f"{row.phase} · {row.stage}" if row.stage else row.phase
+    return Text(f"{PROVISIONAL} {text}", style="dim") if row.provisional else text
 
 
-def _value(get: Callable[[FleetRow], float | None]):
-    return lambda row, *_: value_text(get(row)) if get(row) is not None else DASH
+def _value(get: Callable[[FleetRow], float | None], *, from_history: bool = False):
+    """A number's cell; `from_history`: one the whole history decides (the best value, the
+    gate's step), marked as the preview's while the history is read."""
+    def cell(row: FleetRow, *_: Any) -> str | Text:
+        v = get(row)
+        if v is None:
+            return DASH
+        text = str(v) if isinstance(v, int) else value_text(v)
+        return Text(PROVISIONAL + text, style="dim") if from_history and row.provisional \
+            else text
+    return cell
 
 
 BASE_COLUMNS: tuple[Column, ...] = (
@@ -89,9 +100,11 @@ BASE_COLUMNS: tuple[Column, ...] = (
     Column("updated", "updated", 1, lambda r, now, _c: age_text(r.updated_at, now),
            lambda r: -(r.updated_at or 0.0) if r.updated_at else None, 9),
     Column("phase", "phase", 0, _phase, lambda r: r.phase, 28),
-    Column("gate", "gate", 2, lambda r, *_: _num(r.gate_step), lambda r: r.gate_step, 6),
+    Column("gate", "gate", 2, _value(lambda r: r.gate_step, from_history=True),
+           lambda r: r.gate_step, 6),
     Column("task", "task", 1, _value(lambda r: r.task_last), lambda r: r.task_last, 8),
-    Column("best", "best", 2, _value(lambda r: r.task_best), lambda r: r.task_best, 8),
+    Column("best", "best", 2, _value(lambda r: r.task_best, from_history=True),
+           lambda r: r.task_best, 8),
     Column("trend", "trend", 2, lambda r, *_: sparkline(r.task_trend),
            lambda r: r.task_last, SPARK_WIDTH),
     Column("loss", "loss", 3, _value(lambda r: r.loss), lambda r: r.loss, 8),

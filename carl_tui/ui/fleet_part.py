@@ -53,7 +53,9 @@ class FleetPart(App[None]):
 
         self.push_screen(FleetScreen(self.store, clock=self.services.clock,
                                      current=self.current_run, selected=selected,
-                                     prices_of=self.job_prices), opened)
+                                     prices_of=self.job_prices,
+                                     reading_history=lambda: self.follower.catching_up),
+                         opened)
 
     def job_prices(self) -> Mapping[str, float]:
         """Each Jobs flavor's price per hour, asked of the Hub once (in a worker thread:

@@ -166,8 +166,11 @@ class Follower:
         self._seen_store_version = -1
 
     def reveal(self) -> None:
-        """The run on screen is in view again (the fleet table closed)."""
+        """The run on screen is in view again (the fleet table closed): its snapshot is
+        taken at the next pull (none is taken while hidden)."""
         self.hidden = False
+        self._seen_version = -1
+        self._seen_store_version = -1
         self._view()
 
     def _view(self) -> None:
@@ -220,7 +223,10 @@ class Follower:
                  or n.kind in ALWAYS_SHOWN]
         notices = (due + ([told] if told is not None else [])
                    + collapse(self.grouper.take(shown, self.current_run)))
-        snap, others = self._take_snapshot(max_points, render_cost)
+        # Under the fleet table no run is on screen: no snapshot (a big project loading
+        # would have the hidden dashboard drawn again and again).
+        snap, others = (None, ()) if self.hidden else self._take_snapshot(max_points,
+                                                                           render_cost)
         self.post(SnapshotUpdated(snap, others, tuple(store.runs()), tuple(notices),
                                   tuple(self.grouper.grouped)))
         return True

@@ -46,11 +46,18 @@ def as_text(cell: str | Text) -> Text:
     return cell if isinstance(cell, Text) else Text(cell)
 
 
-def store_rows(store: RunStore, now: float,
-               prices: Mapping[str, float] | None = None) -> list[FleetRow]:
-    from carl_tui.store.fleet import fleet_rows
+POLL_S = 0.1  # how often the table looks whether the store changed (a number compared)
+READ_PACE = 4.0  # the fleet table's reads take at most about a fifth of the time
 
-    return fleet_rows(store, now=now, prices=prices)
+
+def store_rows() -> RowsOf:
+    """The rows of the store, read again and again: each run's snapshot is taken again
+    only when the run changed."""
+    from carl_tui.store.fleet import RowSnapshots, fleet_rows
+
+    snapshots = RowSnapshots()
+    return lambda store, now, prices=None: fleet_rows(store, now=now, prices=prices,
+                                                      snapshots=snapshots)
 
 
 class FleetCommands(Provider):
@@ -128,18 +135,22 @@ class FleetScreen(FilterBox):
     FleetScreen DataTable { height: 1fr; }
     """
 
-    def __init__(self, store: RunStore, *, rows_of: RowsOf = store_rows,
+    def __init__(self, store: RunStore, *, rows_of: RowsOf | None = None,
                  clock: Callable[[], float] = time.time, current: str | None = None,
                  selected: Iterable[str] = (),
-                 prices_of: Callable[[], Mapping[str, float]] | None = None):
+                 prices_of: Callable[[], Mapping[str, float]] | None = None,
+                 reading_history: Callable[[], bool] = lambda: False):
         """`prices_of`: each Jobs flavor's price per hour (the Hub's list), asked once, in
-        the worker, when a run is a job: its cost is that times the hours it ran."""
+        the worker, when a run is a job: its cost is that times the hours it ran.
+        `reading_history`: whether a source is reading a backlog of history (the table is read
+        less often meanwhile, and at once when it is done)."""
         super().__init__()
         self.store = store
-        self.rows_of = rows_of
+        self.rows_of = rows_of or store_rows()
         self.prices_of = prices_of
         self.prices: Mapping[str, float] | None = None
         self.clock = clock
+        self.reading_history = reading_history
         self.current = current  # the run on the dashboard: the cursor starts on it
         self.rows: list[FleetRow] = []  # every run, as last read
         self.shown: list[FleetRow] = []  # the rows on screen, in order
@@ -151,8 +162,10 @@ class FleetScreen(FilterBox):
         self._columns: list[Column] = []  # the data columns shown
         self._shown_header: list[tuple[str, str, int]] = []  # (key, label, width) shown
         self._cells: dict[str, tuple] = {}  # run key -> its cells as shown
-        self._seen = (-1, -1.0)  # (store version, time) of the rows read
+        self._seen = (-1, -1.0)  # (the store's runs_version, time) of the rows read
         self._reading = False  # a read of the rows is under way
+        self._read_from = 0.0  # when the read under way began (perf_counter)
+        self._next_read = 0.0  # no read before then (perf_counter): see `_poll`
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-title")
@@ -172,21 +185,24 @@ class FleetScreen(FilterBox):
         self.title = "carl-tui · fleet"
         self.table.focus()
         self._show_title()
-        self.set_interval(0.5, self._poll)
+        self.set_interval(POLL_S, self._poll)
         self._poll()
 
     def _poll(self) -> None:
         """Read the rows again when the store changed (or every few seconds: the ages),
         one read at a time (a thousand runs take a while: reads never pile up)."""
         version, when = self._seen
-        if not self._reading and (self.store.version != version or self.clock() - when >= 5):
+        if self._reading or (time.perf_counter() < self._next_read and self.reading_history()):
+            return
+        if self.store.runs_version != version or self.clock() - when >= 5:
             self._reading = True
+            self._read_from = time.perf_counter()
             self.read_rows()
 
     @work(thread=True, exclusive=True, group="fleet-rows", exit_on_error=False,
           description="reading the fleet")
     def read_rows(self) -> None:
-        now, version = self.clock(), self.store.version
+        now, version = self.clock(), self.store.runs_version
         try:
             self._read(now, version)
         except Exception:
@@ -214,6 +230,12 @@ class FleetScreen(FilterBox):
         self._seen = (version, now)
         self.rows = rows
         self.show_rows()
+        # While a backlog of history is read (a big project loading: the store changes
+        # all the time), the rows are read again once READ_PACE times what this read and
+        # its showing took has passed: the table takes a small share of the time, the
+        # loading the rest; the moment the loading is done, they are read.
+        self._next_read = time.perf_counter() + READ_PACE * (
+            time.perf_counter() - self._read_from)
 
     # -- showing -----------------------------------------------------------------
 

@@ -53,6 +53,8 @@ class PhasePanel(Static):
                 kind, last, since = ended
                 title.append(f"  · {phase.stage} · {kind} ended ", style="dim")
                 title.append(f"{last.upper()}@{since}", style=f"bold {self._color(last)}")
+        elif phase.provisional:  # the preview's sample of this run is too thin for one
+            title.append("phase: once more of the history is read", style="dim")
         else:
             title.append("phase: waiting for accuracy/entropy", style="dim")
         if phase.provisional:
