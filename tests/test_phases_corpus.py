@@ -77,16 +77,6 @@ KNOWN = {
         "0.06 -> 0.52 in 36 steps, 17 steps at 0.50-0.53 (noise 0.024): crystallised at "
         "52, its last 13 values at 0.51; then 0.95 by step 300, half the rise is 0.63, "
         "at step 95"),
-    ("outlier", "demo-seed1"):
-        "the GRPO climb is seen at the margin: at value 82 the last quarter stands 4.19 "
-        "standard errors above the first (the rule needs 4), 3.94 with one value back at "
-        "the start level; hindsight rates the rise 5.2 standard errors (learned: over 7.1, "
-        "still: under 2.8). The value moved is 1.6 noise units from its neighbours and "
-        "lowers the last quarter's mean by 0.25 standard errors: the noise estimate hardly "
-        "moves, so no noise estimate changes the outcome, only where the bar sits. Bars of "
-        "3.7-3.9 or 4.2-4.4 pass every check; 3.6 ends grpo-imjonezz's climb early, 4.5 or "
-        "two values in a row over the bar fail grpo-abdo-ashraf's outlier check: any bar "
-        "has a run at its margin",
 }
 
 

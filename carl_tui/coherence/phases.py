@@ -166,7 +166,7 @@ class PhaseSettings:
     stop_z: float = 2.0
     window_fraction: float = 0.05
     hold: float = 2.0
-    level_z: float = 4.0
+    level_z: float = 3.8
     climb_fraction: float = 0.25
     settle_fraction: float = 0.25
     resume_z: float = 4.0
