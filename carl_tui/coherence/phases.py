@@ -501,6 +501,7 @@ def seen_enough(c: PhaseClassifier) -> bool:
     need = 2 * c.settings.baseline_points
     return c.phase is not Phase.BASELINE or max(c.acc_count, c.ent_count) >= need
 
+
 class _Features:
     """Per-step features of one batch, continuing the classifier's state."""
 
