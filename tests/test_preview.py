@@ -384,7 +384,8 @@ def test_a_preview_too_thin_for_a_phase_tells_none_and_the_fleet_row_says_so():
     assert snap.phase.provisional and snap.phase.phase == "" and not snap.phase.history
     assert row.provisional and row.phase is None
     assert text["phase"] == "reading history"
-    assert text["best"].startswith("≈") and text["task"][0].isdigit()  # the newest is exact
+    # the numbers are the preview's too: its newest value of a run need not be the run's
+    assert all(text[k].startswith("≈") for k in ("step", "task", "best", "loss"))
     final = RunStore()
     for b in _batches(rows, RunRef("test", "p", "r", "r"), 1000):
         final.apply([b])

@@ -79,16 +79,16 @@ def _phase(row: FleetRow, *_: Any) -> str | Text:
     return Text(f"{PROVISIONAL} {text}", style="dim") if row.provisional else text
 
 
-def _value(get: Callable[[FleetRow], float | None], *, from_history: bool = False):
-    """A number's cell; `from_history`: one the whole history decides (the best value, the
-    gate's step), marked as the preview's while the history is read."""
+def _value(get: Callable[[FleetRow], float | None]):
+    """A cell of a number read from the run's history: the coarse preview's while the
+    history is read (a big project's preview holds a value or two of most runs, not
+    their newest), marked so and dim."""
     def cell(row: FleetRow, *_: Any) -> str | Text:
         v = get(row)
         if v is None:
             return DASH
         text = str(v) if isinstance(v, int) else value_text(v)
-        return Text(PROVISIONAL + text, style="dim") if from_history and row.provisional \
-            else text
+        return Text(PROVISIONAL + text, style="dim") if row.provisional else text
     return cell
 
 
@@ -96,14 +96,14 @@ BASE_COLUMNS: tuple[Column, ...] = (
     Column("name", "run", 0, lambda r, *_: r.run.label, lambda r: r.run.label, 28),
     Column("source", "source", 2, lambda r, *_: r.source, lambda r: r.source, 12),
     Column("state", "state", 0, _state, lambda r: r.state, 8),
-    Column("step", "step", 1, lambda r, *_: _num(r.last_step), lambda r: r.last_step, 8),
+    Column("step", "step", 1, _value(lambda r: r.last_step), lambda r: r.last_step, 8),
     Column("updated", "updated", 1, lambda r, now, _c: age_text(r.updated_at, now),
            lambda r: -(r.updated_at or 0.0) if r.updated_at else None, 9),
     Column("phase", "phase", 0, _phase, lambda r: r.phase, 28),
-    Column("gate", "gate", 2, _value(lambda r: r.gate_step, from_history=True),
+    Column("gate", "gate", 2, _value(lambda r: r.gate_step),
            lambda r: r.gate_step, 6),
     Column("task", "task", 1, _value(lambda r: r.task_last), lambda r: r.task_last, 8),
-    Column("best", "best", 2, _value(lambda r: r.task_best, from_history=True),
+    Column("best", "best", 2, _value(lambda r: r.task_best),
            lambda r: r.task_best, 8),
     Column("trend", "trend", 2, lambda r, *_: sparkline(r.task_trend),
            lambda r: r.task_last, SPARK_WIDTH),
