@@ -662,9 +662,13 @@ def test_jobs_dialog_snapshot(hub, snap_compare):
     app = make_app(srv)
     def listed(s) -> bool:
         """Both rows, and the table's column widths taken from them (the table sizes its
-        columns when it is next idle: a picture before that has header-wide columns)."""
-        label = list(s.query_one(DataTable).columns.values())[-1]
-        return (len(s.rows) == 2 and label.content_width >= len("python train.py --fast")
+        columns when it is next idle: a picture before that has header-wide columns), its
+        header drawn at those widths (a header drawn before is kept until drawn again)."""
+        table = s.query_one(DataTable)
+        label = list(table.columns.values())[-1]
+        wide = len("python train.py --fast")
+        return (len(s.rows) == 2 and label.content_width >= wide
+                and "label" + " " * (wide - len("label")) in table.render_line(0).text
                 and "2 jobs in alice" in plain_text(s.query_one("#jobs-status")))
 
     assert snap_compare(app, terminal_size=SIZE, run_before=opened(app, "j", JobsScreen, listed))

@@ -20,6 +20,8 @@ from carl_tui.ui.screens.dialog import dialog_css
 from carl_tui.ui.settings import Services
 from carl_tui.ui.widgets.job_bar import STAGE_STYLE
 
+COLUMNS = ("status", "flavor", "age", "job id", "label")
+
 
 class JobsScreen(ModalScreen[Job | None]):
     """Dismisses with the chosen job, or None."""
@@ -55,7 +57,7 @@ class JobsScreen(ModalScreen[Job | None]):
 
     def on_mount(self) -> None:
         table = self.query_one(DataTable)
-        table.add_columns("status", "flavor", "age", "job id", "label")
+        table.add_columns(*COLUMNS)  # the header while the jobs are listed
         table.focus()
         self.action_reload()
 
@@ -84,18 +86,23 @@ class JobsScreen(ModalScreen[Job | None]):
             self._status(msg.error, error=True)
             return
         table = self.query_one(DataTable)
-        table.clear()
         self.rows = {r.run.key: r for r in msg.rows}
-        for r in msg.rows:
-            mark = "● " if r.run.key == self._current else ""
-            table.add_row(
-                Text(mark + r.stage, style=STAGE_STYLE.get(r.stage, "")),
-                r.flavor,
-                duration_text(r.age_s, coarse=True),
-                Text(r.job_id),
-                Text(r.label if len(r.label) <= 60 else r.label[:59] + "…"),  # text, not markup
-                key=r.run.key,
-            )
+        cells = {r.run.key: (
+            Text(("● " if r.run.key == self._current else "") + r.stage,
+                 style=STAGE_STYLE.get(r.stage, "")),
+            Text(r.flavor),
+            Text(duration_text(r.age_s, coarse=True)),
+            Text(r.job_id),
+            Text(r.label if len(r.label) <= 60 else r.label[:59] + "…"),  # text, not markup
+        ) for r in msg.rows}
+        # Each column as wide as its widest cell, set here: a table left to size its own
+        # columns when idle can keep the header it drew before, header-wide.
+        table.clear(columns=True)
+        for i, label in enumerate(COLUMNS):
+            table.add_column(label, width=max([len(label), *(c[i].cell_len
+                                                             for c in cells.values())]))
+        for key, row in cells.items():
+            table.add_row(*row, key=key)
         if self._current in self.rows:
             table.move_cursor(row=table.get_row_index(self._current))
         if msg.error:
