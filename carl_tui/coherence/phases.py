@@ -183,6 +183,12 @@ class PhaseSettings:
             kind = int if name == "baseline_points" else float
             object.__setattr__(self, name, kind(getattr(self, name)))
 
+    @property
+    def rise_after(self) -> int:
+        """Values of A known before a rise can be called (twice `baseline_points`): the
+        fewest from which any phase but baseline is told from A."""
+        return 2 * self.baseline_points
+
     def window(self, n: np.ndarray) -> np.ndarray:
         """Values averaged for the level of A: a fixed share of the n known so far."""
         w = np.ceil(self.window_fraction * n)
@@ -496,9 +502,9 @@ class PhaseClassifier:
 
 
 def seen_enough(c: PhaseClassifier) -> bool:
-    """`c` saw enough to tell any phase but baseline: twice `baseline_points` values of
-    the progress metric or of the entropy (or it left baseline already)."""
-    need = 2 * c.settings.baseline_points
+    """`c` saw enough to tell any phase but baseline: `rise_after` values of the progress
+    metric or of the entropy (or it left baseline already)."""
+    need = c.settings.rise_after
     return c.phase is not Phase.BASELINE or max(c.acc_count, c.ent_count) >= need
 
 
@@ -670,7 +676,7 @@ def _from_baseline(c: PhaseClassifier, f: _Features, pos: int, spiking: np.ndarr
         # or the level of the last quarter of the values clearly above the first
         # quarter (a slow, noisy climb: GRPO rewards)
         level |= _quarter_rise(f, pos, sigma_r, st)
-        risen = (risen | level) & (f.acc_count[sl] >= 2 * st.baseline_points)
+        risen = (risen | level) & (f.acc_count[sl] >= st.rise_after)
         risen &= f.acc_ready[sl]
     out[spiking] = _MELT
     out[risen & ~rising] = _TRANS

@@ -26,7 +26,7 @@ from carl_tui.store.phases import PhaseTrack
 MAX_PREVIEW_ROWS = 100_000  # a preview is small by design; more is ignored
 #: Rows a preview holds before its classifier and gate are fed: the fewest from which the
 #: classifier tells any phase but baseline (`coherence.phases.seen_enough`).
-FEED_AFTER = 2 * PhaseSettings().baseline_points
+FEED_AFTER = PhaseSettings().rise_after
 
 
 class _Points:
