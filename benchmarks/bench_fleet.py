@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from benchmarks.common import Row
-from benchmarks.trl_store import cache_root, rows, write_trackio_once
+from benchmarks.trl_store import cache_root, rows, trackio_env, write_trackio_once
 
 PROJECT = "fleet"
 VERSION = 1  # bump when the shape changes (cached stores are rewritten)
@@ -85,13 +85,13 @@ def _ours(root: str) -> dict:
     from carl_tui.store.fleet import FLEET_STORE, fleet_rows
 
     base_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    t0, cpu0 = time.perf_counter(), _cpu()
+    t0, cpu0 = time.perf_counter(), cpu_seconds()
     src = TrackioLocalSource(PROJECT, root=Path(root))
     store = RunStore(**FLEET_STORE)
     collect([src], store, patient=False, timeout=600)
     rows = fleet_rows(store)
     text = json.dumps([fleet_dict(r) for r in rows], default=str)
-    took, cpu = time.perf_counter() - t0, _cpu() - cpu0
+    took, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
     src2 = TrackioLocalSource(PROJECT, root=Path(root))  # collect closed the first one
     src2.helpers = 0
     read_t0 = time.perf_counter()
@@ -129,10 +129,8 @@ def _appended(root: str) -> dict:
         pass
     first_read, first_queries = time.perf_counter() - t0, src.queries
     runs, steps = size()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKIO_")}
-    env.update(TRACKIO_DIR=root, HF_HUB_OFFLINE="1")
     subprocess.run([sys.executable, "-m", "benchmarks.bench_fleet", "append", root, str(runs),
-                    str(steps)], env=env, check=True)
+                    str(steps)], env=trackio_env(root), check=True)
     statements: list[str] = []
     src._conn.set_trace_callback(statements.append)
     q0, t0 = src.queries, time.perf_counter()
@@ -163,7 +161,7 @@ def append(runs: int, steps: int) -> None:
     )
 
 
-def _cpu() -> float:
+def cpu_seconds() -> float:
     """CPU seconds of this process and of its finished children (the reading helpers)."""
     import resource
 
@@ -188,10 +186,9 @@ def _trackio(root: str, runs: int) -> dict:
 
 
 def _in_process(what: str, root: Path, runs: int) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKIO_")}
-    env.update(TRACKIO_DIR=str(root), HF_HUB_OFFLINE="1")
     out = subprocess.run([sys.executable, "-m", "benchmarks.bench_fleet", what, str(root),
-                          str(runs)], env=env, check=True, capture_output=True, text=True)
+                          str(runs)], env=trackio_env(root), check=True, capture_output=True,
+                         text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

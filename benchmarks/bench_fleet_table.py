@@ -20,25 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from benchmarks.bench_fleet import PROJECT, ensure_store, size
+from benchmarks.bench_fleet import PROJECT, cpu_seconds, ensure_store, size
 from benchmarks.common import Row
+from benchmarks.trl_store import trackio_env
 
 SIZE = (160, 45)
 WAITING = ("≈", "reading")  # a phase cell that is the preview's, or none yet
-
-
-def _cpu() -> float:
-    import resource
-
-    me, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF,
-                                                 resource.RUSAGE_CHILDREN))
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 async def _bare() -> float:
@@ -69,14 +61,14 @@ async def _table(root: str, runs: int) -> dict:
         return {str(n): str(p) for n, p in zip(names, phases, strict=True)}
 
     out: dict = {"bare_s": bare}
-    t0, cpu0 = time.perf_counter(), _cpu()
+    t0, cpu0 = time.perf_counter(), cpu_seconds()
     async with app.run_test(size=SIZE):
         while time.perf_counter() - t0 < 300:
             shown = cells()
             if shown is not None:
                 out.setdefault("rows_s", time.perf_counter() - t0)
                 if not any(p.startswith(WAITING) or p == "–" for p in shown.values()):
-                    out["phases_s"], out["cpu_s"] = time.perf_counter() - t0, _cpu() - cpu0
+                    out["phases_s"], out["cpu_s"] = time.perf_counter() - t0, cpu_seconds() - cpu0
                     out["phases"] = shown
                     break
             await asyncio.sleep(0.02)
@@ -101,21 +93,19 @@ def _pty_rows(root: Path, runs: int) -> tuple[float | None, float | None]:
 
 
 def _json(root: Path) -> tuple[float, list[dict]]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKIO_")}
-    env.update(TRACKIO_DIR=str(root), HF_HUB_OFFLINE="1")
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, "-m", "carl_tui", "fleet", "--project", PROJECT,
-                          "--json"], env=env, check=True, capture_output=True, text=True)
+                          "--json"], env=trackio_env(root), check=True, capture_output=True,
+                         text=True)
     return time.perf_counter() - t0, json.loads(out.stdout)
 
 
 def run() -> list[Row]:
     runs, steps = size()
     root = ensure_store(runs, steps)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKIO_")}
-    env.update(TRACKIO_DIR=str(root), HF_HUB_OFFLINE="1")
     got = subprocess.run([sys.executable, "-m", "benchmarks.bench_fleet_table", str(root),
-                          str(runs)], env=env, check=True, capture_output=True, text=True)
+                          str(runs)], env=trackio_env(root), check=True, capture_output=True,
+                         text=True)
     ours = json.loads(got.stdout.strip().splitlines()[-1])
     json_s, printed = _json(root)
     want = {d["run"]: f"{d['phase']['phase']} · {d['phase']['stage']}" for d in printed}

@@ -99,6 +99,14 @@ def cache_root() -> Path:
                 Path(tempfile.gettempdir()) / "carl-tui-bench-stores")
 
 
+def trackio_env(root: Path | str) -> dict[str, str]:
+    """This process's environment for a child that uses the Trackio folder `root`
+    (no other TRACKIO_ setting, offline)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKIO_")}
+    env.update(TRACKIO_DIR=str(root), HF_HUB_OFFLINE="1")
+    return env
+
+
 def write_trackio_once(root: Path, project: str, done: Path, argv: list[str]) -> None:
     """Run the writer `argv` (a module of benchmarks/ writing `root/<project>.db` with
     trackio) unless `done` says it ran to its end; a half-written database is removed."""
@@ -107,9 +115,7 @@ def write_trackio_once(root: Path, project: str, done: Path, argv: list[str]) ->
     root.mkdir(parents=True, exist_ok=True)
     for f in root.glob(f"{project}.db*"):
         f.unlink()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKIO_")}
-    env.update(TRACKIO_DIR=str(root), HF_HUB_OFFLINE="1")
-    subprocess.run([sys.executable, "-m", *argv], env=env, check=True)
+    subprocess.run([sys.executable, "-m", *argv], env=trackio_env(root), check=True)
     done.write_text("ok")
 
 
