@@ -363,20 +363,31 @@ async def test_other_runs_crystallising_are_one_notice_not_one_each(tmp_path):
 async def test_carl_tui_fleet_in_a_terminal_opens_the_fleet_table(sweep, monkeypatch):
     from carl_tui import cli
 
+    from carl_tui.ui.screens.dashboard import DashboardScreen
+
     configs = []
     monkeypatch.setattr(cli, "interactive", lambda: True)
     monkeypatch.setattr(cli, "_run_app", lambda config: configs.append(config) or 0)
     assert cli.main(["fleet", str(sweep[0]), "--theme", "carl-light"]) == 0
     (config,) = configs
     assert config.settings.fleet and config.settings.theme == "carl-light"
+    shown_status = []
+    status = DashboardScreen.show_status
+    monkeypatch.setattr(DashboardScreen, "show_status",
+                        lambda self, *a: shown_status.append(a) or status(self, *a))
     app = build_app(config)
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: row_count(app) == 1, timeout=10, what="the fleet table")
         assert column(app, "name") == ["grpo-a"] and column(app, "step") == ["45"]
-        assert app.snapshot is None  # the dashboard under the table is not drawn meanwhile
+        # the sources held back by a preview read on once the rows are on screen
+        await wait_for(pilot, app.follower.painted.is_set, what="the first rows painted")
+        await pilot.pause(1.5)  # the status ticks every second
+        # The dashboard under the table is not drawn meanwhile: no snapshot, no status
+        # (anything drawn there has Textual draw the whole table again).
+        assert app.snapshot is None and shown_status == []
         await pilot.press("escape")  # the dashboard under it, on that run
         await wait_for(pilot, lambda: app.screen is app.dashboard and app.snapshot is not None
-                       and app.snapshot.run.name == "grpo-a")
+                       and app.snapshot.run.name == "grpo-a" and shown_status != [])
 
 
 async def test_the_fleet_keys_are_in_the_footer_the_help_and_the_palette(sweep):
@@ -541,7 +552,7 @@ async def test_while_a_history_loads_the_table_is_read_paced_and_at_once_when_do
     is done, at once."""
     import time as clock
 
-    from carl_tui.events import ScalarBatch
+    from carl_tui.events import RunRef, ScalarBatch
 
     app = fleet_app(sweep)
     async with app.run_test(size=(160, 45)) as pilot:
@@ -554,6 +565,12 @@ async def test_while_a_history_loads_the_table_is_read_paced_and_at_once_when_do
         app.store.apply([ScalarBatch.from_rows(run, [(46, {"loss": 0.5})])])
         await pilot.pause(0.5)
         assert before != "46" and by_name(app, "step")["grpo-b"] == before  # not read yet
+        # a new run is a row at once, pause or not (it has no row to wait in)
+        new = RunRef("jsonl", "sweep", "grpo-e", "grpo-e")
+        app.store.apply([ScalarBatch.from_rows(new, [(3, {"loss": 0.7})])])
+        await wait_for(pilot, lambda: row_count(app) == len(SWEEP) + 1,
+                       what="the new run's row")
+        assert by_name(app, "step")["grpo-e"] == "3"
         loading[0] = False
         await wait_for(pilot, lambda: by_name(app, "step")["grpo-b"] == "46",
                        what="the rows read at once when the loading is done")

@@ -71,10 +71,17 @@ class RunStore:
     def apply(self, events: Iterable[Event]) -> None:
         """Apply a source's events in order. The lock is taken for each event, not for
         all of them: a reader (the screen's thread) waits for one event at most, not for
-        a poll of a long history (hundreds of runs' batches)."""
+        a poll of a long history (hundreds of runs' batches); but a poll that holds a
+        preview is applied whole (a thousand runs appear at once, each with its values)."""
         # Finite values near the float limit (1e308) overflow in sums and products: the
         # results are inf, shown as such, never a numpy warning on stderr.
+        events = list(events)
         with np.errstate(over="ignore", invalid="ignore"):
+            if any(isinstance(ev, ScalarBatch) and ev.preview for ev in events):
+                with self._lock:  # a preview is one view: a reader sees all of it or none
+                    for ev in map(clean_event, events):
+                        self._apply_one(ev)
+                return
             for ev in map(clean_event, events):
                 with self._lock:
                     self._apply_one(ev)
@@ -136,10 +143,17 @@ class RunStore:
             st = self._runs.get(run_key)
             return st.snapshot(max_points, series) if st is not None else None
 
+    @property
+    def run_count(self) -> int:
+        """How many runs it holds (read without the lock, as `run_version`)."""
+        return len(self._runs)
+
     def run_version(self, run_key: str) -> int:
-        with self._lock:
-            st = self._runs.get(run_key)
-            return st.version if st is not None else -1
+        """The run's version (-1: not held), read without the lock: a reader that asks
+        for it of every run (the fleet table) never waits on a source's batch. A version
+        read just before a change is simply read again at the next look."""
+        st = self._runs.get(run_key)
+        return st.version if st is not None else -1
 
     def summary(self) -> StoreSummary:
         with self._lock:

@@ -233,6 +233,10 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
             return
         for notice in update.notices:
             announce(self, notice, self.alert_config)
+        if self.follower.hidden:
+            # Under the fleet table: nothing of the dashboard is seen, and a change drawn
+            # there has Textual draw the whole table again (`reveal` brings it up to date).
+            return
         dash = self.dashboard
         dash.post_message(update)
         if update.snapshot is not None and not self.follower.painted.is_set():
@@ -252,7 +256,7 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
 
     def _refresh_status(self) -> None:
         """The status bar and the job line (ages tick every second)."""
-        if self._showing:
+        if self._showing and not self.follower.hidden:
             # After any update queued before it: the follower's snapshot is the one shown.
             self.dashboard.post_message(StatusTick(self.store.summary(), self.follower.snapshot,
                                                    self.services.clock()))

@@ -54,7 +54,8 @@ class FleetPart(App[None]):
         self.push_screen(FleetScreen(self.store, clock=self.services.clock,
                                      current=self.current_run, selected=selected,
                                      prices_of=self.job_prices,
-                                     reading_history=lambda: self.follower.catching_up),
+                                     reading_history=lambda: self.follower.catching_up,
+                                     painted=self.follower.painted.set),
                          opened)
 
     def job_prices(self) -> Mapping[str, float]:

@@ -51,6 +51,9 @@ def enable_preview(source: Source, painted: threading.Event | None = None) -> So
 
 
 MAX_COMPARED = 7  # runs overlaid on the run on screen, at most
+#: Under the fleet table, while a backlog of history is read, the store is looked at
+#: for notices about once a second (their runs are grouped: "12 runs crystallised").
+HIDDEN_PULL_S = 1.0
 
 
 class Follower:
@@ -225,8 +228,11 @@ class Follower:
                    + collapse(self.grouper.take(shown, self.current_run)))
         # Under the fleet table no run is on screen: no snapshot (a big project loading
         # would have the hidden dashboard drawn again and again).
-        snap, others = (None, ()) if self.hidden else self._take_snapshot(max_points,
-                                                                           render_cost)
+        if self.hidden:
+            snap, others = None, ()
+            self._next_pull = time.perf_counter() + HIDDEN_PULL_S
+        else:
+            snap, others = self._take_snapshot(max_points, render_cost)
         self.post(SnapshotUpdated(snap, others, tuple(store.runs()), tuple(notices),
                                   tuple(self.grouper.grouped)))
         return True

@@ -120,79 +120,29 @@ class FilterBox(Screen[str | None]):
         self.table.focus()
 
 
-class FleetScreen(FilterBox):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(k.key, k.action, k.description, id=k.id, tooltip=k.tooltip, show=k.show)
-        for k in FLEET_KEYS
-    ]
-    COMMANDS: ClassVar = {FleetCommands}
-    DEFAULT_CSS = """
-    FleetScreen #fleet-title { height: 1; padding: 0 1; background: $panel; }
-    FleetScreen #fleet-filter { height: 3; border: round $primary; }
-    FleetScreen #fleet-filter.-hidden { display: none; }
-    FleetScreen #fleet-error { height: auto; padding: 0 1; color: $error; }
-    FleetScreen #fleet-error.-hidden { display: none; }
-    FleetScreen DataTable { height: 1fr; }
-    """
+class RowReading(FilterBox):
+    """The fleet table's reading of its rows: in a worker thread, when the store changed
+    (paced while a long history loads), one read at a time. (`FleetScreen` shows them.)"""
 
-    def __init__(self, store: RunStore, *, rows_of: RowsOf | None = None,
-                 clock: Callable[[], float] = time.time, current: str | None = None,
-                 selected: Iterable[str] = (),
-                 prices_of: Callable[[], Mapping[str, float]] | None = None,
-                 reading_history: Callable[[], bool] = lambda: False):
-        """`prices_of`: each Jobs flavor's price per hour (the Hub's list), asked once, in
-        the worker, when a run is a job: its cost is that times the hours it ran.
-        `reading_history`: whether a source is reading a backlog of history (the table is read
-        less often meanwhile, and at once when it is done)."""
-        super().__init__()
-        self.store = store
-        self.rows_of = rows_of or store_rows()
-        self.prices_of = prices_of
-        self.prices: Mapping[str, float] | None = None
-        self.clock = clock
-        self.reading_history = reading_history
-        self.current = current  # the run on the dashboard: the cursor starts on it
-        self.rows: list[FleetRow] = []  # every run, as last read
-        self.shown: list[FleetRow] = []  # the rows on screen, in order
-        self.filter = FleetFilter("")
-        self.sort: str | None = None  # a column key; None: the store's order (newest first)
-        self.reverse = False
-        self.group: str | None = None  # a config key
-        self.selected: list[str] = list(selected)  # run keys, in the order chosen
-        self._columns: list[Column] = []  # the data columns shown
-        self._shown_header: list[tuple[str, str, int]] = []  # (key, label, width) shown
-        self._cells: dict[str, tuple] = {}  # run key -> its cells as shown
-        self._seen = (-1, -1.0)  # (the store's runs_version, time) of the rows read
-        self._reading = False  # a read of the rows is under way
-        self._read_from = 0.0  # when the read under way began (perf_counter)
-        self._next_read = 0.0  # no read before then (perf_counter): see `_poll`
-
-    def compose(self) -> ComposeResult:
-        yield Static(id="fleet-title")
-        yield Input(placeholder="phase:crystallisation state:live lr>=1e-4 name~grpo "
-                                "(enter applies, esc closes)", id="fleet-filter",
-                    classes="-hidden")
-        yield Static(id="fleet-error", classes="-hidden")
-        table = DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
-        yield table
-        yield KeyFooter()
-
-    @property
-    def table(self) -> DataTable:
-        return self.query_one("#fleet-table", DataTable)
-
-    def on_mount(self) -> None:
-        self.title = "carl-tui · fleet"
-        self.table.focus()
-        self._show_title()
-        self.set_interval(POLL_S, self._poll)
-        self._poll()
+    store: RunStore
+    rows_of: RowsOf
+    prices_of: Callable[[], Mapping[str, float]] | None
+    prices: Mapping[str, float] | None
+    clock: Callable[[], float]
+    reading_history: Callable[[], bool]
+    _painted: Callable[[], object] | None
+    _seen: tuple[int, float]
+    _reading: bool
+    _read_from: float
+    _next_read: float
 
     def _poll(self) -> None:
         """Read the rows again when the store changed (or every few seconds: the ages),
         one read at a time (a thousand runs take a while: reads never pile up)."""
         version, when = self._seen
-        if self._reading or (time.perf_counter() < self._next_read and self.reading_history()):
+        more_runs = self.store.run_count != len(self.rows)  # a row each, at once
+        if self._reading or (time.perf_counter() < self._next_read and self.reading_history()
+                             and not more_runs):
             return
         if self.store.runs_version != version or self.clock() - when >= 5:
             self._reading = True
@@ -230,12 +180,87 @@ class FleetScreen(FilterBox):
         self._seen = (version, now)
         self.rows = rows
         self.show_rows()
+        if rows and self._painted is not None:
+            self.call_after_refresh(self._painted)
+            self._painted = None
         # While a backlog of history is read (a big project loading: the store changes
         # all the time), the rows are read again once READ_PACE times what this read and
         # its showing took has passed: the table takes a small share of the time, the
         # loading the rest; the moment the loading is done, they are read.
         self._next_read = time.perf_counter() + READ_PACE * (
             time.perf_counter() - self._read_from)
+
+
+class FleetScreen(RowReading):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(k.key, k.action, k.description, id=k.id, tooltip=k.tooltip, show=k.show)
+        for k in FLEET_KEYS
+    ]
+    COMMANDS: ClassVar = {FleetCommands}
+    DEFAULT_CSS = """
+    FleetScreen #fleet-title { height: 1; padding: 0 1; background: $panel; }
+    FleetScreen #fleet-filter { height: 3; border: round $primary; }
+    FleetScreen #fleet-filter.-hidden { display: none; }
+    FleetScreen #fleet-error { height: auto; padding: 0 1; color: $error; }
+    FleetScreen #fleet-error.-hidden { display: none; }
+    FleetScreen DataTable { height: 1fr; }
+    """
+
+    def __init__(self, store: RunStore, *, rows_of: RowsOf | None = None,
+                 clock: Callable[[], float] = time.time, current: str | None = None,
+                 selected: Iterable[str] = (),
+                 prices_of: Callable[[], Mapping[str, float]] | None = None,
+                 reading_history: Callable[[], bool] = lambda: False,
+                 painted: Callable[[], object] | None = None):
+        """`prices_of`: each Jobs flavor's price per hour (the Hub's list), asked once, in
+        the worker, when a run is a job: its cost is that times the hours it ran.
+        `reading_history`: whether a source is reading a backlog of history (the table is read
+        less often meanwhile, and at once when it is done). `painted`: called once the first
+        rows are on screen (sources hold a long history back until then)."""
+        super().__init__()
+        self.store = store
+        self.rows_of = rows_of or store_rows()
+        self.prices_of = prices_of
+        self.prices: Mapping[str, float] | None = None
+        self.clock = clock
+        self.reading_history = reading_history
+        self._painted = painted
+        self.current = current  # the run on the dashboard: the cursor starts on it
+        self.rows: list[FleetRow] = []  # every run, as last read
+        self.shown: list[FleetRow] = []  # the rows on screen, in order
+        self.filter = FleetFilter("")
+        self.sort: str | None = None  # a column key; None: the store's order (newest first)
+        self.reverse = False
+        self.group: str | None = None  # a config key
+        self.selected: list[str] = list(selected)  # run keys, in the order chosen
+        self._columns: list[Column] = []  # the data columns shown
+        self._shown_header: list[tuple[str, str, int]] = []  # (key, label, width) shown
+        self._cells: dict[str, tuple] = {}  # run key -> its cells as shown
+        self._seen = (-1, -1.0)  # (the store's runs_version, time) of the rows read
+        self._reading = False  # a read of the rows is under way
+        self._read_from = 0.0  # when the read under way began (perf_counter)
+        self._next_read = 0.0  # no read before then (perf_counter): see `_poll`
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="fleet-title")
+        yield Input(placeholder="phase:crystallisation state:live lr>=1e-4 name~grpo "
+                                "(enter applies, esc closes)", id="fleet-filter",
+                    classes="-hidden")
+        yield Static(id="fleet-error", classes="-hidden")
+        table = DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
+        yield table
+        yield KeyFooter()
+
+    @property
+    def table(self) -> DataTable:
+        return self.query_one("#fleet-table", DataTable)
+
+    def on_mount(self) -> None:
+        self.title = "carl-tui · fleet"
+        self.table.focus()
+        self._show_title()
+        self.set_interval(POLL_S, self._poll)
+        self._poll()
 
     # -- showing -----------------------------------------------------------------
 
