@@ -72,7 +72,9 @@ class ScalarBatch:
     while the history is read in order; they never reach the gates and phases.
     The real rows follow as plain batches; an empty preview batch says the
     history has been read up to where the preview was taken (the coarse view is
-    dropped).
+    dropped). `tail`: a preview batch of the run's newest rows only, no sample of its
+    shape (a project of many runs: each run's latest values, step and time): shown, never
+    fed to the preview's own phase classifier and gate.
     """
 
     run: RunRef
@@ -82,6 +84,7 @@ class ScalarBatch:
     times: np.ndarray | None = None  # wall time of each row (float64, NaN = unknown), if known
     nonfinite: tuple[tuple[str, int], ...] = ()  # (metric, step) logged as NaN or infinite
     preview: bool = False  # a coarse view of the history, shown until the history is read
+    tail: bool = False  # with preview: the run's newest rows only (not its shape)
 
     def __len__(self) -> int:
         return int(self.steps.shape[0])

@@ -46,7 +46,8 @@ BULK_WRITER = textwrap.dedent(
         part = rows[start:start + 2000]
         SQLiteStorage.bulk_log(spec["project"], spec["run"], part,
                                steps=[r["train/global_step"] for r in part],
-                               timestamps=[f"2025-11-01T08:{(start + i) // 6000 % 60:02d}:"
+                               timestamps=[f"2025-11-01T{spec.get('hour', 8):02d}:"
+                                           f"{(start + i) // 6000 % 60:02d}:"
                                            f"{(start + i) // 100 % 60:02d}+00:00"
                                            for i in range(len(part))],
                                config=spec.get("config") if start == 0 else None,
@@ -76,12 +77,14 @@ def trl_rows(n: int, seed: int = 0, start: int = 0) -> list[dict]:
     return out
 
 
-def bulk_write(root, project: str, rows: list[dict], *, run: str = "sft", config=None) -> None:
-    """Append rows with trackio's own writer, in a process of its own."""
+def bulk_write(root, project: str, rows: list[dict], *, run: str = "sft", config=None,
+               run_id: str = RUN_ID, hour: int = 8) -> None:
+    """Append rows with trackio's own writer, in a process of its own (the rows dated from
+    `hour` o'clock on, 100 a second)."""
     pytest.importorskip("trackio")
-    spec = root / f"spec-{len(rows)}-{rows[0]['train/global_step']}.json"
-    spec.write_text(json.dumps({"project": project, "run": run, "run_id": RUN_ID,
-                                "rows": rows, "config": config}))
+    spec = root / f"spec-{run_id}-{len(rows)}-{rows[0]['train/global_step']}.json"
+    spec.write_text(json.dumps({"project": project, "run": run, "run_id": run_id,
+                                "rows": rows, "config": config, "hour": hour}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRACKIO_")}
     env.update(TRACKIO_DIR=str(root), HF_HUB_OFFLINE="1")
     proc = subprocess.run([sys.executable, "-c", BULK_WRITER, str(spec)], env=env, check=False,
@@ -229,6 +232,87 @@ def test_local_trackio_preview_first_then_the_exact_history(store_dir, small_pre
     assert flags[-1] is None and all(f is not None for f in flags[: flags.index(None)])
     assert src.skipped == plain_src.skipped == 0
     assert_same_run(staged.snapshot(p.run.key), final)
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    """A project of 4 runs of 1,500 steps, written one after another, dated out of that
+    order (sweep-1 has the newest rows, then 3, 0, 2)."""
+    root = tmp_path_factory.mktemp("sweep")
+    for i, hour in enumerate((9, 11, 8, 10)):
+        bulk_write(root, "sweep", trl_rows(1500, seed=i), run=f"sweep-{i}", run_id=f"id-{i}",
+                   config={"seed": i}, hour=hour)
+    return root
+
+
+def test_a_project_of_many_runs_previews_each_runs_newest_rows_first(sweep_dir, small_preview):
+    """First poll: every run's config and newest rows (its name, last step, values and
+    time: its row, exact); second: the shape of the history (no row sent twice); then the
+    history, and every run ends as a plain read leaves it."""
+    from carl_tui.store.fleet import fleet_rows
+    from carl_tui.ui.fleet_columns import BASE_COLUMNS
+
+    plain_src = tl.TrackioLocalSource("sweep", root=sweep_dir)
+    plain = RunStore()
+    read_all(plain_src, plain)
+    final = {r.run.name: r for r in fleet_rows(plain, now=0.0)}
+    assert [r.run.name for r in fleet_rows(plain, now=0.0)] == \
+        [f"sweep-{i}" for i in (1, 3, 0, 2)]  # the newest record first
+
+    src = tl.TrackioLocalSource("sweep", root=sweep_dir)
+    src.preview = True
+    store = RunStore()
+    first = src.poll()
+    newest = [e for e in first if isinstance(e, ScalarBatch)]
+    assert all(b.preview and b.tail for b in newest)
+    assert sorted(b.run.name for b in newest) == [f"sweep-{i}" for i in range(4)]
+    last_steps = trl_rows(8, start=1492)
+    for b in newest:
+        assert b.steps.tolist() == [r["train/global_step"] for r in last_steps]
+    assert sum(isinstance(e, RunMeta) for e in first) == 4
+    store.apply(first)
+    rows = fleet_rows(store, now=0.0)
+    assert [r.run.name for r in rows] == list(final)  # in their final order already
+    cells = {c.key: c for c in BASE_COLUMNS}
+    for r in rows:
+        done = final[r.run.name]
+        assert r.provisional and r.phase is None  # 8 rows tell no phase
+        assert str(cells["phase"].cell(r, 0.0, {})) == "reading history"
+        assert (r.last_step, r.task_last, r.loss, r.updated_at, r.state) == \
+            (done.last_step, done.task_last, done.loss, done.updated_at, done.state)
+
+    shape = [e for e in src.poll() if isinstance(e, ScalarBatch)]
+    assert shape and all(b.preview and not b.tail for b in shape)
+    sent = [(b.run.key, s) for b in newest + shape for s in b.steps.tolist()]
+    assert len(sent) == len(set(sent))  # no row twice
+    store.apply(shape)
+    assert store.snapshot(newest[0].run.key).series["loss"].last == \
+        final[newest[0].run.name].loss  # the newest value stays the newest
+    rest = read_all(src, store)
+    ended = [e for e in rest if isinstance(e, ScalarBatch) and e.preview]
+    assert sorted(e.run.name for e in ended) == [f"sweep-{i}" for i in range(4)]
+    assert all(len(e) == 0 for e in ended)
+    for ref in plain.runs():
+        assert_same_run(store.snapshot(ref.key), plain.snapshot(ref.key))
+
+
+def test_without_trackios_run_time_index_the_preview_is_the_shape_alone(sweep_dir, tmp_path,
+                                                                          small_preview):
+    """A database without the (run, timestamp) index (written by another Trackio) would
+    cost a scan of the table per run: its preview is the sample and newest rows alone."""
+    import shutil
+
+    shutil.copy(sweep_dir / "sweep.db", tmp_path / "sweep.db")
+    db = sqlite3.connect(tmp_path / "sweep.db")
+    for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' "
+                              "AND tbl_name = 'metrics' AND sql LIKE '%timestamp%'").fetchall():
+        db.execute(f'DROP INDEX "{name}"')
+    db.commit()
+    db.close()
+    src = tl.TrackioLocalSource("sweep", root=tmp_path)
+    src.preview = True
+    first = [e for e in src.poll() if isinstance(e, ScalarBatch)]
+    assert first and all(b.preview and not b.tail for b in first)
 
 
 def test_local_trackio_helpers_read_the_same_history(store_dir, monkeypatch):

@@ -8,6 +8,7 @@ builds them from the store (each run's snapshot, its source's word on its life
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -123,7 +124,9 @@ class RowSnapshots:
 def fleet_rows(store: RunStore, *, now: float | None = None,
                prices: Mapping[str, float] | None = None,
                snapshots: RowSnapshots | None = None) -> list[FleetRow]:
-    """One row per run `store` holds, most recently updated first. `now` (epoch seconds,
+    """One row per run `store` holds, the newest record first (its `updated_at`; among
+    equals, the run the store updated last: a run's place does not move while its old
+    history is read). `now` (epoch seconds,
     default the clock) judges "stalled" and a running job's cost; `prices` maps a job's
     hardware flavor to its price in USD per hour (the Hub lists them: `hub.job_prices`;
     without it a job's cost is None: no price is known offline). `snapshots`: the runs'
@@ -135,6 +138,7 @@ def fleet_rows(store: RunStore, *, now: float | None = None,
         snap = snapshots.of(store, run.key)
         if snap is not None:
             rows.append(fleet_row(snap, now=now, prices=prices))
+    rows.sort(key=lambda r: -r.updated_at if r.updated_at is not None else math.inf)
     return rows
 
 

@@ -30,7 +30,8 @@ FEED_AFTER = PhaseSettings().rise_after
 
 
 class _Points:
-    """Points of one series, in arrival order (NaN values dropped)."""
+    """Points of one series, in step order (NaN values dropped; a run's newest rows may
+    come before the sample of its older ones)."""
 
     __slots__ = ("_cache", "_steps", "_values")
 
@@ -52,7 +53,11 @@ class _Points:
             if not self._steps:
                 self._cache = (np.empty(0), np.empty(0))
             else:
-                self._cache = (np.concatenate(self._steps), np.concatenate(self._values))
+                steps, values = np.concatenate(self._steps), np.concatenate(self._values)
+                if steps.size > 1 and (np.diff(steps) < 0).any():
+                    order = np.argsort(steps, kind="stable")
+                    steps, values = steps[order], values[order]
+                self._cache = (steps, values)
                 self._steps, self._values = [self._cache[0]], [self._cache[1]]
         return self._cache
 
@@ -75,7 +80,6 @@ class Preview:
         n = len(batch)
         if n == 0 or self.rows >= MAX_PREVIEW_ROWS:
             return
-        self.rows += n
         steps = batch.steps.astype(np.float64)
         cols = dict(batch.columns)
         for name, values in cols.items():
@@ -87,12 +91,16 @@ class Preview:
             self.wall.add(steps, np.asarray(batch.times, dtype=np.float64))
         elif batch.wall_time is not None:
             self.wall.add(steps[-1:], np.array([batch.wall_time], dtype=np.float64))
-        self.newest_step = int(batch.steps[-1])
+        newest = int(batch.steps.max())
+        self.newest_step = newest if self.newest_step is None else max(self.newest_step, newest)
         oldest = int(batch.steps.min())
         self.oldest_step = oldest if self.oldest_step is None else min(self.oldest_step, oldest)
+        if batch.tail:  # the newest rows only: values, not the run's shape
+            return
         # Its own classifier and gate, fed the sample in order (never the real ones'),
         # from the moment it holds enough rows to tell a phase: the preview of a big
         # project holds a row or two of most runs, on which they would only cost time.
+        self.rows += n
         self._held.append((batch.steps, cols))
         if self.rows >= FEED_AFTER:
             for steps, columns in self._held:

@@ -55,7 +55,6 @@ from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
 from carl_tui.sources.base import HOLD_MAX_S, WAITING, PolledSource, SourceError
 from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trackio import newest_first as pv
 from carl_tui.sources.trackio.db import (
     connect,
     db_path,
@@ -65,6 +64,7 @@ from carl_tui.sources.trackio.db import (
     trackio_dir,
 )
 from carl_tui.sources.trackio.local_extras import LocalExtras
+from carl_tui.sources.trackio.local_preview import PreviewReading
 from carl_tui.sources.trackio.local_read import (
     HelperReading,
     RangeReader,
@@ -72,7 +72,7 @@ from carl_tui.sources.trackio.local_read import (
     group_by_run,
     run_columns,
 )
-from carl_tui.sources.trackio.newest_first import PreviewState, plan_preview
+from carl_tui.sources.trackio.newest_first import PreviewState
 from carl_tui.sources.trackio.system_tables import X_KEY, load_json
 
 SOURCE = "trackio"
@@ -118,7 +118,7 @@ def list_runs(project: str, root: Path | None = None) -> list[RunInfo]:
     ]
 
 
-class TrackioLocalSource(PolledSource):
+class TrackioLocalSource(PreviewReading, PolledSource):
     """Polls one local Trackio project; emits a ScalarBatch per run per poll.
 
     `runs` limits it to runs whose id or name is listed.
@@ -202,16 +202,17 @@ class TrackioLocalSource(PolledSource):
             version = retry(self._version, conn)
             if version is not None and version == self._data_version and not self.behind:
                 return []  # nothing was committed since the last poll
-            if self.preview and not self._preview.tried:
-                events = self._preview_events(conn)
+            if self.preview and (not self._preview.tried or self._shape_due is not None):
+                if self._shape_due is not None:
+                    self._wait_painted()  # the runs' newest rows drawn first
+                events = self._preview_events(conn)  # the runs' newest rows, then the shape
                 self._preview.tried = True
                 if events:
                     self.behind = True
                     self._data_version = version
                     return events
-            if self._preview.standing and self.hold is not None:
-                self.hold.wait(HOLD_MAX_S)
-                self.hold = None
+            if self._preview.standing:
+                self._wait_painted()
             events, more = self._read_metrics(conn)
         except SourceError:
             self.close()  # reopen next time: the file may have been replaced
@@ -225,6 +226,12 @@ class TrackioLocalSource(PolledSource):
         self.behind = more or self._extras.full(system, alerts)
         self._data_version = version
         return events
+
+    def _wait_painted(self) -> None:
+        """Wait (once, HOLD_MAX_S at most) for the preview to be on screen."""
+        if self.hold is not None:
+            self.hold.wait(HOLD_MAX_S)
+            self.hold = None
 
     def _read_metrics(self, conn: sqlite3.Connection) -> tuple[list[Event], bool]:
         """New configs and metrics rows (by helper processes while they read a long
@@ -275,36 +282,6 @@ class TrackioLocalSource(PolledSource):
     def _version(self, conn: sqlite3.Connection) -> int | None:
         row = conn.execute("PRAGMA data_version").fetchone()
         return int(row[0]) if row else None
-
-    # -- the preview: newest first, coarse to fine ---------------------------------
-
-    def _preview_events(self, conn: sqlite3.Connection) -> list[Event]:
-        """A coarse view of a long history (see the module doc); [] for a short one."""
-        top = retry(lambda: conn.execute("SELECT MAX(id) FROM metrics").fetchone()[0])
-        self._queries += 1
-        plan = plan_preview(self.last_id, top, pv.SIZES)
-        if plan is None:
-            return []
-        cols = f"m.id, m.{self._key}, m.step, m.metrics"
-        sample = retry(lambda: conn.execute(
-            "WITH RECURSIVE s(x) AS (SELECT ? UNION ALL SELECT x + ? FROM s WHERE x + ? <= ?) "
-            f"SELECT {cols} FROM s CROSS JOIN metrics AS m ON m.id = s.x ORDER BY m.id",
-            (plan.first, plan.stride, plan.stride, plan.tail_from),
-        ).fetchall())
-        tail = retry(lambda: conn.execute(
-            f"SELECT {cols} FROM metrics AS m WHERE m.id > ? ORDER BY m.id", (plan.tail_from,)
-        ).fetchall())
-        self._queries += 2
-        configs = retry(self._fetch_configs, conn) if self._has_configs else []
-        events: list[Event] = list(self._config_events(configs))
-        batches = self._batches(conn, sample + tail, preview=True)
-        if not batches:
-            return events
-        refs = sorted((b.run for b in batches), key=lambda ref: ref.run_id)
-        self._preview.shown(int(tail[-1][0]) if tail else top, refs)
-        # Helpers start once the preview is drawn: started with it, they cost the first
-        # useful frame about 0.1 s on two cores and gain the whole history nothing.
-        return events + batches
 
     # -- reading rows --------------------------------------------------------------
 
@@ -362,11 +339,8 @@ class TrackioLocalSource(PolledSource):
             events.append(RunMeta(ref, meta))
         return events
 
-    def _batches(
-        self, conn: sqlite3.Connection, rows: list[tuple], *, preview: bool = False
-    ) -> list[Event]:
-        """One ScalarBatch per run of `rows` (id, run key, step, metrics JSON), in order.
-        A preview's input problems are not counted (its rows are read again)."""
+    def _batches(self, conn: sqlite3.Connection, rows: list[tuple]) -> list[Event]:
+        """One ScalarBatch per run of `rows` (id, run key, step, metrics JSON), in order."""
         events: list[Event] = []
         for key, run_rows in group_by_run(rows).items():
             name, stamp = self._row_info(conn, run_rows[-1][0])
@@ -374,11 +348,6 @@ class TrackioLocalSource(PolledSource):
             if not self._wanted(key, self._names[key]):
                 continue
             steps, columns, tally, bad, nonfinite = run_columns(run_rows)
-            if preview:
-                if len(steps):
-                    events.append(ScalarBatch(self._ref(key), steps, columns,
-                                              wall_time=iso_to_epoch(stamp), preview=True))
-                continue
             self.tally.merge(tally)
             if bad == len(run_rows):
                 continue  # not one JSON object

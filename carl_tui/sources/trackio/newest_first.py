@@ -70,9 +70,11 @@ class PreviewState:
         return self.until is not None
 
     def shown(self, until: int, refs: Iterable[RunRef]) -> None:
-        """A preview up to id `until` was sent for these runs (ended in this order)."""
+        """A preview up to id `until` was sent for these runs (and those of an earlier
+        step of it: all of them are ended, in order of their keys)."""
         self.until = until
-        self.runs = {ref.run_id: ref for ref in refs}
+        self.runs.update((ref.run_id, ref) for ref in refs)
+        self.runs = dict(sorted(self.runs.items()))
 
     def ends(self, last_id: int, more: bool) -> bool:
         """The history read in order reached the preview, or nothing more is waiting."""
