@@ -31,7 +31,8 @@ that need every row exactly once, `summary` and `export`, leave it off): when th
 history to read is long, the first poll sends a preview of it
 (`ScalarBatch(preview=True)`): its newest rows and a strided
 sample of the rest (`preview.SIZES`), found by id (point lookups, so
-a preview costs the same for 100k rows or 10M; see `newest_first.py`). Then the
+a preview costs the same for 100k rows or 10M; see `newest_first.py`); a project of
+several runs sends each run's newest rows first (`local_preview.py`). Then the
 history is read in id order as usual, and once it reaches the newest row
 previewed, an empty preview batch per run says so. A history of more than
 `HELPER_MIN_ROWS` rows is read by helper processes too (`local_read.py`).
