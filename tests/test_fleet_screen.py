@@ -362,7 +362,6 @@ async def test_other_runs_crystallising_are_one_notice_not_one_each(tmp_path):
 
 async def test_carl_tui_fleet_in_a_terminal_opens_the_fleet_table(sweep, monkeypatch):
     from carl_tui import cli
-
     from carl_tui.ui.screens.dashboard import DashboardScreen
 
     configs = []

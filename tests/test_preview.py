@@ -315,6 +315,45 @@ def test_without_trackios_run_time_index_the_preview_is_the_shape_alone(sweep_di
     assert first and all(b.preview and not b.tail for b in first)
 
 
+def test_closing_from_another_thread_mid_poll_leaves_the_database_to_the_poll(
+        sweep_dir, small_preview, monkeypatch):
+    """Quitting closes a source from the UI thread while its poll may be running a
+    statement: closing the connection under it crashed the interpreter. The statement
+    is interrupted instead, and the poll's own thread closes the database."""
+    import threading
+
+    src = tl.TrackioLocalSource("sweep", root=sweep_dir)
+    src.preview = True
+    inside, closed = threading.Event(), threading.Event()
+    row_info = tl.TrackioLocalSource._row_info
+
+    def held(self, conn, row_id):  # the poll, between two statements
+        inside.set()
+        closed.wait(5)
+        return row_info(self, conn, row_id)
+
+    monkeypatch.setattr(tl.TrackioLocalSource, "_row_info", held)
+    failed: list[BaseException] = []
+
+    def poll():
+        try:
+            src.poll()
+        except BaseException as exc:  # noqa: BLE001 - what the poll ended with
+            failed.append(exc)
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    assert inside.wait(5)
+    src.close()
+    assert src._conn is not None  # left to the poll under way
+    closed.set()
+    thread.join(10)
+    assert not thread.is_alive() and src._conn is None
+    # interrupted, said as the source's error; never "a closed database" under its feet
+    assert [type(e) for e in failed] in ([], [tl.SourceError])
+    assert all("interrupted" in str(e) for e in failed)
+
+
 def test_local_trackio_helpers_read_the_same_history(store_dir, monkeypatch):
     monkeypatch.setattr(tl, "HELPER_MIN_ROWS", 1000)
     monkeypatch.setattr(tl, "HELPER_BLOCK_ROWS", 700)

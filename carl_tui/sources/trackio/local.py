@@ -166,6 +166,9 @@ class TrackioLocalSource(PreviewReading, PolledSource):
         cpus = os.cpu_count() or 1
         self.helpers = min(4, cpus) if cpus >= 2 else 0
         self._helped = HelperReading()
+        self._in_poll = threading.Lock()  # held by a poll under way
+        self._poller: int | None = None  # the thread of that poll
+        self._close_due = False  # closed while a poll was under way: it closes at its end
         self._queries = 0
 
     @property
@@ -198,6 +201,16 @@ class TrackioLocalSource(PreviewReading, PolledSource):
         return self._conn
 
     def poll(self) -> list[Event]:
+        with self._in_poll:
+            self._poller = threading.get_ident()
+            try:
+                return self._poll()
+            finally:
+                self._poller = None
+                if self._close_due:
+                    self._close_now()
+
+    def _poll(self) -> list[Event]:
         conn = self._open()
         try:
             version = retry(self._version, conn)
@@ -360,7 +373,23 @@ class TrackioLocalSource(PreviewReading, PolledSource):
         return events
 
     def close(self) -> None:
+        """Close the database; from another thread while a poll is under way (quitting),
+        its statement is interrupted and the poll's thread closes it (closing a connection
+        under a statement of another thread crashes the interpreter)."""
         self._helped.close()
+        self._close_due = True
+        if self._in_poll.acquire(blocking=False):
+            try:
+                self._close_now()
+            finally:
+                self._in_poll.release()
+            return
+        conn = self._conn
+        if conn is not None and self._poller not in (None, threading.get_ident()):
+            conn.interrupt()
+
+    def _close_now(self) -> None:
+        self._close_due = False
         if self._conn is not None:
             self._conn.close()
             self._conn = None
