@@ -70,7 +70,6 @@ from carl_tui.sources.trackio.local_read import (
     HelperReading,
     RangeReader,
     RunBlock,
-    group_by_run,
     run_columns,
 )
 from carl_tui.sources.trackio.newest_first import PreviewState
@@ -356,11 +355,7 @@ class TrackioLocalSource(PreviewReading, PolledSource):
     def _batches(self, conn: sqlite3.Connection, rows: list[tuple]) -> list[Event]:
         """One ScalarBatch per run of `rows` (id, run key, step, metrics JSON), in order."""
         events: list[Event] = []
-        for key, run_rows in group_by_run(rows).items():
-            name, stamp = self._row_info(conn, run_rows[-1][0])
-            self._names.setdefault(key, name)
-            if not self._wanted(key, self._names[key]):
-                continue
+        for key, run_rows, stamp in self._wanted_runs(conn, rows):
             steps, columns, tally, bad, nonfinite = run_columns(run_rows)
             self.tally.merge(tally)
             if bad == len(run_rows):

@@ -18,7 +18,7 @@ that read reaches its newest row (`newest_first.PreviewState`).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from carl_tui.events import Event, RunRef, ScalarBatch
 from carl_tui.sources.rows import iso_to_epoch
@@ -119,13 +119,19 @@ class PreviewReading:
         """A preview batch per run of `rows` (id, run key, step, metrics JSON); its input
         problems are not counted (its rows are read again)."""
         events: list[Event] = []
-        for key, run_rows in group_by_run(rows).items():
-            name, stamp = self._row_info(conn, run_rows[-1][0])
-            self._names.setdefault(key, name)
-            if not self._wanted(key, self._names[key]):
-                continue
+        for key, run_rows, stamp in self._wanted_runs(conn, rows):
             steps, columns, *_ = run_columns(run_rows)
             if len(steps):
                 events.append(ScalarBatch(self._ref(key), steps, columns, preview=True,
                                           wall_time=iso_to_epoch(stamp), tail=tail))
         return events
+
+    def _wanted_runs(self, conn: sqlite3.Connection, rows: list[tuple]
+                     ) -> Iterator[tuple[str, list[tuple], str | None]]:
+        """(run key, its rows, its newest row's timestamp) of each followed run of `rows`
+        (id, run key, step, metrics JSON), in order."""
+        for key, run_rows in group_by_run(rows).items():
+            name, stamp = self._row_info(conn, run_rows[-1][0])
+            self._names.setdefault(key, name)
+            if self._wanted(key, self._names[key]):
+                yield key, run_rows, stamp
