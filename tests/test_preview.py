@@ -296,6 +296,29 @@ def test_a_project_of_many_runs_previews_each_runs_newest_rows_first(sweep_dir, 
         assert_same_run(store.snapshot(ref.key), plain.snapshot(ref.key))
 
 
+def test_the_runs_newest_rows_parsed_in_one_pass_are_each_runs_own(sweep_dir):
+    """`columns_by_run` parses every run's rows at once: each run's steps and columns are
+    what parsing its rows alone gives; a row that is not a JSON object parses run by run."""
+    from carl_tui.sources.trackio.local_preview import columns_by_run
+    from carl_tui.sources.trackio.local_read import group_by_run, run_columns
+
+    db = sqlite3.connect(sweep_dir / "sweep.db")
+    rows = db.execute("SELECT id, run_id, step, metrics FROM metrics WHERE step >= 1490 "
+                      "ORDER BY id").fetchall()
+    db.close()
+    by_run = group_by_run(rows)
+    by_run["id-2"] = [(*by_run["id-2"][0][:3], "not json"), *by_run["id-2"][1:]]
+    for groups in ({k: v for k, v in by_run.items() if k != "id-2"}, by_run):
+        got = columns_by_run(groups)
+        assert list(got) == list(groups)
+        for key, run_rows in groups.items():
+            steps, columns, *_ = run_columns(run_rows)
+            np.testing.assert_array_equal(got[key][0], steps)
+            assert set(got[key][1]) == set(columns)
+            for name in columns:
+                np.testing.assert_array_equal(got[key][1][name], columns[name])
+
+
 def test_without_trackios_run_time_index_the_preview_is_the_shape_alone(sweep_dir, tmp_path,
                                                                           small_preview):
     """A database without the (run, timestamp) index (written by another Trackio) would

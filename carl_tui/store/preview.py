@@ -71,6 +71,7 @@ class Preview:
         self.gate = PhaseTransitionGate(metric=gate_metric)
         self.phases = PhaseTrack()
         self.rows = 0
+        self._names: list[str] | None = None  # the series with values (`names`)
         self._held: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []  # not fed yet
         self._carl = False  # a CARL reward was seen (the task reward excludes it)
         self.newest_step: int | None = None  # step of the newest row previewed
@@ -80,6 +81,7 @@ class Preview:
         n = len(batch)
         if n == 0 or self.rows >= MAX_PREVIEW_ROWS:
             return
+        self._names = None
         steps = batch.steps.astype(np.float64)
         cols = dict(batch.columns)
         for name, values in cols.items():
@@ -123,4 +125,6 @@ class Preview:
         return (steps, values) if values.size else None
 
     def names(self) -> list[str]:
-        return [k for k, p in self.points.items() if p.arrays()[1].size]
+        if self._names is None:  # asked a few times a snapshot: kept until a batch comes
+            self._names = [k for k, p in self.points.items() if p.arrays()[1].size]
+        return self._names

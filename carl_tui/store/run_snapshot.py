@@ -20,7 +20,7 @@ from carl_tui.coherence.phases import seen_enough
 from carl_tui.store.cascade import CascadeState
 from carl_tui.store.phases import PhaseTrack
 from carl_tui.store.preview import Preview
-from carl_tui.store.series import Series, minmax_decimate, trend
+from carl_tui.store.series import Series, mean_of, minmax_decimate, trend
 from carl_tui.store.snapshot import (
     CascadeView,
     GateView,
@@ -216,7 +216,7 @@ def _view(name: str, s: Series, max_points: int) -> SeriesView:
         min=s.vmin,
         max=s.vmax,
         trend=s.trend(),
-        recent_mean=float(tail[-50:].mean()) if tail.size else None,
+        recent_mean=mean_of(tail[-50:]) if tail.size else None,
         whole_mean=s.mean(),
         tail=tail,
     )
@@ -251,7 +251,7 @@ def _merged(
             name=name, steps=steps, values=values, count=0,
             first_step=float(ps.min()), last_step=float(ps[-1]), last=float(pv[-1]),
             min=float(pv.min()), max=float(pv.max()), trend=trend(tail),
-            recent_mean=float(tail[-50:].mean()), whole_mean=float(pv.mean()), tail=tail.copy(),
+            recent_mean=mean_of(tail[-50:]), whole_mean=mean_of(pv), tail=tail.copy(),
             provisional=True,
         )
     cut = real.last_step if real.last_step is not None else -np.inf
@@ -268,7 +268,7 @@ def _merged(
     return SeriesView(
         name=name, steps=steps, values=values, count=real.count, first_step=first,
         last_step=last_step, last=last, min=lo, max=hi, trend=trend(tail),
-        recent_mean=float(tail[-50:].mean()), whole_mean=float(pv.mean()), tail=tail.copy(),
+        recent_mean=mean_of(tail[-50:]), whole_mean=mean_of(pv), tail=tail.copy(),
         derived=real.derived, provisional=True,
     )
 

@@ -211,6 +211,12 @@ def _grown(a: np.ndarray, used: int, need: int, cap: int) -> np.ndarray:
     return out
 
 
+def mean_of(values: np.ndarray) -> float:
+    """`values.mean()` (the same sum, divided the same way), without numpy's overhead
+    for small arrays: a thousand runs' rows take five series' means each."""
+    return float(np.add.reduce(values)) / values.shape[0]
+
+
 def trend(values: np.ndarray, k: int = 10) -> float:
     """Mean of the last k values minus the mean of the k before them (0 if too short)."""
     n = min(values.shape[0], 2 * k)
@@ -218,7 +224,7 @@ def trend(values: np.ndarray, k: int = 10) -> float:
         return 0.0
     half = n // 2
     tail = values[values.shape[0] - n :]
-    return float(tail[half:].mean() - tail[:half].mean())
+    return mean_of(tail[half:]) - mean_of(tail[:half])
 
 
 def _merge_pairs(b: np.ndarray) -> np.ndarray:

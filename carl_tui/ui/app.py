@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from textual import on
+from textual import events, on
 from textual.binding import Binding, BindingType
 from textual.worker import Worker, WorkerState
 
@@ -160,7 +160,17 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
         s = self.settings
         return DashboardScreen(s.chart, s.plot_metrics, s.save_dir, self.services.clock)
 
+    def on_resize(self, event: events.Resize) -> None:
+        self._size_console(event.size.width, event.size.height)
+
+    def _size_console(self, width: int, height: int) -> None:
+        """Tell Rich's console the screen's size: otherwise it asks the terminal (three
+        system calls) for every cell it measures, and Textual's DataTable measures every
+        cell of the rows it is given (a thousand runs' rows: 17,000 cells)."""
+        self.console.size = (width, height)
+
     def on_mount(self) -> None:
+        self._size_console(*self.size)
         if self._theme_problem:
             self.notify(self._theme_problem, severity="warning")
         if self.keymap:

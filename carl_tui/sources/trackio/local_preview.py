@@ -20,6 +20,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 
+import numpy as np
+
 from carl_tui.events import Event, RunRef, ScalarBatch
 from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.trackio import newest_first as pv
@@ -50,6 +52,26 @@ def _indexed_by_run_time(conn: sqlite3.Connection, key: str) -> bool:
         if columns[:2] == [key, "timestamp"]:
             return True
     return False
+
+
+def columns_by_run(rows_of: dict[str, list[tuple]]
+                   ) -> dict[str, tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """(steps, columns) of each run's rows (id, run key, step, metrics JSON), as
+    `run_columns` gives them, parsed in one pass where that gives the same (every row a
+    JSON object with an integer step, none left out): each call costs about as much as its
+    rows do in a preview of a thousand runs of eight rows."""
+    flat = [row for rows in rows_of.values() for row in rows]
+    if all(type(row[2]) is int for row in flat):
+        steps, columns, _, bad, _ = run_columns(flat)
+        if not bad and len(steps) == len(flat):
+            out, at = {}, 0
+            for key, rows in rows_of.items():
+                part = slice(at, at + len(rows))
+                at += len(rows)
+                out[key] = (steps[part], {name: values[part] for name, values in columns.items()
+                                          if not np.isnan(values[part]).all()})
+            return out
+    return {key: run_columns(rows)[:2] for key, rows in rows_of.items()}
 
 
 class PreviewReading:
@@ -119,8 +141,10 @@ class PreviewReading:
         """A preview batch per run of `rows` (id, run key, step, metrics JSON); its input
         problems are not counted (its rows are read again)."""
         events: list[Event] = []
-        for key, run_rows, stamp in self._wanted_runs(conn, rows):
-            steps, columns, *_ = run_columns(run_rows)
+        wanted = list(self._wanted_runs(conn, rows))
+        parsed = columns_by_run({key: run_rows for key, run_rows, _ in wanted})
+        for key, _, stamp in wanted:
+            steps, columns = parsed[key]
             if len(steps):
                 events.append(ScalarBatch(self._ref(key), steps, columns, preview=True,
                                           wall_time=iso_to_epoch(stamp), tail=tail))

@@ -48,6 +48,10 @@ def as_text(cell: str | Text) -> Text:
 
 POLL_S = 0.1  # how often the table looks whether the store changed (a number compared)
 READ_PACE = 4.0  # the fleet table's reads take at most about a fifth of the time
+#: While a history loads, its rows change little (a run's phase, gate and newest values
+#: are its preview's until the whole history is read): they are read again at most this
+#: often (a thousand runs' rows cost a second of the loading each time), a new run at once.
+LOADING_READ_S = 30.0
 
 
 def store_rows() -> RowsOf:
@@ -135,11 +139,18 @@ class RowReading(FilterBox):
     _reading: bool
     _read_from: float
     _next_read: float
+    _said_reading: bool  # the title says the history is being read
+
+    def _show_title(self) -> None:
+        raise NotImplementedError
 
     def _poll(self) -> None:
         """Read the rows again when the store changed (or every few seconds: the ages),
         one read at a time (a thousand runs take a while: reads never pile up)."""
         version, when = self._seen
+        if self.reading_history() != self._said_reading:  # said in the title
+            self._said_reading = not self._said_reading
+            self._show_title()
         more_runs = self.store.run_count != len(self.rows)  # a row each, at once
         if self._reading or (time.perf_counter() < self._next_read and self.reading_history()
                              and not more_runs):
@@ -184,11 +195,12 @@ class RowReading(FilterBox):
             self.call_after_refresh(self._painted)
             self._painted = None
         # While a backlog of history is read (a big project loading: the store changes
-        # all the time), the rows are read again once READ_PACE times what this read and
-        # its showing took has passed: the table takes a small share of the time, the
-        # loading the rest; the moment the loading is done, they are read.
-        self._next_read = time.perf_counter() + READ_PACE * (
-            time.perf_counter() - self._read_from)
+        # all the time), the rows are read again after LOADING_READ_S, or READ_PACE times
+        # what this read and its showing took where that is longer: the table takes a
+        # small share of the time, the loading the rest; the moment the loading is done,
+        # they are read.
+        took = time.perf_counter() - self._read_from
+        self._next_read = time.perf_counter() + max(READ_PACE * took, LOADING_READ_S)
 
 
 class FleetScreen(RowReading):
@@ -240,6 +252,7 @@ class FleetScreen(RowReading):
         self._reading = False  # a read of the rows is under way
         self._read_from = 0.0  # when the read under way began (perf_counter)
         self._next_read = 0.0  # no read before then (perf_counter): see `_poll`
+        self._said_reading = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-title")
@@ -351,6 +364,9 @@ class FleetScreen(RowReading):
         t.append("fleet", style="bold")
         n, shown = len(self.rows), len(self.shown)
         t.append(f" · {n} run{'s' if n != 1 else ''}" if n else " · no runs yet")
+        if self._said_reading:
+            t.append(" · reading their history (≈: the preview's values meanwhile)",
+                     style="italic")
         if self.filter:
             t.append(f" · {shown} shown · filter: {self.filter.text}")
         if self.sort:
