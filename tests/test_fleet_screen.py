@@ -570,6 +570,10 @@ async def test_while_a_history_loads_the_table_is_read_paced_and_at_once_when_do
         await wait_for(pilot, lambda: row_count(app) == len(SWEEP) + 1,
                        what="the new run's row")
         assert by_name(app, "step")["grpo-e"] == "3"
+        title = lambda: str(fleet.query_one("#fleet-title", Static).render())
+        await wait_for(pilot, lambda: "reading their history" in title(),
+                       what="the title saying the history is being read")
         loading[0] = False
         await wait_for(pilot, lambda: by_name(app, "step")["grpo-b"] == "46",
                        what="the rows read at once when the loading is done")
+        assert "reading" not in title() and "fleet · 5 runs" in title()
