@@ -509,7 +509,7 @@ async def test_rows_that_fail_to_read_are_said_once_not_read_again_at_every_poll
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(pilot, lambda: calls and not screen._reading, what="the failed read")
         for _ in range(3):
-            screen._poll()
+            screen.poll()
             assert not screen._reading
         assert calls == [store.version]
         run = RunRef("test", "p", "r1", "r1")
@@ -577,3 +577,19 @@ async def test_while_a_history_loads_the_table_is_read_paced_and_at_once_when_do
         await wait_for(pilot, lambda: by_name(app, "step")["grpo-b"] == "46",
                        what="the rows read at once when the loading is done")
         assert "reading" not in title() and "fleet · 5 runs" in title()
+
+
+async def test_the_table_looks_at_the_store_as_soon_as_it_changes(sweep, monkeypatch):
+    """A change of the store reaches the open table at once, not at its next poll."""
+    from carl_tui.events import RunRef, ScalarBatch
+    from carl_tui.ui.screens import fleet_table
+
+    monkeypatch.setattr(fleet_table, "POLL_S", 3600.0)  # no poll of its own after the first
+    app = fleet_app(sweep)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await open_fleet(pilot, app)
+        new = RunRef("jsonl", "sweep", "grpo-f", "grpo-f")
+        app.follower.emit([ScalarBatch.from_rows(new, [(5, {"loss": 0.4})])])
+        await wait_for(pilot, lambda: row_count(app) == len(SWEEP) + 1,
+                       what="the new run's row, without a poll of the table's own")
+        assert by_name(app, "step")["grpo-f"] == "5"

@@ -224,6 +224,7 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
 
     def on_store_changed(self, _message: StoreChanged) -> None:
         self.pull()
+        self.fleet_store_changed()
 
     @property
     def _showing(self) -> bool:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # pragma: no cover  (the store loads numpy: after the first f
     from carl_tui.store import RunStore
     from carl_tui.ui.follower import Follower
     from carl_tui.ui.screens.dashboard import DashboardScreen
+    from carl_tui.ui.screens.fleet_table import FleetScreen
     from carl_tui.ui.settings import Services
 
 
@@ -29,6 +30,7 @@ class FleetPart(App[None]):
     current_run: str | None
     follower: Follower
     _prices: Mapping[str, float] | None = None  # the Hub's, once asked
+    _fleet: FleetScreen | None = None  # the fleet table, while open
 
     @property
     def dashboard(self) -> DashboardScreen:
@@ -45,18 +47,25 @@ class FleetPart(App[None]):
             return
 
         def opened(key: str | None) -> None:  # enter on a row: that run, on the dashboard
+            self._fleet = None
             if key:
                 self.switch_run(key)
             self.follower.reveal()  # the dashboard's run is in view: its stream opens
 
         self.follower.hidden = True  # no run opened meanwhile (a job's log: none read)
 
-        self.push_screen(FleetScreen(self.store, clock=self.services.clock,
-                                     current=self.current_run, selected=selected,
-                                     prices_of=self.job_prices,
-                                     reading_history=lambda: self.follower.catching_up,
-                                     painted=self.follower.painted.set),
-                         opened)
+        self._fleet = FleetScreen(self.store, clock=self.services.clock,
+                                  current=self.current_run, selected=selected,
+                                  prices_of=self.job_prices,
+                                  reading_history=lambda: self.follower.catching_up,
+                                  painted=self.follower.painted.set)
+        self.push_screen(self._fleet, opened)
+
+    def fleet_store_changed(self) -> None:
+        """The store changed: the fleet table, when open, looks at once (not at its next
+        poll: a tenth of a second to its first rows)."""
+        if self._fleet is not None and self._fleet.is_mounted:
+            self._fleet.poll()
 
     def job_prices(self) -> Mapping[str, float]:
         """Each Jobs flavor's price per hour, asked of the Hub once (in a worker thread:

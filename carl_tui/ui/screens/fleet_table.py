@@ -144,7 +144,7 @@ class RowReading(FilterBox):
     def _show_title(self) -> None:
         raise NotImplementedError
 
-    def _poll(self) -> None:
+    def poll(self) -> None:
         """Read the rows again when the store changed (or every few seconds: the ages),
         one read at a time (a thousand runs take a while: reads never pile up)."""
         version, when = self._seen
@@ -251,7 +251,7 @@ class FleetScreen(RowReading):
         self._seen = (-1, -1.0)  # (the store's runs_version, time) of the rows read
         self._reading = False  # a read of the rows is under way
         self._read_from = 0.0  # when the read under way began (perf_counter)
-        self._next_read = 0.0  # no read before then (perf_counter): see `_poll`
+        self._next_read = 0.0  # no read before then (perf_counter): see `poll`
         self._said_reading = False
 
     def compose(self) -> ComposeResult:
@@ -272,8 +272,8 @@ class FleetScreen(RowReading):
         self.title = "carl-tui · fleet"
         self.table.focus()
         self._show_title()
-        self.set_interval(POLL_S, self._poll)
-        self._poll()
+        self.set_interval(POLL_S, self.poll)
+        self.poll()
 
     # -- showing -----------------------------------------------------------------
 
