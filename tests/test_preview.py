@@ -278,6 +278,10 @@ def test_a_project_of_many_runs_previews_each_runs_newest_rows_first(sweep_dir, 
         done = final[r.run.name]
         assert r.provisional and r.phase is None  # 8 rows tell no phase
         assert str(cells["phase"].cell(r, 0.0, {})) == "reading history"
+        # the newest values are the run's own (no ≈); the best is the preview's
+        assert r.newest_read and not str(cells["step"].cell(r, 0.0, {})).startswith("≈")
+        assert not str(cells["task"].cell(r, 0.0, {})).startswith("≈")
+        assert str(cells["best"].cell(r, 0.0, {})).startswith("≈")
         assert (r.last_step, r.task_last, r.loss, r.updated_at, r.state) == \
             (done.last_step, done.task_last, done.loss, done.updated_at, done.state)
 

@@ -56,8 +56,11 @@ class FleetRow:
     created_at: float | None = None  # when its job was created (epoch seconds), for a job
     config: Mapping[str, Any] = field(default_factory=dict)
     # Its history is still being read after a coarse preview (the dashboard's store): the
-    # phase, the gate's step and the best value are the preview's (None: not told yet).
+    # phase, the gate's step and the best value are the preview's (None: not told yet);
+    # so are its step, task value and loss unless the preview holds its newest rows
+    # (`newest_read`: a project of many runs previewed run by run).
     provisional: bool = False
+    newest_read: bool = True
 
 
 # -- building the rows ------------------------------------------------------------------
@@ -173,6 +176,7 @@ def fleet_row(snap: RunSnapshot, *, now: float,
         created_at=snap.job.created_at if snap.job is not None else None,
         config=run_config(snap.meta),
         provisional=snap.phase.provisional,
+        newest_read=snap.newest_read,
     )
 
 

@@ -71,6 +71,7 @@ class Preview:
         self.gate = PhaseTransitionGate(metric=gate_metric)
         self.phases = PhaseTrack()
         self.rows = 0
+        self.newest_read = False  # it holds the run's own newest rows (a `tail` batch)
         self._names: list[str] | None = None  # the series with values (`names`)
         self._held: list[tuple[np.ndarray, dict[str, np.ndarray]]] = []  # not fed yet
         self._carl = False  # a CARL reward was seen (the task reward excludes it)
@@ -98,6 +99,7 @@ class Preview:
         oldest = int(batch.steps.min())
         self.oldest_step = oldest if self.oldest_step is None else min(self.oldest_step, oldest)
         if batch.tail:  # the newest rows only: values, not the run's shape
+            self.newest_read = True
             return
         # Its own classifier and gate, fed the sample in order (never the real ones'),
         # from the moment it holds enough rows to tell a phase: the preview of a big

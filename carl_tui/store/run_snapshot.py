@@ -107,6 +107,7 @@ def build_snapshot(state: RunParts, max_points: int = 2000,
         system=state.system.view(),
         history_read=None if pv is None else _history_read(state, pv),
         life=state.life,
+        newest_read=pv is None or pv.newest_read,
     )
 
 

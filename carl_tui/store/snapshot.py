@@ -130,6 +130,9 @@ class RunSnapshot:
     # (0..1, by step); None once every row is in (nothing on screen is provisional).
     history_read: float | None = None
     life: RunLife | None = None  # the source's word on the run's life, if it said one
+    # While provisional: the preview holds the run's own newest rows (a project of many
+    # runs previewed run by run), so its last step and newest values are exact.
+    newest_read: bool = False
 
     @property
     def provisional(self) -> bool:

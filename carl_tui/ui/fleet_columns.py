@@ -79,16 +79,19 @@ def _phase(row: FleetRow, *_: Any) -> str | Text:
     return Text(f"{PROVISIONAL} {text}", style="dim") if row.provisional else text
 
 
-def _value(get: Callable[[FleetRow], float | None]):
+def _value(get: Callable[[FleetRow], float | None], *, newest: bool = False):
     """A cell of a number read from the run's history: the coarse preview's while the
-    history is read (a big project's preview holds a value or two of most runs, not
-    their newest), marked so and dim."""
+    history is read (a big project's preview can hold a value or two of a run, not its
+    newest), marked so and dim; `newest`: a newest value (the step, the last task value,
+    the loss), exact where the preview holds the run's newest rows."""
     def cell(row: FleetRow, *_: Any) -> str | Text:
         v = get(row)
         if v is None:
             return DASH
         text = str(v) if isinstance(v, int) else value_text(v)
-        return Text(PROVISIONAL + text, style="dim") if row.provisional else text
+        if row.provisional and not (newest and row.newest_read):
+            return Text(PROVISIONAL + text, style="dim")
+        return text
     return cell
 
 
@@ -96,18 +99,20 @@ BASE_COLUMNS: tuple[Column, ...] = (
     Column("name", "run", 0, lambda r, *_: r.run.label, lambda r: r.run.label, 28),
     Column("source", "source", 2, lambda r, *_: r.source, lambda r: r.source, 12),
     Column("state", "state", 0, _state, lambda r: r.state, 8),
-    Column("step", "step", 1, _value(lambda r: r.last_step), lambda r: r.last_step, 8),
+    Column("step", "step", 1, _value(lambda r: r.last_step, newest=True),
+           lambda r: r.last_step, 8),
     Column("updated", "updated", 1, lambda r, now, _c: age_text(r.updated_at, now),
            lambda r: -(r.updated_at or 0.0) if r.updated_at else None, 9),
     Column("phase", "phase", 0, _phase, lambda r: r.phase, 28),
     Column("gate", "gate", 2, _value(lambda r: r.gate_step),
            lambda r: r.gate_step, 6),
-    Column("task", "task", 1, _value(lambda r: r.task_last), lambda r: r.task_last, 8),
+    Column("task", "task", 1, _value(lambda r: r.task_last, newest=True),
+           lambda r: r.task_last, 8),
     Column("best", "best", 2, _value(lambda r: r.task_best),
            lambda r: r.task_best, 8),
     Column("trend", "trend", 2, lambda r, *_: sparkline(r.task_trend),
            lambda r: r.task_last, SPARK_WIDTH),
-    Column("loss", "loss", 3, _value(lambda r: r.loss), lambda r: r.loss, 8),
+    Column("loss", "loss", 3, _value(lambda r: r.loss, newest=True), lambda r: r.loss, 8),
     Column("gpu", "gpu", 4, lambda r, *_: _num(r.gpu_percent, "{:.0f}%"),
            lambda r: r.gpu_percent, 5),
     Column("flavor", "flavor", 4, lambda r, *_: r.flavor or DASH, lambda r: r.flavor, 12),
