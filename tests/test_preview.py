@@ -510,6 +510,40 @@ def test_remote_preview_is_a_strided_pass_then_the_exact_history(store_dir, smal
         plain_src.close()
 
 
+def test_a_remote_project_of_many_runs_previews_each_runs_newest_rows(sweep_dir,
+                                                                     small_preview):
+    """Against a real Trackio server: the first poll holds each run's newest rows too (one
+    query, by the server's (run, timestamp) index), so each run's row is exact at once."""
+    from carl_tui.store.fleet import fleet_rows
+    from tests.fakes.trackio_server import TrackioServer
+
+    with TrackioServer(sweep_dir) as srv:
+        plain_src = tr.TrackioRemoteSource(srv.url, project="sweep")
+        plain = RunStore()
+        read_all(plain_src, plain)
+        final = {r.run.name: r for r in fleet_rows(plain, now=0.0)}
+        src = tr.TrackioRemoteSource(srv.url, project="sweep")
+        src.preview = True
+        first = src.poll()
+        newest = [e for e in first if isinstance(e, ScalarBatch) and e.tail]
+        assert sorted(b.run.name for b in newest) == [f"sweep-{i}" for i in range(4)]
+        assert all(b.preview for b in newest)
+        store = RunStore()
+        store.apply(first)
+        rows = fleet_rows(store, now=0.0)
+        assert [r.run.name for r in rows] == list(final)
+        for r in rows:
+            done = final[r.run.name]
+            assert r.provisional and r.newest_read
+            assert (r.last_step, r.task_last, r.loss, r.updated_at) == \
+                (done.last_step, done.task_last, done.loss, done.updated_at)
+        read_all(src, store)
+        for ref in plain.runs():
+            assert_same_run(store.snapshot(ref.key), plain.snapshot(ref.key))
+        src.close()
+        plain_src.close()
+
+
 def test_a_preview_too_thin_for_a_phase_tells_none_and_the_fleet_row_says_so():
     """The preview of a big project samples a run or two values at a time: from those its
     classifier says "baseline" of any run, so no phase is told until the history is read;

@@ -27,10 +27,12 @@ from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.trackio import newest_first as pv
 from carl_tui.sources.trackio.db import retry
 from carl_tui.sources.trackio.local_read import group_by_run, run_columns
-from carl_tui.sources.trackio.newest_first import PreviewPlan, PreviewState, plan_preview
-
-#: The newest rows of each run sent first in a project of several runs.
-RUN_TAIL_ROWS = 8
+from carl_tui.sources.trackio.newest_first import (
+    RUN_TAIL_ROWS,
+    PreviewPlan,
+    PreviewState,
+    plan_preview,
+)
 
 
 def newest_rows_of_runs(conn: sqlite3.Connection, key: str, runs: Sequence[str],

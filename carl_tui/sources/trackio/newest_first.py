@@ -45,6 +45,9 @@ class PreviewPlan:
 #: newest 1,000 rows (the table's values, the trend) and 1,500 strided rows of the rest
 #: (the shape of the whole run).
 SIZES = PreviewSizes(min_rows=30_000, tail_rows=1_000, sample_rows=1_500)
+#: In a project of several runs, each run's newest rows previewed too (`tail` batches):
+#: its latest values, step and time from the first frame.
+RUN_TAIL_ROWS = 8
 
 
 def plan_preview(last_id: int, top: int | None, sizes: PreviewSizes) -> PreviewPlan | None:

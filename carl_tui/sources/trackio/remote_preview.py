@@ -2,19 +2,22 @@
 
 Before paging through a long history, one query reads the newest id, one its
 newest rows and one a strided sample of the rest (`id IN (...)`: point lookups
-on the server, whatever the history's length); see `newest_first.py`. A
-preview counts nothing it cannot read: its rows are read again, in order.
+on the server, whatever the history's length); see `newest_first.py`. A project
+of several runs also gets each run's newest rows, in one query (`tail` batches, as
+the local source's `local_preview.py`). A preview counts nothing it cannot read: its
+rows are read again, in order.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from carl_tui.events import ScalarBatch
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trackio.newest_first import PreviewSizes, plan_preview
-from carl_tui.sources.trackio.remote_rows import points_by_run
+from carl_tui.sources.trackio.newest_first import RUN_TAIL_ROWS, PreviewSizes, plan_preview
+from carl_tui.sources.trackio.remote_rows import RunPoints, points_by_run, run_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.sources.trackio.remote_sql import RemoteProject
@@ -33,11 +36,42 @@ def read_preview(remote: RemoteProject, last_id: int, sizes: PreviewSizes
     ids = ", ".join(map(str, plan.sample_ids))
     sample = remote.query(remote.metrics_sql(f"id IN ({ids})"))
     tail = remote.query(remote.metrics_sql(f"id > {plan.tail_from}"))
-    got = points_by_run([*sample, *tail], InputTally())
+    shape, newest = [*sample, *tail], []
+    if len({run_key(row) for row in shape}) >= 2 and _indexed_by_run_time(remote):
+        newest = remote.query(_newest_rows_sql(remote, int(top)))
+        sent = {row.get("id") for row in newest}
+        shape = [row for row in shape if row.get("id") not in sent]
+    batches = (_batches(remote, points_by_run(shape, InputTally()), tail=False)
+               + _batches(remote, points_by_run(newest, InputTally()), tail=True))
+    return batches, int(top)
+
+
+def _batches(remote: RemoteProject, got: RunPoints, *, tail: bool) -> list[ScalarBatch]:
     batches = []
     for rid, points in got.by_run.items():
         ref = remote.ref(rid, got.names.get(rid, rid))
         batch = ScalarBatch.from_rows(ref, points, wall_time=got.newest.get(rid))
         if len(batch):
-            batches.append(replace(batch, preview=True))
-    return batches, int(top)
+            batches.append(replace(batch, preview=True, tail=tail))
+    return batches
+
+
+def _newest_rows_sql(remote: RemoteProject, top: int) -> str:
+    """Each run's RUN_TAIL_ROWS newest rows up to id `top`, in one query: a lookup per run
+    of the (run, timestamp) index on the server (the runs of the configs table; a page
+    holds them for up to 1,250 runs)."""
+    col = remote.run_col
+    runs = f"SELECT {col} AS rid FROM configs WHERE 1 = 1{remote.run_filter()}"
+    newest = (f"SELECT y.id FROM metrics AS y WHERE y.{col} = c.rid AND y.id <= {top} "
+              f"ORDER BY y.timestamp DESC LIMIT {RUN_TAIL_ROWS}")
+    return remote.metrics_sql(
+        f"id IN (SELECT x.id FROM ({runs}) AS c JOIN metrics AS x ON x.id IN ({newest}))")
+
+
+def _indexed_by_run_time(remote: RemoteProject) -> bool:
+    """The server's database keeps an index of the metrics by run and time (without it,
+    a lookup per run would scan the table)."""
+    rows = remote.query("SELECT sql FROM sqlite_master WHERE type = 'index' "
+                        "AND tbl_name = 'metrics'")
+    want = re.compile(rf"\(\s*{remote.run_col}\s*,\s*timestamp\s*[,)]", re.IGNORECASE)
+    return any(want.search(str(row.get("sql") or "")) for row in rows)
