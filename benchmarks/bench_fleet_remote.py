@@ -95,6 +95,20 @@ def _reference(url: str, runs: int, steps: int) -> dict:
         http.close()
 
 
+def _table(root: str, runs: int, url: str) -> dict:
+    """The fleet table against the server (`bench_fleet_table`, a process of its own)."""
+    import json
+    import subprocess
+    import sys
+
+    from benchmarks.trl_store import trackio_env
+
+    got = subprocess.run([sys.executable, "-m", "benchmarks.bench_fleet_table", root,
+                          str(runs), url], env=trackio_env(root), check=True,
+                         capture_output=True, text=True)
+    return json.loads(got.stdout.strip().splitlines()[-1])
+
+
 def run() -> list[Row]:
     from tests.fakes.trackio_server import TrackioServer
 
@@ -104,11 +118,17 @@ def run() -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="carl-fleet-remote-") as tmp:
         shutil.copyfile(cached / f"{PROJECT}.db", Path(tmp) / f"{PROJECT}.db")
         with TrackioServer(Path(tmp)) as srv:
+            table = _table(tmp, runs, srv.url)
             ours = _ours(srv.url)
             ref = _reference(srv.url, runs, steps)
     assert ours["rows"] == runs, ours
     mb = 1024 * 1024
     return [
+        Row(f"{label}, the fleet table: every run's row on screen", table["rows_s"],
+            table["bare_s"], "s", "",
+            "from the app's start under Textual's headless driver, its own process (ref: a "
+            f"bare app's first frame there); {table['exact_steps']} of {runs} rows show "
+            "their step as exact (each run's newest rows previewed)"),
         Row(f"{label}, every row's phase", ours["seconds"], ref["seconds"], "s", "",
             f"{ours['phases']}/{ours['rows']} phases, {ours['requests']} requests, "
             f"{ours['bytes'] / mb:.0f} MB, {ours['cpu_s']:.1f} CPU s here; ref: trackio's "

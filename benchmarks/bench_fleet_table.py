@@ -42,14 +42,18 @@ async def _bare() -> float:
         return time.perf_counter() - t0
 
 
-async def _table(root: str, runs: int) -> dict:
+async def _table(root: str, runs: int, url: str | None = None) -> dict:
+    """The table of the project in `root` (or served at `url`: then only until every run's
+    row is on screen, its step the run's last)."""
     from carl_tui.sources.trackio.local import TrackioLocalSource
+    from carl_tui.sources.trackio.remote import TrackioRemoteSource
     from carl_tui.ui.app import DashboardConfig, Settings, build_app
     from carl_tui.ui.screens.fleet_table import FleetScreen
 
     bare = min([await _bare() for _ in range(3)])
-    app = build_app(DashboardConfig(sources=[TrackioLocalSource(PROJECT, root=Path(root))],
-                                    settings=Settings(fleet=True)))
+    source = (TrackioRemoteSource(url, project=PROJECT) if url
+              else TrackioLocalSource(PROJECT, root=Path(root)))
+    app = build_app(DashboardConfig(sources=[source], settings=Settings(fleet=True)))
 
     def cells() -> dict[str, str] | None:
         if not isinstance(app.screen, FleetScreen) or not app.screen.query("#fleet-table"):
@@ -67,6 +71,10 @@ async def _table(root: str, runs: int) -> dict:
             shown = cells()
             if shown is not None:
                 out.setdefault("rows_s", time.perf_counter() - t0)
+                if url:
+                    steps = [str(c) for c in app.screen.table.get_column("step")]
+                    out["exact_steps"] = sum(x.isdigit() for x in steps)
+                    break
                 if not any(p.startswith(WAITING) or p == "–" for p in shown.values()):
                     out["phases_s"], out["cpu_s"] = time.perf_counter() - t0, cpu_seconds() - cpu0
                     out["phases"] = shown
@@ -126,4 +134,5 @@ def run() -> list[Row]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(_table(sys.argv[1], int(sys.argv[2])))))
+    url = sys.argv[3] if len(sys.argv) > 3 else None
+    print(json.dumps(asyncio.run(_table(sys.argv[1], int(sys.argv[2]), url))))
