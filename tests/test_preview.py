@@ -511,7 +511,8 @@ def test_remote_preview_is_a_strided_pass_then_the_exact_history(store_dir, smal
 
 
 def test_a_remote_project_of_many_runs_previews_each_runs_newest_rows(sweep_dir,
-                                                                     small_preview):
+                                                                     small_preview,
+                                                                     monkeypatch):
     """Against a real Trackio server: the first poll holds each run's newest rows too (one
     query, by the server's (run, timestamp) index), so each run's row is exact at once."""
     from carl_tui.store.fleet import fleet_rows
@@ -542,6 +543,16 @@ def test_a_remote_project_of_many_runs_previews_each_runs_newest_rows(sweep_dir,
             assert_same_run(store.snapshot(ref.key), plain.snapshot(ref.key))
         src.close()
         plain_src.close()
+        # a server whose database cannot answer that query: the preview goes without
+        from carl_tui.sources.trackio import remote_preview
+
+        monkeypatch.setattr(remote_preview, "_newest_rows_sql",
+                            lambda remote, top: "SELECT no_such_column FROM metrics")
+        src = tr.TrackioRemoteSource(srv.url, project="sweep")
+        src.preview = True
+        first = [e for e in src.poll() if isinstance(e, ScalarBatch)]
+        assert first and all(b.preview and not b.tail for b in first)
+        src.close()
 
 
 def test_a_preview_too_thin_for_a_phase_tells_none_and_the_fleet_row_says_so():

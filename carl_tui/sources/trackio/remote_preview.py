@@ -10,10 +10,12 @@ rows are read again, in order.
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from carl_tui.errors import SourceError
 from carl_tui.events import ScalarBatch
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio.newest_first import RUN_TAIL_ROWS, PreviewSizes, plan_preview
@@ -21,6 +23,8 @@ from carl_tui.sources.trackio.remote_rows import RunPoints, points_by_run, run_k
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.sources.trackio.remote_sql import RemoteProject
+
+log = logging.getLogger(__name__)
 
 
 def read_preview(remote: RemoteProject, last_id: int, sizes: PreviewSizes
@@ -36,11 +40,10 @@ def read_preview(remote: RemoteProject, last_id: int, sizes: PreviewSizes
     ids = ", ".join(map(str, plan.sample_ids))
     sample = remote.query(remote.metrics_sql(f"id IN ({ids})"))
     tail = remote.query(remote.metrics_sql(f"id > {plan.tail_from}"))
-    shape, newest = [*sample, *tail], []
-    if len({run_key(row) for row in shape}) >= 2 and _indexed_by_run_time(remote):
-        newest = remote.query(_newest_rows_sql(remote, int(top)))
-        sent = {row.get("id") for row in newest}
-        shape = [row for row in shape if row.get("id") not in sent]
+    shape = [*sample, *tail]
+    newest = _newest_rows(remote, int(top)) if len({run_key(r) for r in shape}) >= 2 else []
+    sent = {row.get("id") for row in newest}
+    shape = [row for row in shape if row.get("id") not in sent]
     batches = (_batches(remote, points_by_run(shape, InputTally()), tail=False)
                + _batches(remote, points_by_run(newest, InputTally()), tail=True))
     return batches, int(top)
@@ -54,6 +57,19 @@ def _batches(remote: RemoteProject, got: RunPoints, *, tail: bool) -> list[Scala
         if len(batch):
             batches.append(replace(batch, preview=True, tail=tail))
     return batches
+
+
+def _newest_rows(remote: RemoteProject, top: int) -> list[dict]:
+    """Each run's newest rows, where the server can give them cheaply; none where it cannot
+    (no such index, or a database whose tables answer otherwise: the preview goes without,
+    its rows are read in order anyway)."""
+    try:
+        if not _indexed_by_run_time(remote):
+            return []
+        return remote.query(_newest_rows_sql(remote, top))
+    except SourceError as exc:
+        log.info("no newest rows of each run from %s: %s", remote.url, exc)
+        return []
 
 
 def _newest_rows_sql(remote: RemoteProject, top: int) -> str:
