@@ -282,6 +282,7 @@ def test_a_project_of_many_runs_previews_each_runs_newest_rows_first(sweep_dir, 
         assert r.newest_read and not str(cells["step"].cell(r, 0.0, {})).startswith("≈")
         assert not str(cells["task"].cell(r, 0.0, {})).startswith("≈")
         assert str(cells["best"].cell(r, 0.0, {})).startswith("≈")
+        assert cells["trend"].cell(r, 0.0, {}).style == "dim"  # 8 rows, not the run
         assert (r.last_step, r.task_last, r.loss, r.updated_at, r.state) == \
             (done.last_step, done.task_last, done.loss, done.updated_at, done.state)
 

@@ -95,6 +95,13 @@ def _value(get: Callable[[FleetRow], float | None], *, newest: bool = False):
     return cell
 
 
+def _trend(row: FleetRow, *_: Any) -> str | Text:
+    """The task metric across the run; dim while it is the preview's (a sample of the
+    run, or only its newest rows)."""
+    spark = sparkline(row.task_trend)
+    return Text(spark, style="dim") if row.provisional and spark else spark
+
+
 BASE_COLUMNS: tuple[Column, ...] = (
     Column("name", "run", 0, lambda r, *_: r.run.label, lambda r: r.run.label, 28),
     Column("source", "source", 2, lambda r, *_: r.source, lambda r: r.source, 12),
@@ -110,8 +117,7 @@ BASE_COLUMNS: tuple[Column, ...] = (
            lambda r: r.task_last, 8),
     Column("best", "best", 2, _value(lambda r: r.task_best),
            lambda r: r.task_best, 8),
-    Column("trend", "trend", 2, lambda r, *_: sparkline(r.task_trend),
-           lambda r: r.task_last, SPARK_WIDTH),
+    Column("trend", "trend", 2, _trend, lambda r: r.task_last, SPARK_WIDTH),
     Column("loss", "loss", 3, _value(lambda r: r.loss, newest=True), lambda r: r.loss, 8),
     Column("gpu", "gpu", 4, lambda r, *_: _num(r.gpu_percent, "{:.0f}%"),
            lambda r: r.gpu_percent, 5),
