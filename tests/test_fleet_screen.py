@@ -596,3 +596,23 @@ async def test_the_table_looks_at_the_store_as_soon_as_it_changes(sweep, monkeyp
         await wait_for(pilot, lambda: row_count(app) == len(SWEEP) + 1,
                        what="the new run's row, without a poll of the table's own")
         assert by_name(app, "step")["grpo-f"] == "5"
+
+
+async def test_a_previews_rows_wait_longer_for_their_next_read_than_exact_ones(sweep):
+    """While a history loads after a coarse preview, its rows are the preview's until the
+    end: they are read again after LOADING_READ_S; exact rows only after what their read
+    cost (READ_PACE times)."""
+    from dataclasses import replace
+
+    from carl_tui.ui.screens import fleet_table
+
+    app = fleet_app(sweep)
+    async with app.run_test(size=(160, 45)) as pilot:
+        fleet = await open_fleet(pilot, app)
+        rows = list(fleet.rows)
+        for provisional in (False, True):
+            fleet._read_from = time.perf_counter()
+            fleet._take([replace(r, provisional=provisional) for r in rows],
+                        fleet._seen[0], NOW)
+            wait = fleet._next_read - time.perf_counter()
+            assert (wait > fleet_table.LOADING_READ_S - 1) is provisional, wait

@@ -48,9 +48,10 @@ def as_text(cell: str | Text) -> Text:
 
 POLL_S = 0.1  # how often the table looks whether the store changed (a number compared)
 READ_PACE = 4.0  # the fleet table's reads take at most about a fifth of the time
-#: While a history loads, its rows change little (a run's phase, gate and newest values
-#: are its preview's until the whole history is read): they are read again at most this
-#: often (a thousand runs' rows cost a second of the loading each time), a new run at once.
+#: While a history loads after a coarse preview, its rows change little (a run's phase,
+#: gate and best are its preview's until the whole history is read): they are read again
+#: at most this often (a thousand runs' rows cost a second of the loading each time), a
+#: new run at once.
 LOADING_READ_S = 30.0
 
 
@@ -195,12 +196,13 @@ class RowReading(FilterBox):
             self.call_after_refresh(self._painted)
             self._painted = None
         # While a backlog of history is read (a big project loading: the store changes
-        # all the time), the rows are read again after LOADING_READ_S, or READ_PACE times
-        # what this read and its showing took where that is longer: the table takes a
-        # small share of the time, the loading the rest; the moment the loading is done,
-        # they are read.
+        # all the time), the rows are read again once READ_PACE times what this read and
+        # its showing took has passed (the table takes a small share of the time, the
+        # loading the rest), and not before LOADING_READ_S while they are a preview's;
+        # the moment the loading is done, they are read.
         took = time.perf_counter() - self._read_from
-        self._next_read = time.perf_counter() + max(READ_PACE * took, LOADING_READ_S)
+        previewed = LOADING_READ_S if any(r.provisional for r in rows) else 0.0
+        self._next_read = time.perf_counter() + max(READ_PACE * took, previewed)
 
 
 class FleetScreen(RowReading):
@@ -365,8 +367,9 @@ class FleetScreen(RowReading):
         n, shown = len(self.rows), len(self.shown)
         t.append(f" · {n} run{'s' if n != 1 else ''}" if n else " · no runs yet")
         if self._said_reading:
-            t.append(" · reading their history (≈: the preview's values meanwhile)",
-                     style="italic")
+            t.append(" · reading their history", style="italic")
+            if any(r.provisional for r in self.rows):
+                t.append(" (≈: the preview's values meanwhile)", style="italic")
         if self.filter:
             t.append(f" · {shown} shown · filter: {self.filter.text}")
         if self.sort:
