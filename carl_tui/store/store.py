@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Iterable
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -76,12 +77,10 @@ class RunStore:
         # Finite values near the float limit (1e308) overflow in sums and products: the
         # results are inf, shown as such, never a numpy warning on stderr.
         events = list(events)
-        with np.errstate(over="ignore", invalid="ignore"):
-            if any(isinstance(ev, ScalarBatch) and ev.preview for ev in events):
-                with self._lock:  # a preview is one view: a reader sees all of it or none
-                    for ev in map(clean_event, events):
-                        self._apply_one(ev)
-                return
+        # A preview is one view: a reader sees all of it or none (the lock is reentrant).
+        whole = any(isinstance(ev, ScalarBatch) and ev.preview for ev in events)
+        with np.errstate(over="ignore", invalid="ignore"), \
+                (self._lock if whole else nullcontext()):
             for ev in map(clean_event, events):
                 with self._lock:
                     self._apply_one(ev)
