@@ -28,10 +28,12 @@ from carl_tui.sources.trackio import newest_first as pv
 from carl_tui.sources.trackio.db import retry
 from carl_tui.sources.trackio.local_read import group_by_run, run_columns
 from carl_tui.sources.trackio.newest_first import (
+    METRICS_INDEXES_SQL,
     RUN_TAIL_ROWS,
     PreviewPlan,
     PreviewState,
     plan_preview,
+    run_time_indexed,
 )
 
 
@@ -40,20 +42,12 @@ def newest_rows_of_runs(conn: sqlite3.Connection, key: str, runs: Sequence[str],
     """The RUN_TAIL_ROWS newest rows (id, run key, step, metrics) of each of `runs` up to
     id `until`, in id order; none for fewer than two runs (the table's newest rows are
     that run's), and none where no index leads with the run and the time."""
-    if len(runs) < 2 or not _indexed_by_run_time(conn, key):
+    if len(runs) < 2 or not run_time_indexed(
+            (row[0] for row in conn.execute(METRICS_INDEXES_SQL)), key):
         return []
     sql = (f"SELECT id, {key}, step, metrics FROM metrics WHERE {key} = ? AND id <= ? "
            "ORDER BY timestamp DESC LIMIT ?")
     return sorted(row for run in runs for row in conn.execute(sql, (run, until, RUN_TAIL_ROWS)))
-
-
-def _indexed_by_run_time(conn: sqlite3.Connection, key: str) -> bool:
-    for index in conn.execute("PRAGMA index_list(metrics)").fetchall():
-        name = str(index[1]).replace('"', '""')
-        columns = [c[2] for c in conn.execute(f'PRAGMA index_info("{name}")')]
-        if columns[:2] == [key, "timestamp"]:
-            return True
-    return False
 
 
 def columns_by_run(rows_of: dict[str, list[tuple]]

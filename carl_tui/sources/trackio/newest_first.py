@@ -11,6 +11,7 @@ nothing more is waiting), when `end()` gives an empty preview batch per run.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -48,6 +49,18 @@ SIZES = PreviewSizes(min_rows=30_000, tail_rows=1_000, sample_rows=1_500)
 #: In a project of several runs, each run's newest rows previewed too (`tail` batches):
 #: its latest values, step and time from the first frame.
 RUN_TAIL_ROWS = 8
+
+
+def run_time_indexed(index_sqls: Iterable[str | None], run_column: str) -> bool:
+    """Whether one of the metrics table's indexes (their `CREATE INDEX` statements, as
+    `sqlite_master` keeps them) leads with the run and the time: each run's newest rows
+    are then a lookup per run, where without it each would scan the table."""
+    want = re.compile(rf"\(\s*{run_column}\s*,\s*timestamp\s*[,)]", re.IGNORECASE)
+    return any(want.search(sql or "") for sql in index_sqls)
+
+
+#: The statements of the metrics table's indexes (for `run_time_indexed`).
+METRICS_INDEXES_SQL = "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'metrics'"
 
 
 def plan_preview(last_id: int, top: int | None, sizes: PreviewSizes) -> PreviewPlan | None:

@@ -11,14 +11,19 @@ rows are read again, in order.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from carl_tui.errors import SourceError
 from carl_tui.events import ScalarBatch
 from carl_tui.sources.tally import InputTally
-from carl_tui.sources.trackio.newest_first import RUN_TAIL_ROWS, PreviewSizes, plan_preview
+from carl_tui.sources.trackio.newest_first import (
+    METRICS_INDEXES_SQL,
+    RUN_TAIL_ROWS,
+    PreviewSizes,
+    plan_preview,
+    run_time_indexed,
+)
 from carl_tui.sources.trackio.remote_rows import RunPoints, points_by_run, run_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,7 +69,8 @@ def _newest_rows(remote: RemoteProject, top: int) -> list[dict]:
     (no such index, or a database whose tables answer otherwise: the preview goes without,
     its rows are read in order anyway)."""
     try:
-        if not _indexed_by_run_time(remote):
+        indexes = remote.query(METRICS_INDEXES_SQL)
+        if not run_time_indexed((row.get("sql") for row in indexes), remote.run_col):
             return []
         return remote.query(_newest_rows_sql(remote, top))
     except SourceError as exc:
@@ -82,12 +88,3 @@ def _newest_rows_sql(remote: RemoteProject, top: int) -> str:
               f"ORDER BY y.timestamp DESC LIMIT {RUN_TAIL_ROWS}")
     return remote.metrics_sql(
         f"id IN (SELECT x.id FROM ({runs}) AS c JOIN metrics AS x ON x.id IN ({newest}))")
-
-
-def _indexed_by_run_time(remote: RemoteProject) -> bool:
-    """The server's database keeps an index of the metrics by run and time (without it,
-    a lookup per run would scan the table)."""
-    rows = remote.query("SELECT sql FROM sqlite_master WHERE type = 'index' "
-                        "AND tbl_name = 'metrics'")
-    want = re.compile(rf"\(\s*{remote.run_col}\s*,\s*timestamp\s*[,)]", re.IGNORECASE)
-    return any(want.search(str(row.get("sql") or "")) for row in rows)
