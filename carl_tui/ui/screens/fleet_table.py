@@ -149,11 +149,12 @@ class RowReading(FilterBox):
         """Read the rows again when the store changed (or every few seconds: the ages),
         one read at a time (a thousand runs take a while: reads never pile up)."""
         version, when = self._seen
-        if self.reading_history() != self._said_reading:  # said in the title
-            self._said_reading = not self._said_reading
+        loading = self.reading_history()
+        if loading != self._said_reading:  # said in the title
+            self._said_reading = loading
             self._show_title()
         more_runs = self.store.run_count != len(self.rows)  # a row each, at once
-        if self._reading or (time.perf_counter() < self._next_read and self.reading_history()
+        if self._reading or (time.perf_counter() < self._next_read and loading
                              and not more_runs):
             return
         if self.store.runs_version != version or self.clock() - when >= 5:
