@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from benchmarks.bench_fleet import PROJECT, ensure_store, run_name
+from benchmarks.bench_fleet_table import table_in_process
 from benchmarks.common import Row
 
 BATCH_RUNS = 64  # the most runs `get_logs_batch` takes in one request
@@ -95,20 +96,6 @@ def _reference(url: str, runs: int, steps: int) -> dict:
         http.close()
 
 
-def _table(root: str, runs: int, url: str) -> dict:
-    """The fleet table against the server (`bench_fleet_table`, a process of its own)."""
-    import json
-    import subprocess
-    import sys
-
-    from benchmarks.trl_store import trackio_env
-
-    got = subprocess.run([sys.executable, "-m", "benchmarks.bench_fleet_table", root,
-                          str(runs), url], env=trackio_env(root), check=True,
-                         capture_output=True, text=True)
-    return json.loads(got.stdout.strip().splitlines()[-1])
-
-
 def run() -> list[Row]:
     from tests.fakes.trackio_server import TrackioServer
 
@@ -118,7 +105,7 @@ def run() -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="carl-fleet-remote-") as tmp:
         shutil.copyfile(cached / f"{PROJECT}.db", Path(tmp) / f"{PROJECT}.db")
         with TrackioServer(Path(tmp)) as srv:
-            table = _table(tmp, runs, srv.url)
+            table = table_in_process(tmp, runs, srv.url)
             ours = _ours(srv.url)
             ref = _reference(srv.url, runs, steps)
     assert ours["rows"] == runs, ours

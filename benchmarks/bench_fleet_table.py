@@ -108,13 +108,18 @@ def _json(root: Path) -> tuple[float, list[dict]]:
     return time.perf_counter() - t0, json.loads(out.stdout)
 
 
+def table_in_process(root: Path | str, runs: int, url: str | None = None) -> dict:
+    """`_table` in a process of its own (its CPU seconds its own and its helpers')."""
+    got = subprocess.run([sys.executable, "-m", "benchmarks.bench_fleet_table", str(root),
+                          str(runs), *([url] if url else [])], env=trackio_env(root),
+                         check=True, capture_output=True, text=True)
+    return json.loads(got.stdout.strip().splitlines()[-1])
+
+
 def run() -> list[Row]:
     runs, steps = size()
     root = ensure_store(runs, steps)
-    got = subprocess.run([sys.executable, "-m", "benchmarks.bench_fleet_table", str(root),
-                          str(runs)], env=trackio_env(root), check=True, capture_output=True,
-                         text=True)
-    ours = json.loads(got.stdout.strip().splitlines()[-1])
+    ours = table_in_process(root, runs)
     json_s, printed = _json(root)
     want = {d["run"]: f"{d['phase']['phase']} · {d['phase']['stage']}" for d in printed}
     shown = ours.get("phases") or {}
