@@ -33,6 +33,7 @@ from carl_tui.ui.fleet_columns import (
 )
 from carl_tui.ui.keys import FLEET_KEYS
 from carl_tui.ui.messages import CompareSelected
+from carl_tui.ui.widgets.fixed_table import FixedWidthTable
 from carl_tui.ui.widgets.key_footer import KeyFooter
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -263,7 +264,8 @@ class FleetScreen(RowReading):
                                 "(enter applies, esc closes)", id="fleet-filter",
                     classes="-hidden")
         yield Static(id="fleet-error", classes="-hidden")
-        table = DataTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
+        # Every column has a set width: its cells are never measured (a thousand rows).
+        table = FixedWidthTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield KeyFooter()
 
