@@ -375,8 +375,15 @@ async def test_carl_tui_fleet_in_a_terminal_opens_the_fleet_table(sweep, monkeyp
     monkeypatch.setattr(DashboardScreen, "show_status",
                         lambda self, *a: shown_status.append(a) or status(self, *a))
     app = build_app(config)
+    started: list[str] = []  # the reading starts with the table, not after the dashboard
+    ready, dashboard_ready = type(app).screen_ready, type(app).on_dashboard_ready
+    monkeypatch.setattr(type(app), "screen_ready",
+                        lambda self: started.append("reading") or ready(self))
+    monkeypatch.setattr(type(app), "on_dashboard_ready",
+                        lambda self, m: started.append("dashboard") or dashboard_ready(self, m))
     async with app.run_test(size=(120, 36)) as pilot:
         await wait_for(pilot, lambda: row_count(app) == 1, timeout=10, what="the fleet table")
+        assert started[0] == "reading" and started.count("reading") == 1
         assert column(app, "name") == ["grpo-a"] and column(app, "step") == ["45"]
         # the sources held back by a preview read on once the rows are on screen
         await wait_for(pilot, app.follower.painted.is_set, what="the first rows painted")
@@ -387,6 +394,8 @@ async def test_carl_tui_fleet_in_a_terminal_opens_the_fleet_table(sweep, monkeyp
         await pilot.press("escape")  # the dashboard under it, on that run
         await wait_for(pilot, lambda: app.screen is app.dashboard and app.snapshot is not None
                        and app.snapshot.run.name == "grpo-a" and shown_status != [])
+        await pilot.pause(0.3)
+        assert started.count("reading") == 1  # its first frame then starts nothing again
 
 
 async def test_the_fleet_keys_are_in_the_footer_the_help_and_the_palette(sweep):

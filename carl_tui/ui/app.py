@@ -180,9 +180,12 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
         self.set_interval(self.settings.refresh_interval, self.pull)
         self.set_interval(1.0, self._refresh_status)
         self.theme_changed_signal.subscribe(self, lambda _theme: self.dashboard.redraw())
+        if self.settings.fleet:  # the table is the first frame: the dashboard waits under it
+            self.screen_ready()
 
     def on_dashboard_ready(self, _message: DashboardReady) -> None:
-        self.screen_ready()
+        if not self._screen_built:
+            self.screen_ready()
 
     def screen_ready(self) -> None:
         """The dashboard's first frame is on screen: start reading (the sources, the
