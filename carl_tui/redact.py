@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 
 MASK = "[REDACTED]"
 SECRET_NAME_PARTS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
@@ -80,8 +81,12 @@ def is_secret_key(name: object) -> bool:
     `hub_token`, `HF_TOKEN`, `WANDB_API_KEY`, `apiKey`, `--hub-token`, `password`,
     `secrets` do; `max_new_tokens`, `tokenizer_name`, `pad_token`, `key`, `sort_key`
     do not."""
-    if not isinstance(name, str):
-        return False
+    return isinstance(name, str) and _secret_key(name)
+
+
+@lru_cache(maxsize=4096)
+def _secret_key(name: str) -> bool:
+    """`is_secret_key` of a string (config keys come again with every run's config)."""
     words = [w.lower() for w in _WORDS.findall(name)]
     for i, word in enumerate(words):
         before = words[i - 1] if i else ""
@@ -170,6 +175,12 @@ class Redactor:
 
     def __call__(self, text: str) -> str:
         return _redact(text, self.literals) if text else text
+
+
+def redact_literals(text: str, literals: tuple[str, ...]) -> str:
+    """`text` masked as `Redactor` masks it, against these literal secrets (longest first:
+    a `Redactor`'s `literals`) and no others."""
+    return _redact(text, literals) if text else text
 
 
 # Every pattern needs one of these (in lower case) to match: text without any is skipped.

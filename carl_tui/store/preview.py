@@ -40,12 +40,19 @@ class _Points:
         self._values: list[np.ndarray] = []
         self._cache: tuple[np.ndarray, np.ndarray] | None = None
 
+    def __bool__(self) -> bool:
+        """It holds a value (`add` keeps only batches with one)."""
+        return bool(self._steps)
+
     def add(self, steps: np.ndarray, values: np.ndarray) -> None:
-        keep = ~np.isnan(values)
-        if not keep.any():
-            return
-        self._steps.append(steps[keep])
-        self._values.append(values[keep])
+        nan = np.isnan(values)
+        if nan.any():  # rare: a column missing from some rows
+            keep = ~nan
+            if not keep.any():
+                return
+            steps, values = steps[keep], values[keep]
+        self._steps.append(steps)
+        self._values.append(values)
         self._cache = None
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
@@ -53,8 +60,9 @@ class _Points:
             if not self._steps:
                 self._cache = (np.empty(0), np.empty(0))
             else:
-                steps, values = np.concatenate(self._steps), np.concatenate(self._values)
-                if steps.size > 1 and (np.diff(steps) < 0).any():
+                steps, values = ((self._steps[0], self._values[0]) if len(self._steps) == 1
+                                 else (np.concatenate(self._steps), np.concatenate(self._values)))
+                if steps.size > 1 and np.less(steps[1:], steps[:-1]).any():
                     order = np.argsort(steps, kind="stable")
                     steps, values = steps[order], values[order]
                 self._cache = (steps, values)
@@ -128,5 +136,5 @@ class Preview:
 
     def names(self) -> list[str]:
         if self._names is None:  # asked a few times a snapshot: kept until a batch comes
-            self._names = [k for k, p in self.points.items() if p.arrays()[1].size]
+            self._names = [k for k, p in self.points.items() if p]
         return self._names

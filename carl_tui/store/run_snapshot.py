@@ -250,8 +250,9 @@ def _merged(
         steps, values = minmax_decimate(ps, pv, max_points)
         return SeriesView(
             name=name, steps=steps, values=values, count=0,
-            first_step=float(ps.min()), last_step=float(ps[-1]), last=float(pv[-1]),
-            min=float(pv.min()), max=float(pv.max()), trend=trend(tail),
+            first_step=float(ps[0]), last_step=float(ps[-1]), last=float(pv[-1]),
+            min=float(np.minimum.reduce(pv)), max=float(np.maximum.reduce(pv)),
+            trend=trend(tail),
             recent_mean=mean_of(tail[-50:]), whole_mean=mean_of(pv), tail=tail.copy(),
             provisional=True,
         )

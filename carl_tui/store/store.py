@@ -29,7 +29,7 @@ from carl_tui.events import (
     SystemSample,
 )
 from carl_tui.store.run import RunState
-from carl_tui.store.sanitize import clean_event
+from carl_tui.store.sanitize import clean_events
 from carl_tui.store.snapshot import Notice, RunSnapshot, StoreSummary
 
 
@@ -81,7 +81,7 @@ class RunStore:
         whole = any(isinstance(ev, ScalarBatch) and ev.preview for ev in events)
         with np.errstate(over="ignore", invalid="ignore"), \
                 (self._lock if whole else nullcontext()):
-            for ev in map(clean_event, events):
+            for ev in clean_events(events):
                 with self._lock:
                     self._apply_one(ev)
 
