@@ -353,14 +353,14 @@ def test_closing_from_another_thread_mid_poll_leaves_the_database_to_the_poll(
     src = tl.TrackioLocalSource("sweep", root=sweep_dir)
     src.preview = True
     inside, closed = threading.Event(), threading.Event()
-    row_info = tl.TrackioLocalSource._row_info
+    config_events = tl.TrackioLocalSource._config_events
 
-    def held(self, conn, row_id):  # the poll, between two statements
+    def held(self, configs):  # the poll, between two statements
         inside.set()
         closed.wait(5)
-        return row_info(self, conn, row_id)
+        return config_events(self, configs)
 
-    monkeypatch.setattr(tl.TrackioLocalSource, "_row_info", held)
+    monkeypatch.setattr(tl.TrackioLocalSource, "_config_events", held)
     failed: list[BaseException] = []
 
     def poll():

@@ -326,3 +326,41 @@ def test_helpers_read_a_project_of_odd_interleaved_runs_as_one_process_does(
         assert a.events == b.events and any(e.kind == "nan_loss" for e in a.events)
         # 24 rows without an entropy: 10 strings, 8 missing, 8 of another key set (2 both)
         assert a.series["entropy"].count == 300 - 24
+
+
+def test_rows_come_in_one_value_as_a_plain_fetch_gives_them(store):
+    """`db.fetch_all`: one statement, whose one row holds every row (read row by row, a
+    reading thread waits for the interpreter's lock at every row while the screen's
+    thread is busy); the same rows, values and order as a plain fetch, BLOBs as text."""
+    conn = db.connect(db.db_path("proj", store))
+    cols = ["m.id", "m.run_id", "m.step", "m.metrics", "m.run_name", "m.timestamp"]
+    rest = "FROM metrics AS m WHERE m.id > ? ORDER BY m.id DESC"
+    plain = conn.execute(f"SELECT {', '.join(cols)} {rest}", (1,)).fetchall()
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    got = db.fetch_all(conn, cols, rest, (1,))
+    conn.set_trace_callback(None)
+    assert len(got) == len(plain) >= 8
+    want = sorted(tuple(v.decode() if isinstance(v, bytes) else v for v in row) for row in plain)
+    assert got == want  # in id order, whatever the statement's order
+    assert [type(v) for v in got[0]] == [int, str, int, str, str, str]
+    assert len(statements) == 1 and "json_group_array" in statements[0]
+
+
+def test_a_row_that_is_not_utf8_is_skipped_and_counted_the_others_read(tmp_path):
+    """A BLOB that is not UTF-8 cannot be read as one JSON value: the rows are fetched one
+    by one then, and that row is skipped and counted like any row that is not JSON."""
+    conn = sqlite3.connect(tmp_path / "odd.db")
+    conn.execute("CREATE TABLE metrics (id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, "
+                 "timestamp TEXT, run_name TEXT, step INTEGER, metrics BLOB)")
+    rows = [json.dumps({"loss": 1.0 / (i + 1)}).encode() for i in range(4)]
+    rows[2] = b'{"loss": "\xff\xfe"}'
+    conn.executemany("INSERT INTO metrics (run_id, timestamp, run_name, step, metrics) "
+                     "VALUES ('r', '2025-01-01T00:00:00', 'n', ?, ?)", list(enumerate(rows)))
+    conn.commit()
+    conn.close()
+    src = tl.TrackioLocalSource("odd", root=tmp_path)
+    (batch,) = [e for e in src.poll() if isinstance(e, ScalarBatch)]
+    assert batch.steps.tolist() == [0, 1, 3]
+    assert batch.columns["loss"].tolist() == [1.0, 0.5, 0.25]
+    assert src.skipped == 1

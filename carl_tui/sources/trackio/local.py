@@ -59,6 +59,7 @@ from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio.db import (
     connect,
     db_path,
+    fetch_all,
     retry,
     run_column,
     table_columns,
@@ -70,6 +71,7 @@ from carl_tui.sources.trackio.local_read import (
     HelperReading,
     RangeReader,
     RunBlock,
+    row_columns,
     run_columns,
 )
 from carl_tui.sources.trackio.newest_first import PreviewState
@@ -255,7 +257,7 @@ class TrackioLocalSource(PreviewReading, PolledSource):
         if more is None:
             rows = retry(self._fetch, conn)
             if rows:
-                events.extend(self._batches(conn, rows))
+                events.extend(self._batches(rows))
                 self.last_id = rows[-1][0]
             more = len(rows) >= self.batch_rows
         return events, more
@@ -300,25 +302,14 @@ class TrackioLocalSource(PreviewReading, PolledSource):
 
     def _fetch(self, conn: sqlite3.Connection) -> list[tuple]:
         self._queries += 1
-        return conn.execute(
-            f"SELECT id, {self._key}, step, metrics FROM metrics "
-            "WHERE id > ? ORDER BY id LIMIT ?",
-            (self.last_id, self.batch_rows),
-        ).fetchall()
-
-    def _row_info(self, conn: sqlite3.Connection, row_id: int) -> tuple[str, str | None]:
-        """(run name, timestamp) of one row."""
-        self._queries += 1
-        row = retry(lambda: conn.execute(
-            "SELECT run_name, timestamp FROM metrics WHERE id = ?", (row_id,)).fetchone())
-        return ("", None) if row is None else (str(row[0]), row[1])
+        return fetch_all(conn, row_columns(self._key),
+                         "FROM metrics AS m WHERE m.id > ? ORDER BY m.id LIMIT ?",
+                         (self.last_id, self.batch_rows))
 
     def _fetch_configs(self, conn: sqlite3.Connection) -> list[tuple]:
         self._queries += 1
-        return conn.execute(
-            f"SELECT id, {self._key}, run_name, config FROM configs WHERE id > ? ORDER BY id",
-            (self.last_config_id,),
-        ).fetchall()
+        return fetch_all(conn, ["id", self._key, "run_name", "config"],
+                         "FROM configs WHERE id > ? ORDER BY id", (self.last_config_id,))
 
     # -- rows to events ------------------------------------------------------------
 
@@ -352,10 +343,10 @@ class TrackioLocalSource(PreviewReading, PolledSource):
             events.append(RunMeta(ref, meta))
         return events
 
-    def _batches(self, conn: sqlite3.Connection, rows: list[tuple]) -> list[Event]:
-        """One ScalarBatch per run of `rows` (id, run key, step, metrics JSON), in order."""
+    def _batches(self, rows: list[tuple]) -> list[Event]:
+        """One ScalarBatch per run of `rows` (`local_read.row_columns`), in order."""
         events: list[Event] = []
-        for key, run_rows, stamp in self._wanted_runs(conn, rows):
+        for key, run_rows, stamp in self._wanted_runs(rows):
             steps, columns, tally, bad, nonfinite = run_columns(run_rows)
             self.tally.merge(tally)
             if bad == len(run_rows):

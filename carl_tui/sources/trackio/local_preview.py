@@ -25,13 +25,13 @@ import numpy as np
 from carl_tui.events import Event, RunRef, ScalarBatch
 from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.trackio import newest_first as pv
-from carl_tui.sources.trackio.db import retry
-from carl_tui.sources.trackio.local_read import group_by_run, run_columns
+from carl_tui.sources.trackio.db import fetch_all, retry
+from carl_tui.sources.trackio.local_read import group_by_run, row_columns, run_columns
 from carl_tui.sources.trackio.newest_first import (
     METRICS_INDEXES_SQL,
-    RUN_TAIL_ROWS,
     PreviewPlan,
     PreviewState,
+    newest_ids_sql,
     plan_preview,
     run_time_indexed,
 )
@@ -39,15 +39,15 @@ from carl_tui.sources.trackio.newest_first import (
 
 def newest_rows_of_runs(conn: sqlite3.Connection, key: str, runs: Sequence[str],
                         until: int) -> list[tuple]:
-    """The RUN_TAIL_ROWS newest rows (id, run key, step, metrics) of each of `runs` up to
-    id `until`, in id order; none for fewer than two runs (the table's newest rows are
-    that run's), and none where no index leads with the run and the time."""
+    """The RUN_TAIL_ROWS newest rows (`row_columns`) of each run of the configs table up to id
+    `until`, in id order, in one statement; none for fewer than two `runs` (the table's
+    newest rows are that run's), and none where no index leads with the run and the
+    time (a scan of the table per run)."""
     if len(runs) < 2 or not run_time_indexed(
             (row[0] for row in conn.execute(METRICS_INDEXES_SQL)), key):
         return []
-    sql = (f"SELECT id, {key}, step, metrics FROM metrics WHERE {key} = ? AND id <= ? "
-           "ORDER BY timestamp DESC LIMIT ?")
-    return sorted(row for run in runs for row in conn.execute(sql, (run, until, RUN_TAIL_ROWS)))
+    ids = newest_ids_sql(key, until, f"SELECT DISTINCT {key} AS rid FROM configs")
+    return fetch_all(conn, row_columns(key), f"FROM metrics AS m WHERE m.id IN ({ids})")
 
 
 def columns_by_run(rows_of: dict[str, list[tuple]]
@@ -82,7 +82,6 @@ class PreviewReading:
     last_id: int
     _fetch_configs: Callable[[sqlite3.Connection], list[tuple]]
     _config_events: Callable[[list[tuple]], list[Event]]
-    _row_info: Callable[[sqlite3.Connection, int], tuple[str, str | None]]
     _wanted: Callable[[str, str], bool]
     _ref: Callable[[str], RunRef]
 
@@ -105,26 +104,24 @@ class PreviewReading:
         newest = retry(newest_rows_of_runs, conn, self._key, runs, top)
         if not newest:
             return events + self._shape_events(conn, plan)
-        self._queries += len(runs)
+        self._queries += 2  # the indexes, the newest rows
         self._shape_due, self._listed = plan, frozenset(r[0] for r in newest)
-        batches = self._batches_of(conn, newest, tail=True)
+        batches = self._batches_of(newest, tail=True)
         self._preview.shown(top, (b.run for b in batches))
         return events + batches
 
     def _shape_events(self, conn: sqlite3.Connection, plan: PreviewPlan) -> list[Event]:
         """The strided sample of the history and the table's newest rows."""
-        cols = f"m.id, m.{self._key}, m.step, m.metrics"
-        sample = retry(lambda: conn.execute(
-            "WITH RECURSIVE s(x) AS (SELECT ? UNION ALL SELECT x + ? FROM s WHERE x + ? <= ?) "
-            f"SELECT {cols} FROM s CROSS JOIN metrics AS m ON m.id = s.x ORDER BY m.id",
-            (plan.first, plan.stride, plan.stride, plan.tail_from),
-        ).fetchall())
-        tail = retry(lambda: conn.execute(
-            f"SELECT {cols} FROM metrics AS m WHERE m.id > ? ORDER BY m.id", (plan.tail_from,)
-        ).fetchall())
+        cols = row_columns(self._key)
+        sample = retry(fetch_all, conn, cols,
+                       "FROM (WITH RECURSIVE s(x) AS (SELECT ? UNION ALL SELECT x + ? FROM s "
+                       "WHERE x + ? <= ?) SELECT x FROM s) AS s CROSS JOIN metrics AS m "
+                       "ON m.id = s.x", (plan.first, plan.stride, plan.stride, plan.tail_from))
+        tail = retry(fetch_all, conn, cols, "FROM metrics AS m WHERE m.id > ?",
+                     (plan.tail_from,))
         self._queries += 2
         rows = [r for r in sample + tail if r[0] not in self._listed]
-        batches = self._batches_of(conn, rows, tail=False)
+        batches = self._batches_of(rows, tail=False)
         if batches:
             self._preview.shown(int(tail[-1][0]) if tail else plan.tail_from,
                                 (b.run for b in batches))
@@ -132,12 +129,11 @@ class PreviewReading:
         # useful frame about 0.1 s on two cores and gain the whole history nothing.
         return batches
 
-    def _batches_of(self, conn: sqlite3.Connection, rows: list[tuple], *, tail: bool
-                    ) -> list[Event]:
-        """A preview batch per run of `rows` (id, run key, step, metrics JSON); its input
+    def _batches_of(self, rows: list[tuple], *, tail: bool) -> list[Event]:
+        """A preview batch per run of `rows` (`local_read.row_columns`); its input
         problems are not counted (its rows are read again)."""
         events: list[Event] = []
-        wanted = list(self._wanted_runs(conn, rows))
+        wanted = list(self._wanted_runs(rows))
         parsed = columns_by_run({key: run_rows for key, run_rows, _ in wanted})
         for key, _, stamp in wanted:
             steps, columns = parsed[key]
@@ -146,12 +142,11 @@ class PreviewReading:
                                           wall_time=iso_to_epoch(stamp), tail=tail))
         return events
 
-    def _wanted_runs(self, conn: sqlite3.Connection, rows: list[tuple]
-                     ) -> Iterator[tuple[str, list[tuple], str | None]]:
+    def _wanted_runs(self, rows: list[tuple]) -> Iterator[tuple[str, list[tuple], str | None]]:
         """(run key, its rows, its newest row's timestamp) of each followed run of `rows`
-        (id, run key, step, metrics JSON), in order."""
+        (`local_read.row_columns`), in order."""
         for key, run_rows in group_by_run(rows).items():
-            name, stamp = self._row_info(conn, run_rows[-1][0])
-            self._names.setdefault(key, name)
+            _, _, _, _, name, stamp = run_rows[-1]
+            self._names.setdefault(key, str(name))
             if self._wanted(key, self._names[key]):
                 yield key, run_rows, stamp

@@ -140,21 +140,26 @@ def _connection(path: str) -> sqlite3.Connection:
     return conn
 
 
+def row_columns(key: str) -> list[str]:
+    """The columns a row of the metrics table (`m`, its runs keyed by `key`) is read with:
+    `run_columns`'s four (id, run key, step, metrics JSON), then the run's name and the
+    row's time (a run's newest row read names and dates its batch)."""
+    return ["m.id", f"m.{key}", "m.step", "m.metrics", "m.run_name", "m.timestamp"]
+
+
 def read_range(path: str, key: str, lo: int, hi: int) -> list[RunBlock]:
-    """The rows `lo < id <= hi` of the metrics table of `path`, per run."""
+    """The rows `lo < id <= hi` of the metrics table of `path`, per run (in a helper
+    process: its only thread, read row by row)."""
     conn = _connection(path)
     rows = conn.execute(
-        f"SELECT id, {key}, step, metrics FROM metrics WHERE id > ? AND id <= ? ORDER BY id",
-        (lo, hi),
+        f"SELECT {', '.join(row_columns(key))} FROM metrics AS m WHERE m.id > ? "
+        "AND m.id <= ? ORDER BY m.id", (lo, hi),
     ).fetchall()
     out = []
     for run_key, run_rows in group_by_run(rows).items():
-        # The run's last row in the range, found by its id (a point lookup).
-        info = conn.execute("SELECT run_name, timestamp FROM metrics WHERE id = ?",
-                            (run_rows[-1][0],)).fetchone()
+        _, _, _, _, name, stamp = run_rows[-1]  # the run's last row in the range
         steps, columns, tally, bad, nonfinite = run_columns(run_rows)
-        out.append(RunBlock(run_key, str(info[0]) if info else run_key,
-                            info[1] if info else None, steps, columns, tally,
+        out.append(RunBlock(run_key, str(name), stamp, steps, columns, tally,
                             len(run_rows) - bad, nonfinite))
     return out
 

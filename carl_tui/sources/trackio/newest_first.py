@@ -59,6 +59,16 @@ def run_time_indexed(index_sqls: Iterable[str | None], run_column: str) -> bool:
     return any(want.search(sql or "") for sql in index_sqls)
 
 
+def newest_ids_sql(run_column: str, top: int, runs_sql: str) -> str:
+    """A query of the ids of each run's RUN_TAIL_ROWS newest rows up to id `top`, in one
+    statement (`runs_sql` selects the runs' keys as `rid`): a lookup per run of the (run,
+    time) index (`run_time_indexed`), a few milliseconds for a thousand runs, where a
+    query per run costs the reading thread a wait for the interpreter's lock each."""
+    newest = (f"SELECT y.id FROM metrics AS y WHERE y.{run_column} = c.rid "
+              f"AND y.id <= {int(top)} ORDER BY y.timestamp DESC LIMIT {RUN_TAIL_ROWS}")
+    return f"SELECT x.id FROM ({runs_sql}) AS c JOIN metrics AS x ON x.id IN ({newest})"
+
+
 #: The statements of the metrics table's indexes (for `run_time_indexed`).
 METRICS_INDEXES_SQL = "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'metrics'"
 

@@ -19,8 +19,8 @@ from carl_tui.events import ScalarBatch
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio.newest_first import (
     METRICS_INDEXES_SQL,
-    RUN_TAIL_ROWS,
     PreviewSizes,
+    newest_ids_sql,
     plan_preview,
     run_time_indexed,
 )
@@ -84,7 +84,4 @@ def _newest_rows_sql(remote: RemoteProject, top: int) -> str:
     holds them for up to 1,250 runs)."""
     col = remote.run_col
     runs = f"SELECT {col} AS rid FROM configs WHERE 1 = 1{remote.run_filter()}"
-    newest = (f"SELECT y.id FROM metrics AS y WHERE y.{col} = c.rid AND y.id <= {top} "
-              f"ORDER BY y.timestamp DESC LIMIT {RUN_TAIL_ROWS}")
-    return remote.metrics_sql(
-        f"id IN (SELECT x.id FROM ({runs}) AS c JOIN metrics AS x ON x.id IN ({newest}))")
+    return remote.metrics_sql(f"id IN ({newest_ids_sql(col, top, runs)})")
