@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -364,3 +365,23 @@ def test_a_row_that_is_not_utf8_is_skipped_and_counted_the_others_read(tmp_path)
     assert batch.steps.tolist() == [0, 1, 3]
     assert batch.columns["loss"].tolist() == [1.0, 0.5, 0.25]
     assert src.skipped == 1
+
+
+def test_helpers_answer_through_a_pipe_of_a_megabyte():
+    """A helper's answer (a range's columns, about a megabyte) comes in one or two reads,
+    not sixteen: each read has the reading thread wait for the interpreter's lock."""
+    fcntl = pytest.importorskip("fcntl")
+    from carl_tui.sources.trackio import local_read
+
+    limit = Path("/proc/sys/fs/pipe-max-size")
+    if not hasattr(fcntl, "F_GETPIPE_SZ") or not limit.exists():
+        pytest.skip("no pipe sizes on this system")
+    if int(limit.read_text()) < local_read.PIPE_BYTES:
+        pytest.skip("this system keeps pipes smaller")
+
+    worker = local_read._Worker()
+    try:
+        size = fcntl.fcntl(worker.proc.stdout.fileno(), fcntl.F_GETPIPE_SZ)
+    finally:
+        worker.close()
+    assert size == local_read.PIPE_BYTES

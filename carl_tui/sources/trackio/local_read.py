@@ -33,6 +33,11 @@ from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not on Windows
+    fcntl = None  # type: ignore[assignment]
+
 import numpy as np
 import orjson
 
@@ -181,6 +186,7 @@ class _Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             env=env, close_fds=True,
         )
+        _widen(self.proc.stdout)
         self._answers: queue.Queue[bytes | None] = queue.Queue()
         self._reader = threading.Thread(target=self._take_answers, daemon=True,
                                         name="trackio-read-answers")
@@ -226,6 +232,22 @@ class _Worker:
             self.proc.kill()
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             self.proc.wait(timeout=1.0)
+
+
+#: A helper's answers pass through a pipe this large where the system allows (Linux: up
+#: to /proc/sys/fs/pipe-max-size, 1 MiB by default; 64 KiB otherwise). Each piece read
+#: from a pipe has the reading thread take the interpreter's lock back, waiting up to its
+#: switch interval (5 ms) while this process applies the last answer: an answer of a
+#: megabyte came in 16 pieces, now in one or two.
+PIPE_BYTES = 1 << 20
+
+
+def _widen(pipe) -> None:
+    setsize = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if pipe is None or setsize is None:
+        return
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(pipe.fileno(), setsize, PIPE_BYTES)
 
 
 def serve() -> None:
