@@ -1,8 +1,10 @@
 """Trackio, local and remote.
 
 db.py             where local databases are, their tables, each project's newest run
-                  (sqlite3 only: what the CLI checks before the first frame)
+                  (sqlite3 only: what the CLI checks before the first frame); rows
+                  fetched in one step (`fetch_all`)
 local.py          a local project's SQLite database, followed by id
+local_preview.py  its preview: each run's newest rows first, then the whole run's shape
 local_extras.py   its system metrics and alerts
 local_read.py     reading blocks of rows into columns, in helper processes for a long history
 address.py        what --trackio names: the server's URL, loopback and Hub hosts (stdlib
