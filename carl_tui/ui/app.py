@@ -188,8 +188,8 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
             self.screen_ready()
 
     def screen_ready(self) -> None:
-        """The dashboard's first frame is on screen: start reading (the sources, the
-        store and numpy load now) and show what arrives."""
+        """The dashboard's first frame is on screen (`carl-tui fleet`: the app mounted): start
+        reading (the sources, the store and numpy load now) and show what arrives."""
         self._screen_built = True
         self.follower.hidden = self.settings.fleet  # no run in view under the table yet
         self.follower.start()
