@@ -153,10 +153,11 @@ def fleet_row(snap: RunSnapshot, *, now: float,
     series = snap.series.get(task) if task else None
     loss = snap.series.get("loss")
     flavor = (snap.job.flavor if snap.job is not None else "") or snap.meta.get("flavor")
+    config = run_config(snap.meta)
     return FleetRow(
         run=snap.run,
         source=snap.run.source,
-        state=run_state(snap, now),
+        state=run_state(snap, now, config),
         first_step=snap.first_step,
         last_step=snap.last_step,
         updated_at=_updated_at(snap),
@@ -174,20 +175,22 @@ def fleet_row(snap: RunSnapshot, *, now: float,
         flavor=str(flavor) if flavor else None,
         cost_usd=_cost(snap, now, prices),
         created_at=snap.job.created_at if snap.job is not None else None,
-        config=run_config(snap.meta),
+        config=config,
         provisional=snap.phase.provisional,
         newest_read=snap.newest_read,
     )
 
 
-def run_state(snap: RunSnapshot, now: float) -> FleetState:
+def run_state(snap: RunSnapshot, now: float,
+              config: Mapping[str, Any] | None = None) -> FleetState:
     """The run's state: its source's word (`RunLife`) where it says more than "live", else
     its job's stage, else "finished" once its end of training was read (the Trainer's
     end-of-training values, a W&B exit record) or its last step reached the end its config
     sets (`max_steps`, else `num_train_epochs` by the logged epoch: a Trainer's config, as
     TRL's `report_to` logs it; Trackio keeps no end of a run), else "live" (a source that
     cannot tell, such as Trackio's store, says "live" of every run it reads); a live run
-    with no update for long is "stalled" (STALL_FACTOR)."""
+    with no update for long is "stalled" (STALL_FACTOR). `config`: the run's
+    (`run_config`), where the caller has it."""
     said = snap.life.state if snap.life is not None else "live"
     if said != "live":
         state: FleetState = said
@@ -195,7 +198,7 @@ def run_state(snap: RunSnapshot, now: float) -> FleetState:
         state = snap.job.life
     elif "exit_code" in snap.meta:
         state = "finished" if snap.meta["exit_code"] in (0, None) else "failed"
-    elif snap.meta.get("train_summary") or _reached_its_end(snap):
+    elif snap.meta.get("train_summary") or _reached_its_end(snap, config):
         state = "finished"
     else:
         state = "live"
@@ -204,10 +207,10 @@ def run_state(snap: RunSnapshot, now: float) -> FleetState:
     return state
 
 
-def _reached_its_end(snap: RunSnapshot) -> bool:
+def _reached_its_end(snap: RunSnapshot, config: Mapping[str, Any] | None) -> bool:
     """The run logged the last step its config asks for: `max_steps` (> 0), or, where that
     is unset (-1: epochs decide), `num_train_epochs` by its logged `epoch`."""
-    config = run_config(snap.meta)
+    config = run_config(snap.meta) if config is None else config
     max_steps = mn.finite_number(config.get("max_steps"))
     if max_steps is not None and max_steps > 0:
         return snap.last_step is not None and snap.last_step >= max_steps
