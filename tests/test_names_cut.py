@@ -144,3 +144,26 @@ def test_ages_fit_the_fleet_tables_updated_column(ago_s, text):
     assert age_text(1_000_000_000.0, 1_000_000_000.0 + ago_s) == text
     width = next(c.width for c in BASE_COLUMNS if c.key == "updated")
     assert len(text) <= width or ago_s > 27 * 365 * 86400, (text, width)
+
+
+@pytest.mark.parametrize(("key", "value", "provisional"), [
+    ("loss", -2.98e-08, False), ("loss", -2.98e-08, True), ("task", -123456.0, True),
+    ("best", 1.5e-05, True), ("step", 12_345_678, True), ("gate", 1_234_567, True),
+])
+def test_a_fleet_tables_number_reads_whole(key, value, provisional):
+    """Every number of the fleet table reads whole in its column: a tiny GRPO loss logged
+    as -2.98e-08 read "-2.980e-" (another number), its column capped at 8 cells."""
+    from dataclasses import replace
+
+    from carl_tui.events import RunRef
+    from carl_tui.store.fleet import FleetRow
+    from carl_tui.ui.fleet_columns import BASE_COLUMNS, column_width
+
+    field = {"step": "last_step", "gate": "gate_step", "task": "task_last",
+             "best": "task_best", "loss": "loss"}[key]
+    row = replace(FleetRow(RunRef("jsonl", "p", "r", "r"), "jsonl", "live"),
+                  **{field: value}, provisional=provisional, newest_read=False)
+    column = next(c for c in BASE_COLUMNS if c.key == key)
+    text = str(column.cell(row, 0.0, {}))
+    assert text.lstrip("≈") in (str(value), f"{value:.3e}", f"{value:.2f}")
+    assert len(text) <= column_width(column, [row], 0.0), (text, column.width)

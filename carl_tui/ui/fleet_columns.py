@@ -102,23 +102,29 @@ def _trend(row: FleetRow, *_: Any) -> str | Text:
     return Text(spark, style="dim") if row.provisional and spark else spark
 
 
+#: The most a value's cell takes: `value_text`'s longest, a negative value in scientific
+#: notation, marked as the preview's ("≈-2.980e-05"); a column is as wide as its longest
+#: cell up to this (a cut number reads as another number).
+VALUE_WIDTH = 11
+
 BASE_COLUMNS: tuple[Column, ...] = (
     Column("name", "run", 0, lambda r, *_: r.run.label, lambda r: r.run.label, 28),
     Column("source", "source", 2, lambda r, *_: r.source, lambda r: r.source, 12),
     Column("state", "state", 0, _state, lambda r: r.state, 8),
     Column("step", "step", 1, _value(lambda r: r.last_step, newest=True),
-           lambda r: r.last_step, 8),
+           lambda r: r.last_step, 9),
     Column("updated", "updated", 1, lambda r, now, _c: age_text(r.updated_at, now),
            lambda r: -(r.updated_at or 0.0) if r.updated_at else None, 9),
     Column("phase", "phase", 0, _phase, lambda r: r.phase, 28),
     Column("gate", "gate", 2, _value(lambda r: r.gate_step),
-           lambda r: r.gate_step, 6),
+           lambda r: r.gate_step, 9),
     Column("task", "task", 1, _value(lambda r: r.task_last, newest=True),
-           lambda r: r.task_last, 8),
+           lambda r: r.task_last, VALUE_WIDTH),
     Column("best", "best", 2, _value(lambda r: r.task_best),
-           lambda r: r.task_best, 8),
+           lambda r: r.task_best, VALUE_WIDTH),
     Column("trend", "trend", 2, _trend, lambda r: r.task_last, SPARK_WIDTH),
-    Column("loss", "loss", 3, _value(lambda r: r.loss, newest=True), lambda r: r.loss, 8),
+    Column("loss", "loss", 3, _value(lambda r: r.loss, newest=True), lambda r: r.loss,
+           VALUE_WIDTH),
     Column("gpu", "gpu", 4, lambda r, *_: _num(r.gpu_percent, "{:.0f}%"),
            lambda r: r.gpu_percent, 5),
     Column("flavor", "flavor", 4, lambda r, *_: r.flavor or DASH, lambda r: r.flavor, 12),
