@@ -167,7 +167,7 @@ def test_published_pictures_are_made_from_the_current_recording(make):
     stamp = make.recording_stamp()
     snap_words = re.search(r"last step (\d+), crystallised at (\d+), CARL on at (\d+)", stamp)
     assert snap_words, stamp
-    svgs = sorted(p for p in SCRIPTS.glob("*.svg") if p.name != PHASES_FIGURE)
+    svgs = sorted(p for p in SCRIPTS.glob("*.svg") if p.name not in FROM_CORPUS)
     assert len(svgs) >= 14
     stale = [p.name for p in svgs if make.svg_stamp(p.read_text(encoding="utf-8")) != stamp]
     assert stale == [], f"made from another recording: {stale}; now {stamp}"
@@ -175,6 +175,9 @@ def test_published_pictures_are_made_from_the_current_recording(make):
 
 
 PHASES_FIGURE = "phases-real-runs.svg"  # drawn from the corpus of real runs, not the recording
+# The fleet table of the corpus's real sweep (screenshots/fleet.py), not the recording.
+FLEET_SHOTS = ("fleet.svg", "fleet-light.svg")
+FROM_CORPUS = {PHASES_FIGURE, *FLEET_SHOTS}
 
 
 def test_the_phases_figure_is_what_the_current_phase_model_draws():
@@ -193,3 +196,28 @@ def test_a_stamp_is_read_back_and_leaves_the_svg_an_svg(make, tmp_path):
     assert out.startswith("<svg") and out.endswith("</svg>")
     assert make.svg_stamp(out) == "made from a.jsonl (sha256 ab): last step 3 <&>"
     assert make.svg_stamp(svg) is None
+
+
+async def test_the_fleet_screenshot_is_what_the_table_shows_of_the_real_sweep(make, tmp_path):
+    """The README's fleet table of a real sweep (screenshots/fleet.py): what the table draws
+    now (stale: it fails until drawn again), and each row as `fleet --json` reads the same
+    streams: its state, last step, phase and stage."""
+    from carl_tui.report.collect import collect
+    from carl_tui.sources.open import open_file
+    from carl_tui.store.fleet import FLEET_STORE, fleet_rows
+
+    fleet = load("fleet", "carl_screenshots_fleet")
+    lines = make.svg_lines(await fleet.render_svg("carl-dark"))
+    for name in FLEET_SHOTS:
+        published = make.svg_lines((SCRIPTS / name).read_text(encoding="utf-8"))
+        assert published == lines, f"screenshots/{name} is stale: python screenshots/fleet.py"
+    store = RunStore(**FLEET_STORE)
+    sources = [open_file(p, settled=True) for p in fleet.write_sweep(tmp_path)]
+    collect(sources, store, timeout=60, patient=False)
+    rows = fleet_rows(store, now=fleet.NOW)
+    assert len(rows) == len(fleet.sweep_files()) == 14 and "fleet · 14 runs" in lines[0]
+    for row in rows:
+        (line,) = [x for x in lines if x.split() and x.split()[0] == row.run.label]
+        cells = line.split()
+        assert cells[2:4] == [row.state, str(row.last_step)], line
+        assert f"{row.phase} · {row.stage}" in line, line
