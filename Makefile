@@ -95,6 +95,7 @@ bench: install
 
 screenshots: install
 	$(BIN)/python screenshots/make.py
+	$(BIN)/python screenshots/fleet.py
 
 # The README's picture of `carl-tui serve` in a browser (needs Chromium: see browser).
 screenshot-browser: install browser
