@@ -174,7 +174,7 @@ class Redactor:
         self.literals: tuple[str, ...] = tuple(_literals(extra, env))
 
     def __call__(self, text: str) -> str:
-        return _redact(text, self.literals) if text else text
+        return redact_literals(text, self.literals)
 
 
 def redact_literals(text: str, literals: tuple[str, ...]) -> str:
