@@ -21,7 +21,7 @@ import orjson
 
 from carl_tui import metric_names as mn
 from carl_tui.events import Event, ScalarBatch
-from carl_tui.store.sanitize import clean_event
+from carl_tui.store.sanitize import clean_events
 
 
 class BatchCollector:
@@ -31,10 +31,9 @@ class BatchCollector:
         self.batches: dict[str, list[ScalarBatch]] = {}
 
     def __call__(self, events: Iterable[Event]) -> None:
-        for ev in events:
-            if isinstance(ev, ScalarBatch) and len(ev):
-                ev = clean_event(ev)
-                self.batches.setdefault(ev.run.key, []).append(ev)
+        batches = (ev for ev in events if isinstance(ev, ScalarBatch) and len(ev))
+        for ev in clean_events(batches):
+            self.batches.setdefault(ev.run.key, []).append(ev)
 
 
 def merge_steps(batches: Sequence[ScalarBatch]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
