@@ -74,8 +74,9 @@ class Preview:
     """The provisional view of one run (see the module doc)."""
 
     def __init__(self, gate_metric: str):
-        self.points: dict[str, _Points] = {}
-        self.wall = _Points()
+        self._points: dict[str, _Points] = {}
+        self._wall = _Points()
+        self._tails: list[ScalarBatch] = []  # newest rows not taken into the points yet
         self.gate = PhaseTransitionGate(metric=gate_metric)
         self.phases = PhaseTrack()
         self.rows = 0
@@ -91,24 +92,18 @@ class Preview:
         if n == 0 or self.rows >= MAX_PREVIEW_ROWS:
             return
         self._names = None
-        steps = batch.steps.astype(np.float64)
-        cols = dict(batch.columns)
-        for name, values in cols.items():
-            p = self.points.get(name)
-            if p is None:
-                p = self.points[name] = _Points()
-            p.add(steps, np.asarray(values, dtype=np.float64))
-        if batch.times is not None:
-            self.wall.add(steps, np.asarray(batch.times, dtype=np.float64))
-        elif batch.wall_time is not None:
-            self.wall.add(steps[-1:], np.array([batch.wall_time], dtype=np.float64))
         newest = int(batch.steps.max())
         self.newest_step = newest if self.newest_step is None else max(self.newest_step, newest)
         oldest = int(batch.steps.min())
         self.oldest_step = oldest if self.oldest_step is None else min(self.oldest_step, oldest)
         if batch.tail:  # the newest rows only: values, not the run's shape
             self.newest_read = True
+            # Taken into the points when first read: a big fleet's first screen reads a
+            # few runs of the thousand whose newest rows come in its first poll.
+            self._tails.append(batch)
             return
+        self._take(batch)
+        cols = dict(batch.columns)
         # Its own classifier and gate, fed the sample in order (never the real ones'),
         # from the moment it holds enough rows to tell a phase: the preview of a big
         # project holds a row or two of most runs, on which they would only cost time.
@@ -118,6 +113,35 @@ class Preview:
             for steps, columns in self._held:
                 self._feed(steps, columns)
             self._held.clear()
+
+    @property
+    def points(self) -> dict[str, _Points]:
+        self._take_tails()
+        return self._points
+
+    @property
+    def wall(self) -> _Points:
+        self._take_tails()
+        return self._wall
+
+    def _take_tails(self) -> None:
+        if self._tails:
+            tails, self._tails = self._tails, []
+            for batch in tails:
+                self._take(batch)
+
+    def _take(self, batch: ScalarBatch) -> None:
+        """Its values and wall times into the points."""
+        steps = batch.steps.astype(np.float64)
+        for name, values in batch.columns.items():
+            p = self._points.get(name)
+            if p is None:
+                p = self._points[name] = _Points()
+            p.add(steps, np.asarray(values, dtype=np.float64))
+        if batch.times is not None:
+            self._wall.add(steps, np.asarray(batch.times, dtype=np.float64))
+        elif batch.wall_time is not None:
+            self._wall.add(steps[-1:], np.array([batch.wall_time], dtype=np.float64))
 
     def _feed(self, steps: np.ndarray, cols: dict[str, np.ndarray]) -> None:
         n = len(steps)
