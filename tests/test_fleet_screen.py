@@ -10,10 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
+from textual.app import App
 from textual.widgets import DataTable, Input, Static
 
 from carl_tui.sources.open import open_file
 from carl_tui.ui.app import build_app
+from carl_tui.ui.screens import fleet_table
 from carl_tui.ui.screens.fleet_table import FleetScreen
 from carl_tui.ui.screens.run_card import RunCardScreen
 from tests.conftest import dashboard_config, notices_said, plain_text, spec_trajectory, wait_for
@@ -503,7 +505,7 @@ async def test_rows_that_fail_to_read_are_said_once_not_read_again_at_every_poll
 
     calls: list[int] = []
 
-    def broken(store, now, prices):
+    def broken(store, now, prices, first):
         calls.append(store.version)
         raise RuntimeError("a row that cannot be read")
 
@@ -622,6 +624,104 @@ async def test_a_previews_rows_wait_longer_for_their_next_read_than_exact_ones(s
         for provisional in (False, True):
             fleet._read_from = time.perf_counter()
             fleet._take([replace(r, provisional=provisional) for r in rows],
-                        fleet._seen[0], NOW)
+                        fleet._seen[0], NOW, len(rows))
             wait = fleet._next_read - time.perf_counter()
             assert (wait > fleet_table.LOADING_READ_S - 1) is provisional, wait
+
+
+class Host(App[None]):
+    """An app that shows one screen (the fleet table alone, on a store of the test's)."""
+
+    def __init__(self, screen) -> None:
+        super().__init__()
+        self.shown_screen = screen
+
+    def on_mount(self) -> None:
+        self.push_screen(self.shown_screen)
+
+
+def title_of(screen) -> str:
+    return plain_text(screen.query_one("#fleet-title", Static))
+
+
+async def test_a_big_fleet_shows_a_screen_of_rows_at_once_then_every_row(monkeypatch):
+    """100 runs: the first read takes the rows a screen holds (the newest, FIRST_ROWS),
+    the title counts every run; the next read, at once, adds the others after them (the
+    rows shown stay as they are: no rebuild)."""
+    from carl_tui.store.fleet import fleet_rows
+    from carl_tui.ui.screens.fleet_table import store_rows
+    from tests.test_first_rows import sweep_store
+
+    store, read, asked, taken = sweep_store(100), store_rows(), [], []
+
+    def rows_of(store, now, prices, first):
+        asked.append(first)
+        return read(store, now, prices, first)
+
+    screen = FleetScreen(store, rows_of=rows_of, clock=lambda: NOW)
+    take = screen._take
+
+    def spy(rows, *args):
+        take(rows, *args)
+        taken.append((screen.table.row_count, title_of(screen), list(screen.table.rows)))
+    monkeypatch.setattr(screen, "_take", spy)
+    async with Host(screen).run_test(size=(160, 30)) as pilot:
+        await wait_for(pilot, lambda: screen.table.row_count == 100, what="every row")
+    assert asked[:2] == [fleet_table.FIRST_ROWS, None]
+    (first, title, keys), (every, _, all_keys) = taken[:2]
+    assert (first, every) == (fleet_table.FIRST_ROWS, 100)
+    assert title.startswith("fleet · 100 runs")
+    assert [k.value for k in all_keys] == [r.run.key for r in fleet_rows(store, now=NOW)]
+    assert all(a is b for a, b in zip(keys, all_keys[:first], strict=True))  # kept
+
+
+@pytest.mark.parametrize("some", [True, False], ids=["rows", "none"])
+async def test_rows_read_ahead_stand_until_the_store_holds_runs(some):
+    """`carl-tui fleet`'s first rows, read by a forked child: shown once they come, then
+    `ahead_done` (the sources start); reads of the still empty store leave them; once
+    the store holds the runs, the rows are its own. None coming: `ahead_done` at once."""
+    from carl_tui.store import RunStore
+    from carl_tui.store.fleet import fleet_rows
+    from tests.test_first_rows import sweep_events, sweep_store
+
+    got = (fleet_rows(sweep_store(100), now=NOW, first=64), 100) if some else ([], 0)
+    came: list = [None]
+    store, done = RunStore(), []
+    screen = FleetScreen(store, clock=lambda: NOW, first_rows=lambda: came[0],
+                         ahead_done=lambda: done.append(screen.table.row_count))
+    async with Host(screen).run_test(size=(160, 30)) as pilot:
+        await pilot.pause(0.2)
+        assert screen.table.row_count == 0 and not done
+        came[0] = got
+        await wait_for(pilot, lambda: done, what="the rows read ahead drawn")
+        assert done == [len(got[0])]  # on screen when the sources start
+        await pilot.pause(0.3)  # the empty store read meanwhile: the rows stay
+        assert screen.table.row_count == len(got[0])
+        if some:
+            assert title_of(screen).startswith("fleet · 100 runs")
+            assert [str(c) for c in screen.table.get_column("step")] == [
+                str(r.last_step) if r.last_step is not None else "–" for r in got[0]]
+        store.apply(sweep_events(100))
+        await wait_for(pilot, lambda: screen.table.row_count == 100, what="the store's rows")
+    assert [r.run.key for r in screen.shown] == [r.run.key for r in fleet_rows(store, now=NOW)]
+    assert done == [len(got[0])]  # once
+
+
+async def test_carl_tui_fleet_reads_its_sources_once_the_rows_read_ahead_are_drawn(sweep):
+    from carl_tui.report.collect import collect
+    from carl_tui.store import RunStore
+    from carl_tui.store.fleet import fleet_rows
+
+    read = RunStore()
+    collect([open_file(p) for p in sweep], read, patient=False)
+    ahead = (fleet_rows(read, now=NOW, first=2), len(sweep))
+    app = fleet_app(sweep, fleet=True, first_rows=lambda: ahead)
+    follower, started = app.follower, []
+    start = follower.start
+    follower.start = lambda: started.append(row_count(app)) or start()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for(pilot, lambda: started, what="the sources started")
+        assert started[0] == 2  # the rows read ahead were on screen first
+        await wait_for(pilot, lambda: row_count(app) == len(sweep) and all(
+            c != "–" for c in column(app, "step")), timeout=20, what="the sources' rows")
+        assert sorted(column(app, "step")) == ["19", "29", "39", "45"]

@@ -126,18 +126,20 @@ class RowSnapshots:
 
 def fleet_rows(store: RunStore, *, now: float | None = None,
                prices: Mapping[str, float] | None = None,
-               snapshots: RowSnapshots | None = None) -> list[FleetRow]:
+               snapshots: RowSnapshots | None = None,
+               first: int | None = None) -> list[FleetRow]:
     """One row per run `store` holds, the newest record first (its `updated_at`; among
     equals, the run the store updated last: a run's place does not move while its old
     history is read). `now` (epoch seconds,
     default the clock) judges "stalled" and a running job's cost; `prices` maps a job's
     hardware flavor to its price in USD per hour (the Hub lists them: `hub.job_prices`;
     without it a job's cost is None: no price is known offline). `snapshots`: the runs'
-    snapshots as last taken, for a reader that reads the rows again and again."""
+    snapshots as last taken, for a reader that reads the rows again and again. `first`:
+    only the first rows of that order, so many (a big fleet's first screen, at once)."""
     now = time.time() if now is None else now
     snapshots = snapshots or RowSnapshots()
     rows = []
-    for run in store.runs():
+    for run in store.runs() if first is None else store.newest_runs(first):
         snap = snapshots.of(store, run.key)
         if snap is not None:
             rows.append(fleet_row(snap, now=now, prices=prices))

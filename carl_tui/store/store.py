@@ -8,6 +8,8 @@ queue up until the UI takes them.
 
 from __future__ import annotations
 
+import heapq
+import math
 import threading
 from collections.abc import Collection, Iterable
 from contextlib import nullcontext
@@ -123,6 +125,19 @@ class RunStore:
         """Runs, most recently updated first."""
         with self._lock:
             return [self._runs[k].run for k in reversed(self._order)]
+
+    def newest_runs(self, n: int) -> list[RunRef]:
+        """The `n` runs with the newest records (their `updated_at`, else their source's
+        word's; among equals, the run updated last), newest first: the order of
+        `fleet.fleet_rows`, taken without a snapshot of each run (a big fleet's first
+        rows)."""
+        with self._lock:
+            states = [self._runs[k] for k in reversed(self._order)]
+        def newest_first(st) -> float:
+            t = st.updated_at if st.updated_at is not None else (
+                st.life.updated_at if st.life is not None else None)
+            return -t if t is not None else math.inf
+        return [st.run for st in heapq.nsmallest(n, states, key=newest_first)]
 
     def most_recent(self) -> RunRef | None:
         """The run opened by default, on screen and in `summary`: the most recently

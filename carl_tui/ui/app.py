@@ -192,7 +192,7 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
         reading (the sources, the store and numpy load now) and show what arrives."""
         self._screen_built = True
         self.follower.hidden = self.settings.fleet  # no run in view under the table yet
-        self.follower.start()
+        self.start_reading()
         if self.config.local_jobs:  # adopted now (a key that acts sooner adopts them first)
             _ = self.controller
         if self._source_problem:

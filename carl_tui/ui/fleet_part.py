@@ -22,6 +22,10 @@ if TYPE_CHECKING:  # pragma: no cover  (the store loads numpy: after the first f
     from carl_tui.ui.settings import Services
 
 
+#: The longest the sources wait for the fleet's first rows read ahead (`start_reading`).
+AHEAD_WAIT_S = 1.0
+
+
 class FleetPart(App[None]):
     """Opens the fleet table and the run cards of `CarlApp`."""
 
@@ -38,6 +42,15 @@ class FleetPart(App[None]):
 
     def switch_run(self, key: str) -> None:
         raise NotImplementedError
+
+    def start_reading(self) -> None:
+        """Start the sources; where the fleet table's first rows are read ahead, once they
+        are drawn or none will come (`FleetScreen(ahead_done=)`), AHEAD_WAIT_S at most:
+        drawn while the sources read, they take twice as long to the screen."""
+        if self.services.first_rows is None:
+            self.follower.start()
+        else:
+            self.set_timer(AHEAD_WAIT_S, self.follower.start)
 
     def open_fleet(self, selected: Iterable[str] = ()) -> None:
         """The fleet table over the dashboard (once: `r` there again does nothing)."""
@@ -58,7 +71,10 @@ class FleetPart(App[None]):
                                   current=self.current_run, selected=selected,
                                   prices_of=self.job_prices,
                                   reading_history=lambda: self.follower.catching_up,
-                                  painted=self.follower.painted.set)
+                                  painted=self.follower.painted.set,
+                                  first_rows=self.services.first_rows,
+                                  ahead_done=self.follower.start)
+        self.services.first_rows = None  # the first table's only
         self.push_screen(self._fleet, opened)
 
     def fleet_store_changed(self) -> None:

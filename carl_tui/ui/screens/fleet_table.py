@@ -24,6 +24,7 @@ from textual.widgets import DataTable, Input, Static
 from carl_tui.errors import describe
 from carl_tui.store.fleet import FleetRow, needs_prices
 from carl_tui.store.fleet_filter import FilterError, FleetFilter, parse_filter
+from carl_tui.ui.first_rows import FIRST_ROWS
 from carl_tui.ui.fleet_columns import (
     Column,
     arrange,
@@ -39,7 +40,9 @@ from carl_tui.ui.widgets.key_footer import KeyFooter
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store import RunStore
 
-RowsOf = Callable[["RunStore", float, "Mapping[str, float] | None"], list[FleetRow]]
+#: (store, now, prices, first) -> the rows (`fleet.fleet_rows`); `first`: only so many.
+RowsOf = Callable[["RunStore", float, "Mapping[str, float] | None", "int | None"],
+                  list[FleetRow]]
 MARK = "●"
 
 
@@ -48,6 +51,7 @@ def as_text(cell: str | Text) -> Text:
 
 
 POLL_S = 0.1  # how often the table looks whether the store changed (a number compared)
+AHEAD_POLL_S = 0.02  # how often it looks for the rows read ahead (`first_rows`)
 READ_PACE = 4.0  # the fleet table's reads take at most about a fifth of the time
 #: While a history loads after a coarse preview, its rows change little (a run's phase,
 #: gate and best are its preview's until the whole history is read): they are read again
@@ -62,8 +66,8 @@ def store_rows() -> RowsOf:
     from carl_tui.store.fleet import RowSnapshots, fleet_rows
 
     snapshots = RowSnapshots()
-    return lambda store, now, prices=None: fleet_rows(store, now=now, prices=prices,
-                                                      snapshots=snapshots)
+    return lambda store, now, prices=None, first=None: fleet_rows(
+        store, now=now, prices=prices, snapshots=snapshots, first=first)
 
 
 class FleetCommands(Provider):
@@ -142,6 +146,10 @@ class RowReading(FilterBox):
     _read_from: float
     _next_read: float
     _said_reading: bool  # the title says the history is being read
+    _runs_read: int  # how many runs the last read counted (its rows: maybe the first only)
+    _first_rows_of: Callable[[], tuple[list[FleetRow], int] | None] | None
+    _rows_ahead: bool  # the rows shown were read ahead, before the store held a run
+    _ahead_done: Callable[[], object] | None
 
     def _show_title(self) -> None:
         raise NotImplementedError
@@ -149,19 +157,40 @@ class RowReading(FilterBox):
     def poll(self) -> None:
         """Read the rows again when the store changed (or every few seconds: the ages),
         one read at a time (a thousand runs take a while: reads never pile up)."""
+        if self._take_ahead() or (self._rows_ahead and not self.store.run_count):
+            return  # rows read ahead stand until the store holds runs
+        self._rows_ahead = False
         version, when = self._seen
         loading = self.reading_history()
         if loading != self._said_reading:  # said in the title
             self._said_reading = loading
             self._show_title()
-        more_runs = self.store.run_count != len(self.rows)  # a row each, at once
+        more_runs = self.store.run_count != self._runs_read  # a row each, at once
+        partial = len(self.rows) < self._runs_read  # the first screen's rows: the rest now
         if self._reading or (time.perf_counter() < self._next_read and loading
-                             and not more_runs):
+                             and not more_runs and not partial):
             return
-        if self.store.runs_version != version or self.clock() - when >= 5:
+        if self.store.runs_version != version or self.clock() - when >= 5 or partial:
             self._reading = True
             self._read_from = time.perf_counter()
             self.read_rows()
+
+    def _take_ahead(self) -> bool:
+        """Show the first rows read ahead (`first_rows.FirstRows`) once they came, while
+        no row is shown; `ahead_done` once they are drawn, or none will come."""
+        got = self._first_rows_of() if self._first_rows_of is not None else None
+        if got is None:
+            return False
+        self._first_rows_of = None
+        done, self._ahead_done = self._ahead_done or (lambda: None), None
+        if not got[0] or self.rows:
+            done()
+            return False
+        self._rows_ahead = True
+        self._read_from = time.perf_counter()
+        self._take(got[0], -1, self.clock(), got[1])
+        self.call_after_refresh(done)
+        return True
 
     @work(thread=True, exclusive=True, group="fleet-rows", exit_on_error=False,
           description="reading the fleet")
@@ -177,8 +206,19 @@ class RowReading(FilterBox):
         finally:
             self._reading = False
 
+    def _first_rows(self) -> int | None:
+        """How many rows the first read of a big fleet reads (the newest, a screen's
+        worth, shown at once; the next read reads them all); None: every row."""
+        if (self.rows or self.current is not None or self.filter or self.sort is not None
+                or self.group is not None):
+            return None
+        n = max(FIRST_ROWS, self.app.size.height)
+        return n if self.store.run_count > n else None
+
     def _read(self, now: float, version: int) -> None:
-        rows = self.rows_of(self.store, now, self.prices)
+        first = self._first_rows()
+        rows = self.rows_of(self.store, now, self.prices, first)
+        runs = self.store.run_count  # counted after its rows (a poll's runs come whole)
         if self.prices_of is not None and needs_prices(rows):
             ask, self.prices_of = self.prices_of, None  # once
             try:
@@ -187,12 +227,15 @@ class RowReading(FilterBox):
                 self.app.call_from_thread(self.notify, f"job cost unknown: {describe(exc)}",
                                           severity="warning")
             else:
-                rows = self.rows_of(self.store, now, self.prices)
-        self.app.call_from_thread(self._take, rows, version, now)
+                rows = self.rows_of(self.store, now, self.prices, first)
+        self.app.call_from_thread(self._take, rows, version, now,
+                                  max(runs, len(rows)) if first else len(rows))
 
-    def _take(self, rows: list[FleetRow], version: int, now: float) -> None:
+    def _take(self, rows: list[FleetRow], version: int, now: float, runs: int) -> None:
         self._seen = (version, now)
-        self.rows = rows
+        if self._rows_ahead and not rows:
+            return  # a read begun before the rows read ahead came, of an empty store
+        self.rows, self._runs_read = rows, runs
         self.show_rows()
         if rows and self._painted is not None:
             self.call_after_refresh(self._painted)
@@ -227,12 +270,17 @@ class FleetScreen(RowReading):
                  selected: Iterable[str] = (),
                  prices_of: Callable[[], Mapping[str, float]] | None = None,
                  reading_history: Callable[[], bool] = lambda: False,
-                 painted: Callable[[], object] | None = None):
+                 painted: Callable[[], object] | None = None,
+                 first_rows: Callable[[], tuple[list[FleetRow], int] | None] | None = None,
+                 ahead_done: Callable[[], object] | None = None):
         """`prices_of`: each Jobs flavor's price per hour (the Hub's list), asked once, in
         the worker, when a run is a job: its cost is that times the hours it ran.
         `reading_history`: whether a source is reading a backlog of history (the table is read
         less often meanwhile, and at once when it is done). `painted`: called once the first
-        rows are on screen (sources hold a long history back until then)."""
+        rows are on screen (sources hold a long history back until then). `first_rows`:
+        (the first rows, the number of runs) once read ahead (`first_rows.FirstRows`),
+        None meanwhile; shown while no row is, then `ahead_done` is called (once they are
+        drawn, or at once where none came)."""
         super().__init__()
         self.store = store
         self.rows_of = rows_of or store_rows()
@@ -257,6 +305,9 @@ class FleetScreen(RowReading):
         self._read_from = 0.0  # when the read under way began (perf_counter)
         self._next_read = 0.0  # no read before then (perf_counter): see `poll`
         self._said_reading = False
+        self._runs_read = 0
+        self._first_rows_of, self._rows_ahead = first_rows, False
+        self._ahead_done = ahead_done
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-title")
@@ -278,7 +329,15 @@ class FleetScreen(RowReading):
         self.table.focus()
         self._show_title()
         self.set_interval(POLL_S, self.poll)
+        if self._first_rows_of is not None:  # looked for often until they come
+            self._ahead_timer = self.set_interval(AHEAD_POLL_S, self._look_ahead)
         self.poll()
+
+    def _look_ahead(self) -> None:
+        if self._first_rows_of is None:
+            self._ahead_timer.stop()
+        else:
+            self.poll()
 
     # -- showing -----------------------------------------------------------------
 
@@ -305,10 +364,13 @@ class FleetScreen(RowReading):
                  for r, label in arranged}
         order = [r.run.key for r, _ in arranged]
         header = self._header(columns, rows, [label for _, label in arranged], now)
-        if header != self._shown_header or order != [r.run.key for r in self.shown]:
+        shown = [r.run.key for r in self.shown]
+        if not shown or header != self._shown_header or order[:len(shown)] != shown:
             self._rebuild(columns, header, order, cells)
-        else:
-            self._update(cells)
+        else:  # the same rows, maybe more after them (a big fleet's first screen, then all)
+            self._update({key: cells[key] for key in shown})
+            for key in order[len(shown):]:
+                self.table.add_row(*cells[key], key=key)
         self.shown = [r for r, _ in arranged]
         self._cells = cells
         self.table.refresh()
@@ -367,7 +429,7 @@ class FleetScreen(RowReading):
     def _show_title(self) -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append("fleet", style="bold")
-        n, shown = len(self.rows), len(self.shown)
+        n, shown = self._runs_read, len(self.shown)
         t.append(f" · {n} run{'s' if n != 1 else ''}" if n else " · no runs yet")
         if self._said_reading:
             t.append(" · reading their history", style="italic")
