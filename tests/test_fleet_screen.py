@@ -6,6 +6,7 @@ rows a filter leaves, its error, the card's content."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -646,19 +647,25 @@ def title_of(screen) -> str:
 
 async def test_a_big_fleet_shows_a_screen_of_rows_at_once_then_every_row(monkeypatch):
     """100 runs: the first read takes the rows a screen holds (the newest, FIRST_ROWS),
-    the title counts every run; the next read, at once, adds the others after them (the
-    rows shown stay as they are: no rebuild)."""
+    the title counts every run; the next read, once they are drawn, adds the others after
+    them (the rows shown stay as they are: no rebuild); then the sources' held history is
+    released (`painted`)."""
     from carl_tui.store.fleet import fleet_rows
     from carl_tui.ui.screens.fleet_table import store_rows
     from tests.test_first_rows import sweep_store
 
-    store, read, asked, taken = sweep_store(100), store_rows(), [], []
+    store, read, asked, taken, painted = sweep_store(100), store_rows(), [], [], []
+
+    every = threading.Event()  # the read of every row waits for the test
 
     def rows_of(store, now, prices, first):
         asked.append(first)
+        if first is None:
+            every.wait(10)
         return read(store, now, prices, first)
 
-    screen = FleetScreen(store, rows_of=rows_of, clock=lambda: NOW)
+    screen = FleetScreen(store, rows_of=rows_of, clock=lambda: NOW,
+                         painted=lambda: painted.append(screen.table.row_count))
     take = screen._take
 
     def spy(rows, *args):
@@ -666,7 +673,13 @@ async def test_a_big_fleet_shows_a_screen_of_rows_at_once_then_every_row(monkeyp
         taken.append((screen.table.row_count, title_of(screen), list(screen.table.rows)))
     monkeypatch.setattr(screen, "_take", spy)
     async with Host(screen).run_test(size=(160, 30)) as pilot:
+        await wait_for(pilot, lambda: taken, what="the first screen's rows")
+        await pilot.pause(0.3)
+        assert not painted and asked == [fleet_table.FIRST_ROWS, None]  # the next read
+        every.set()
         await wait_for(pilot, lambda: screen.table.row_count == 100, what="every row")
+        await wait_for(pilot, lambda: painted, what="the sources told")
+    assert painted == [100]  # their history waits for every row, not the first screen's
     assert asked[:2] == [fleet_table.FIRST_ROWS, None]
     (first, title, keys), (every, _, all_keys) = taken[:2]
     assert (first, every) == (fleet_table.FIRST_ROWS, 100)

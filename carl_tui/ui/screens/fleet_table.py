@@ -237,7 +237,9 @@ class RowReading(FilterBox):
             return  # a read begun before the rows read ahead came, of an empty store
         self.rows, self._runs_read = rows, runs
         self.show_rows()
-        if rows and self._painted is not None:
+        if len(rows) < runs:  # the first screen's: every row next, once they are drawn
+            self.call_after_refresh(self.poll)
+        elif rows and self._painted is not None:  # every row on screen
             self.call_after_refresh(self._painted)
             self._painted = None
         # While a backlog of history is read (a big project loading: the store changes
