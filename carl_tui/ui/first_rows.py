@@ -89,16 +89,11 @@ def _child(make_sources: Callable[[], list[Any]], rows: int, fd: int) -> None:
             os.dup2(devnull, std)
         # numpy's BLAS threads spin for a while once started, on the core the parent needs
         os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = "1"
-        from carl_tui.store import RunStore
-        from carl_tui.store.fleet import fleet_rows
+        from carl_tui.store.fleet import first_rows_of
 
-        store = RunStore()
-        for source in make_sources():
-            source.want_preview()
-            store.apply(source.poll())
-        if store.run_count:
-            data = pickle.dumps((fleet_rows(store, now=time.time(), first=rows),
-                                 store.run_count))
+        got = first_rows_of(make_sources(), rows, now=time.time())
+        if got[1]:
+            data = pickle.dumps(got)
             with os.fdopen(fd, "wb") as pipe:
                 pipe.write(data)
         code = 0
