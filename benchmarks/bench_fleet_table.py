@@ -6,11 +6,14 @@
 Ours:
 
 - `carl-tui fleet --project fleet` in a pseudo-terminal of 160x45, from the process's
-  start: the time until the table's title says it holds every run ("fleet · 1000 runs":
-  a row, name and state, of each), against a bare Textual app's first frame measured the
-  same way (`bench_startup.measure_bare`, the floor of any screen);
-- in a process of its own, the app with its fleet table under Textual's headless driver:
-  the time until every row shows its phase as the whole history says it (no preview's
+  start: the time until the table's title counts every run ("fleet · 1000 runs") over
+  the rows a screen holds, each with its name and state (the newest runs, read ahead by
+  a forked child while the screen starts: `ui/first_rows.py`; the rows below them are
+  added next), against a bare Textual app's first frame measured the same way
+  (`bench_startup.measure_bare`, the floor of any screen);
+- in a process of its own, the app with its fleet table under Textual's headless driver
+  (no child reads ahead there): the time to the first screen's rows, to every row in
+  the table, and until every row shows its phase as the whole history says it (no preview's
   "≈" or "reading history" left), checked row by row against what `fleet --json` prints
   for the same project, and the process's CPU seconds (its reading helpers included);
   the reference: `fleet --json` itself, in a process of its own.
@@ -68,6 +71,8 @@ async def _table(root: str, runs: int, url: str | None = None) -> dict:
     t0, cpu0 = time.perf_counter(), cpu_seconds()
     async with app.run_test(size=SIZE):
         while time.perf_counter() - t0 < 300:
+            if isinstance(app.screen, FleetScreen) and app.screen.rows:
+                out.setdefault("first_s", time.perf_counter() - t0)
             shown = cells()
             if shown is not None:
                 out.setdefault("rows_s", time.perf_counter() - t0)
@@ -129,9 +134,11 @@ def run() -> list[Row]:
     return [
         Row(f"{label}, every row on screen", rows_s or float("nan"), bare, "s",
             "<= 4x bare frame", f"{(rows_s or float('nan')) / bare:.1f}x a bare Textual "
-            "app's first frame (pty, from process start); names and states, phases marked "
-            f"as the preview's; headless driver: {ours['rows_s']:.2f} s against a bare "
-            f"frame of {ours['bare_s']:.2f} s"),
+            "app's first frame (pty, from process start): the title counts every run, the "
+            "rows a screen holds drawn (names, states; phases marked as the preview's); "
+            f"headless, one process: first rows {ours.get('first_s', float('nan')):.2f} s, "
+            f"every row in the table {ours['rows_s']:.2f} s, bare frame "
+            f"{ours['bare_s']:.2f} s"),
         Row(f"{label}, every row's phase", ours.get("phases_s", float("nan")), json_s, "s",
             "<= 10 s", f"{ours.get('cpu_s', float('nan')):.1f} CPU s; {differ} of {runs} "
             "rows differ from fleet --json; ref: fleet --json, its own process"),
