@@ -8,7 +8,6 @@ builds them from the store (each run's snapshot, its source's word on its life
 from __future__ import annotations
 
 import json
-import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -19,10 +18,10 @@ import numpy as np
 from carl_tui import metric_names as mn
 from carl_tui.events import STAGE_LIFE, RunRef
 from carl_tui.identity import LOCAL
+from carl_tui.store.store import RunStore, newest_first, updated_at
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store.snapshot import RunSnapshot, SeriesView
-    from carl_tui.store.store import RunStore
 
 #: live: it may still log; finished: its end was read; stalled: live, but no update for
 #: several times its usual interval; failed: its job errored or was cancelled; queued: its
@@ -143,7 +142,7 @@ def fleet_rows(store: RunStore, *, now: float | None = None,
         snap = snapshots.of(store, run.key)
         if snap is not None:
             rows.append(fleet_row(snap, now=now, prices=prices))
-    rows.sort(key=lambda r: -r.updated_at if r.updated_at is not None else math.inf)
+    rows.sort(key=lambda r: newest_first(r.updated_at))
     return rows
 
 
@@ -153,8 +152,6 @@ def first_rows_of(sources: Sequence[Any], first: int, *, now: float
     poll of each, with their preview (each run's newest rows first): what a big fleet's
     table shows first, read in a store of its own (`ui/first_rows.py` reads it in a forked
     child while the app starts)."""
-    from carl_tui.store.store import RunStore
-
     store = RunStore()
     for source in sources:
         source.want_preview()
@@ -177,7 +174,7 @@ def fleet_row(snap: RunSnapshot, *, now: float,
         state=run_state(snap, now, config),
         first_step=snap.first_step,
         last_step=snap.last_step,
-        updated_at=_updated_at(snap),
+        updated_at=updated_at(snap),
         phase=phase or None,
         stage=stage or None,
         phase_from=from_step,
@@ -250,18 +247,12 @@ def usual_interval(snap: RunSnapshot) -> float | None:
 
 
 def _stalled(snap: RunSnapshot, now: float) -> bool:
-    updated, interval = _updated_at(snap), usual_interval(snap)
+    updated, interval = updated_at(snap), usual_interval(snap)
     if updated is None:
         return False
     if interval is None:
         return now - updated > STALL_UNKNOWN_S
     return now - updated > max(STALL_FACTOR * interval, STALL_MIN_S)
-
-
-def _updated_at(snap: RunSnapshot) -> float | None:
-    if snap.updated_at is not None:
-        return snap.updated_at
-    return snap.life.updated_at if snap.life is not None else None
 
 
 def _task_metric(snap: RunSnapshot) -> str | None:

@@ -35,6 +35,19 @@ from carl_tui.store.sanitize import clean_events
 from carl_tui.store.snapshot import Notice, RunSnapshot, StoreSummary
 
 
+def updated_at(run: RunState | RunSnapshot) -> float | None:
+    """When a run (its state, or a snapshot of it) was last updated: the wall time of its
+    newest record, else the time of its source's word on its life (None: neither)."""
+    if run.updated_at is not None:
+        return run.updated_at
+    return run.life.updated_at if run.life is not None else None
+
+
+def newest_first(updated: float | None) -> float:
+    """The sort key of the fleet's order: the newest update first, runs with none last."""
+    return -updated if updated is not None else math.inf
+
+
 class RunStore:
     def __init__(
         self,
@@ -127,17 +140,13 @@ class RunStore:
             return [self._runs[k].run for k in reversed(self._order)]
 
     def newest_runs(self, n: int) -> list[RunRef]:
-        """The `n` runs with the newest records (their `updated_at`, else their source's
-        word's; among equals, the run updated last), newest first: the order of
-        `fleet.fleet_rows`, taken without a snapshot of each run (a big fleet's first
-        rows)."""
+        """The `n` runs with the newest records, newest first (`newest_first`; among
+        equals, the run updated last): the order of `fleet.fleet_rows`, taken without a
+        snapshot of each run (a big fleet's first rows)."""
         with self._lock:
             states = [self._runs[k] for k in reversed(self._order)]
-        def newest_first(st) -> float:
-            t = st.updated_at if st.updated_at is not None else (
-                st.life.updated_at if st.life is not None else None)
-            return -t if t is not None else math.inf
-        return [st.run for st in heapq.nsmallest(n, states, key=newest_first)]
+        return [st.run for st in heapq.nsmallest(
+            n, states, key=lambda st: newest_first(updated_at(st)))]
 
     def most_recent(self) -> RunRef | None:
         """The run opened by default, on screen and in `summary`: the most recently
