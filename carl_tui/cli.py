@@ -111,9 +111,14 @@ def check_terminal() -> None:
 
     if os.environ.get("TEXTUAL_DRIVER"):  # a driver with its own I/O (a web browser)
         return
-    if not (sys.stdin.isatty() and sys.__stderr__ is not None and sys.__stderr__.isatty()):
+    if not _on_terminal():
         raise UsageError("the dashboard needs a terminal on stdin and stderr; in scripts "
                          "and CI, `carl-tui summary` and `carl-tui export` print the run")
+
+
+def _on_terminal() -> bool:
+    """Keys come from a terminal on stdin and the screen goes to one on stderr."""
+    return sys.stdin.isatty() and sys.__stderr__ is not None and sys.__stderr__.isatty()
 
 
 def _run_app(config) -> int:
@@ -169,8 +174,7 @@ def _read_ahead(req, opened):
     import os
     import shutil
 
-    terminal = sys.stdin.isatty() and sys.__stderr__ is not None and sys.__stderr__.isatty()
-    if req.named() or (os.cpu_count() or 1) < 2 or not terminal:
+    if req.named() or (os.cpu_count() or 1) < 2 or not _on_terminal():
         return None
     from carl_tui.ui.first_rows import FIRST_ROWS, FirstRows
 
