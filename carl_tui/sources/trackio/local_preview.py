@@ -26,7 +26,12 @@ from carl_tui.events import Event, RunRef, ScalarBatch
 from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.trackio import newest_first as pv
 from carl_tui.sources.trackio.db import fetch_all, retry
-from carl_tui.sources.trackio.local_read import group_by_run, row_columns, run_columns
+from carl_tui.sources.trackio.local_read import (
+    group_by_run,
+    named_and_dated,
+    row_columns,
+    run_columns,
+)
 from carl_tui.sources.trackio.newest_first import (
     METRICS_INDEXES_SQL,
     PreviewPlan,
@@ -146,7 +151,7 @@ class PreviewReading:
         """(run key, its rows, its newest row's timestamp) of each followed run of `rows`
         (`local_read.row_columns`), in order."""
         for key, run_rows in group_by_run(rows).items():
-            _, _, _, _, name, stamp = run_rows[-1]
-            self._names.setdefault(key, str(name))
+            name, stamp = named_and_dated(run_rows[-1])
+            self._names.setdefault(key, name)
             if self._wanted(key, self._names[key]):
                 yield key, run_rows, stamp

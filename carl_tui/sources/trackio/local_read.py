@@ -152,6 +152,11 @@ def row_columns(key: str) -> list[str]:
     return ["m.id", f"m.{key}", "m.step", "m.metrics", "m.run_name", "m.timestamp"]
 
 
+def named_and_dated(row: tuple) -> tuple[str, str | None]:
+    """(the run's name, the row's timestamp) of a row read with `row_columns`."""
+    return str(row[4]), row[5]
+
+
 def read_range(path: str, key: str, lo: int, hi: int) -> list[RunBlock]:
     """The rows `lo < id <= hi` of the metrics table of `path`, per run (in a helper
     process: its only thread, read row by row)."""
@@ -162,9 +167,9 @@ def read_range(path: str, key: str, lo: int, hi: int) -> list[RunBlock]:
     ).fetchall()
     out = []
     for run_key, run_rows in group_by_run(rows).items():
-        _, _, _, _, name, stamp = run_rows[-1]  # the run's last row in the range
+        name, stamp = named_and_dated(run_rows[-1])  # the run's last row in the range
         steps, columns, tally, bad, nonfinite = run_columns(run_rows)
-        out.append(RunBlock(run_key, str(name), stamp, steps, columns, tally,
+        out.append(RunBlock(run_key, name, stamp, steps, columns, tally,
                             len(run_rows) - bad, nonfinite))
     return out
 
