@@ -336,10 +336,12 @@ class FleetScreen(RowReading):
         self.poll()
 
     def _look_ahead(self) -> None:
+        """Until the rows read ahead came: only they are looked for this often (the store,
+        at the table's own pace)."""
         if self._first_rows_of is None:
             self._ahead_timer.stop()
         else:
-            self.poll()
+            self._take_ahead()
 
     # -- showing -----------------------------------------------------------------
 
