@@ -104,6 +104,17 @@ async def choose_run(pilot, app, key: str) -> None:
                    what=f"the dashboard on {key}")
 
 
+class Host(App[None]):
+    """An app that shows one screen (the fleet table alone, on a store of the test's)."""
+
+    def __init__(self, screen) -> None:
+        super().__init__()
+        self.shown_screen = screen
+
+    def on_mount(self) -> None:
+        self.push_screen(self.shown_screen)
+
+
 def by_name(app, key: str) -> dict[str, str]:
     """Column `key` of each run, by the run's name."""
     return dict(zip(column(app, "name"), column(app, key), strict=True))
@@ -499,7 +510,6 @@ async def test_the_dashboards_card_of_a_job_shows_its_cost_too(loopback_hub, mon
 async def test_rows_that_fail_to_read_are_said_once_not_read_again_at_every_poll():
     """A read of the rows that fails (a bug in one row) is one notice; the table reads
     again when the store changes, not at every half-second poll (a toast each time)."""
-    from textual.app import App
 
     from carl_tui.events import RunRef, ScalarBatch
     from carl_tui.store import RunStore
@@ -513,11 +523,7 @@ async def test_rows_that_fail_to_read_are_said_once_not_read_again_at_every_poll
     store = RunStore()
     screen = FleetScreen(store, rows_of=broken, clock=lambda: NOW)
 
-    class Host(App[None]):
-        def on_mount(self) -> None:
-            self.push_screen(screen)
-
-    app = Host()
+    app = Host(screen)
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_for(pilot, lambda: calls and not screen._reading, what="the failed read")
         for _ in range(3):
@@ -533,7 +539,6 @@ async def test_rows_that_fail_to_read_are_said_once_not_read_again_at_every_poll
 async def test_a_run_of_this_machine_does_not_ask_the_hub_for_prices():
     """A local run's flavor (`local`) has no price: the table asks the Hub nothing (offline,
     no "job cost unknown" warning)."""
-    from textual.app import App
 
     from carl_tui.events import Job, RunRef, ScalarBatch
     from carl_tui.store import RunStore
@@ -546,11 +551,7 @@ async def test_a_run_of_this_machine_does_not_ask_the_hub_for_prices():
     screen = FleetScreen(store, clock=lambda: NOW,
                          prices_of=lambda: asked.append(1) or {"local": 1.0})
 
-    class Host(App[None]):
-        def on_mount(self) -> None:
-            self.push_screen(screen)
-
-    async with Host().run_test(size=(160, 30)) as pilot:
+    async with Host(screen).run_test(size=(160, 30)) as pilot:
         await wait_for(pilot, lambda: len(screen.rows) == 1 and not screen._reading,
                        what="the local run's row")
         assert screen.rows[0].flavor == "local" and screen.rows[0].cost_usd is None
@@ -628,17 +629,6 @@ async def test_a_previews_rows_wait_longer_for_their_next_read_than_exact_ones(s
                         fleet._seen[0], NOW, len(rows))
             wait = fleet._next_read - time.perf_counter()
             assert (wait > fleet_table.LOADING_READ_S - 1) is provisional, wait
-
-
-class Host(App[None]):
-    """An app that shows one screen (the fleet table alone, on a store of the test's)."""
-
-    def __init__(self, screen) -> None:
-        super().__init__()
-        self.shown_screen = screen
-
-    def on_mount(self) -> None:
-        self.push_screen(self.shown_screen)
 
 
 def title_of(screen) -> str:
