@@ -25,6 +25,7 @@ from smoothed levels and their standard errors:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -51,6 +52,16 @@ class RealRun:
     kind: str  # sft, grpo, sft+grpo, dpo, loss
     rows: list[tuple[int, dict[str, float]]]
     stages: list[Stage] = field(default_factory=list)
+    #: Where it comes from: "Owner/Repo" for a public history, else the run's own name
+    #: (tiny-*: make_tiny.py's runs; demo-*: the demo's streams).
+    repository: str = ""
+    #: What the run was made to do, for runs made to fail (make_tiny.py's "induced").
+    induced: dict | None = None
+
+    @property
+    def half(self) -> str:
+        """The half of the corpus the run belongs to: "tune" or "check" (see `half_of`)."""
+        return half_of(self.repository)
 
     @property
     def length(self) -> int:
@@ -68,7 +79,19 @@ def load_run(path: Path) -> RealRun:
         vals = {k: float(v) for k, v in r.items() if k != "step" and isinstance(v, (int, float))
                 and not isinstance(v, bool) and math.isfinite(v)}
         rows.append((int(r["step"]), vals))
-    return RealRun(doc["name"], doc["kind"], rows, _stages(rows))
+    source = doc.get("source", {})
+    repository = source.get("repo") or doc["name"]
+    return RealRun(doc["name"], doc["kind"], rows, _stages(rows), repository, doc.get("induced"))
+
+
+def half_of(repository: str) -> str:
+    """The corpus's split, fixed before any rule was tuned on it: by repository (a public
+    history's "Owner/Repo", lowercased; a run made here by its name), through the first
+    byte of its SHA-256: even is the tuning half, odd the check half. Rules fitted to the
+    corpus (phases, health flags, alerts) are tuned on "tune" only and reported on both;
+    the README's figures are the check half's. `SPLIT` beside the runs lists the result."""
+    digest = hashlib.sha256(repository.lower().encode()).digest()
+    return "tune" if digest[0] % 2 == 0 else "check"
 
 
 def _stages(rows) -> list[Stage]:
