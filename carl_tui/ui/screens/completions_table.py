@@ -25,6 +25,7 @@ from carl_tui.completions.log import CompletionLog
 from carl_tui.completions.model import CompletionTable
 from carl_tui.ui import completions_view as cv
 from carl_tui.ui.widgets.key_footer import KeyFooter
+from carl_tui.ui.widgets.text_table import TextTable
 
 TEXT_WIDTH = 48  # the widest a prompt or completion cell is drawn (the detail shows all)
 
@@ -97,7 +98,7 @@ class CompletionsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="compl-head")
-        yield DataTable(id="compl-table", cursor_type="row", zebra_stripes=True)
+        yield TextTable(id="compl-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="compl-detail")
         yield Input(placeholder="search prompts and completions (enter; empty: all)",
                     id="compl-search")
