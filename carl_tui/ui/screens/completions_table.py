@@ -128,7 +128,7 @@ class CompletionsScreen(Screen[None]):
             target = steps[-1] if want is None and steps else want
             reload = changed or have is None or target != have.step
             table = log.table(target) if reload and target is not None else None
-            errors = list(log.errors)
+            errors = [*log.errors, *filter(None, [log.skipped_text()])]
         self.app.call_from_thread(self._arrived, steps, table, errors, asked)
 
     def _load(self, step: int, *, find: int = 0) -> None:
