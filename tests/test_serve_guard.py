@@ -160,3 +160,26 @@ def test_an_idle_timeout_that_is_no_number_is_one_line(capsys):
     assert end.value.code == 2
     assert "'soon': give a number of seconds > 0" in capsys.readouterr().err
 
+
+
+async def test_escapes_in_model_output_do_not_reach_the_browsers_terminal(tmp_path):
+    """The completions view (`a`) served: what the page's xterm.js receives holds the
+    completion's text, none of its escape sequences."""
+    from tests.serving import open_tab
+    from tests.test_untrusted_text import ATTACKS, hostile_stream
+
+    srv = start_serving("--watch", str(hostile_stream(tmp_path / "s.jsonl")))
+    try:
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as client:
+            await enter(client, srv)
+            ws, drawn = await open_tab(client, srv, "step 5")
+            await ws.send_str(json.dumps(["stdin", "a"]))
+            while "MARKCOMP" not in drawn or "[/INST]" not in drawn:
+                msg = await asyncio.wait_for(ws.receive(), 60)
+                assert msg.type == aiohttp.WSMsgType.BINARY
+                drawn += msg.data.decode("utf-8", "replace")
+            await ws.close()
+    finally:
+        assert srv.stop() == 0
+    raw = drawn.encode("utf-8", "replace")
+    assert [name for name, (_, seq) in ATTACKS.items() if seq in raw] == []
