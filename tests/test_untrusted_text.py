@@ -36,6 +36,8 @@ HOSTILE = " ".join(seq for seq, _ in ATTACKS.values())
 PROMPT = "[INST] say hi [/INST] " + HOSTILE
 COMPLETION = "MARKCOMP [bold red]styled[/] " + HOSTILE
 RUN_NAME = "[/oops] run [bold red]styled[/]"
+REWARD_ROW = (r"completion +\[/oops\] +ok +total +advantage",
+              r"\n 1 +\[INST\] say hi \[/INST\] .*MARKCOMP .* 1\.000 +0\.500 +1\.500 +0\.100")
 
 
 def hostile_stream(path: Path) -> Path:
@@ -57,9 +59,11 @@ def env() -> dict[str, str]:
     return out
 
 
-def open_and_close(term: Session, key: bytes, shows: str) -> str:
+def open_and_close(term: Session, key: bytes, shows: str, *drawn: str) -> str:
+    """The screen `key` opens, once it shows `shows` and every pattern of `drawn`."""
     os.write(term.fd, key)
-    assert term.wait_until(lambda s: shows in s.text(), 20.0) is not None, \
+    assert term.wait_until(lambda s: shows in s.text() and all(
+        re.search(p, s.text()) for p in drawn), 20.0) is not None, \
         f"{key!r}: {shows!r} not on screen:\n{term.screen.text()}"
     text = term.screen.text()
     os.write(term.fd, b"\x1b")
@@ -76,7 +80,7 @@ def test_hostile_text_in_every_view_reaches_the_terminal_as_text(tmp_path):
         first = term.wait_until(lambda s: "step 5" in s.text(), 30.0)
         assert first is not None, term.screen.text()
         dashboard = term.screen.text()
-        completions = open_and_close(term, b"a", "MARKCOMP")
+        completions = open_and_close(term, b"a", "MARKCOMP", *REWARD_ROW)
         events = open_and_close(term, b"e", "to report")
         card = open_and_close(term, b"i", "value")
         skipped = open_and_close(term, b"k", "skipped input")
@@ -92,7 +96,8 @@ def test_hostile_text_in_every_view_reaches_the_terminal_as_text(tmp_path):
     assert "[/oops]" in dashboard and "[bold red]r[/]" in dashboard  # metric names
     assert "[/oops] run [bold red]styled[/]" in dashboard  # the run's name
     assert "[/INST]" in completions and "[bold red]styled[/]" in completions
-    assert "[/oops]" in completions  # a reward named so: its column, its rows
+    # A reward named `[/oops]`: its column, and the step's row under it (waited for).
+    assert all(re.search(p, completions) for p in REWARD_ROW)
     assert "[/oops] run [bold red]styled[/]: nothing to report" in events
     assert "[/oops]" in card and "[bold red]opt[/]" in card and "[/oops] value" in card
     assert "bad [/oops] [b]s[/b]" in skipped
