@@ -2,11 +2,12 @@
 
     python screenshots/phases_figure.py [--out screenshots/phases-real-runs.svg]
 
-Each panel is a run of the corpus of real training histories (tests/data/real_runs),
-read through the store as the dashboard reads it: its progress metric (token
-accuracy, or the task reward of a GRPO stage) as a thin line, its level (the mean
-of the last 5% of the values) as a thick one, each phase as a band of its colour
-from the step it began, and the phase-transition gate as a dashed line.
+Each panel is a run of the corpus of real training histories (tests/data/real_runs and
+real_runs_more), read through the store as the dashboard reads it: its progress metric
+(token accuracy, or the task reward of a GRPO stage) as a thin line, its level (the mean
+of the last 5% of the values) as a thick one, each phase as a band of its colour from
+the step it began (where the curve changed), a tick at the top where the dashboard first
+said it, and the phase-transition gate as a dashed line.
 Plain SVG, no plotting library: deterministic, the same file on every machine.
 """
 
@@ -24,19 +25,22 @@ if str(ROOT) not in sys.path:
 
 #: (corpus run, title) drawn top to bottom.
 PANELS = (
+    ("tiny-sft-pretrained-climbs-at-once",
+     "tiny TRL SFT run of a pretrained model: it climbs in its first values"),
     ("sft-dheena731-tinyllama-finetune",
-     "public SFT run (TinyLlama, 2,800 steps): slow climb, still gaining at the end"),
+     "public SFT run (TinyLlama, 2,800 steps): a slow climb that stops far below 1: plateau"),
+    ("tiny-sft-pause", ("tiny TRL SFT run with a pause (LR near 0, steps 80-130): once the "
+                        "climb goes on, one transition")),
     ("grpo-imjonezz-unslothgrpo-outputs", "public GRPO run (250 steps): noisy reward 0 -> 1.8"),
-    ("tiny-sft-h64-lr5e-3-ls5", "tiny TRL SFT run (log every 5 steps): the gate fires at 340"),
-    ("demo-seed0", "the demo: SFT, then GRPO (two stages; the SFT stage keeps its last phase)"),
+    ("demo-seed0", "the demo: SFT (crystallised where the gate fired), then GRPO"),
 )
 COLOURS = {"baseline": "#8A94A6", "melting": "#FF8700", "transition": "#FFD75F",
-           "crystallisation": "#5FD7FF", "converged": "#5FD787"}
+           "plateau": "#D7AF87", "crystallisation": "#5FD7FF", "converged": "#5FD787"}
 W, H, PAD, TOP = 900, 170, 48, 26
 
 
 def panel(run, title: str, y0: float) -> list[str]:
-    from tests.test_phases_corpus import read
+    from tests.phase_checks import read
 
     snap = read(run.rows)
     steps = [int(s) for st in run.stages for s in st.steps]
@@ -51,14 +55,17 @@ def panel(run, title: str, y0: float) -> list[str]:
         return " ".join(f"{x(s):.1f},{top + h - h * (v - lo) / max(hi - lo, 1e-12):.1f}"
                         for s, v in zip(steps, values))
 
-    hist = list(snap.phase.history)
-    for i, (name, step, _kind) in enumerate(hist):
+    hist = list(snap.phase.dated)
+    for i, (name, step, seen, _kind) in enumerate(hist):
         end = hist[i + 1][1] if i + 1 < len(hist) else hi_s
         left, right = x(max(step, lo_s)), x(end)
         out.append(f'<rect x="{left:.1f}" y="{top}" width="{max(right - left, 1):.1f}" '
                    f'height="{h}" fill="{COLOURS[name]}" opacity="0.28"/>')
         if right - left > 8 * len(name):  # a label only where it fits
             out.append(f'<text x="{left + 2:.1f}" y="{top + 11}" class="p">{name}</text>')
+        sx = x(seen)  # where the dashboard said it
+        out.append(f'<path d="M{sx - 4:.1f},{top - 6} L{sx + 4:.1f},{top - 6} L{sx:.1f},{top}Z" '
+                   f'fill="{COLOURS[name]}" stroke="#57606a" stroke-width="0.6"/>')
     for st in run.stages:
         lo, hi = float(min(st.values)), float(max(st.values))
         out.append(f'<polyline points="{points(st.steps, st.values, lo, hi)}" class="c"/>')
@@ -81,11 +88,12 @@ def panel(run, title: str, y0: float) -> list[str]:
 
 
 def figure() -> str:
-    from tests.real_runs import CORPUS, load_run
+    from tests.real_runs import CORPUS, MORE, load_run
 
     body: list[str] = []
     for i, (name, title) in enumerate(PANELS):
-        body += panel(load_run(CORPUS / f"{name}.json"), title, i * H)
+        path = CORPUS / f"{name}.json"
+        body += panel(load_run(path if path.exists() else MORE / f"{name}.json"), title, i * H)
     style = ("text{font-family:monospace;fill:#1f2328}.t{font-size:13px;font-weight:bold}"
              ".p{font-size:10px}.a{font-size:10px;fill:#57606a}"
              ".c{fill:none;stroke:#1f2328;stroke-width:0.8;opacity:0.55}"

@@ -36,9 +36,8 @@ import numpy as np
 from carl_tui.store import roles
 
 CORPUS = Path(__file__).parent / "data" / "real_runs"
-#: Runs gathered for the phase method being built (public SFT and GRPO histories, tiny runs
-#: in new shapes, GRPO made to fail at a known step): read by `python -m tests.phase_checks`;
-#: not yet under the corpus tests of the classifier in use, whose thresholds they break.
+#: The second gathering (public SFT and GRPO histories, tiny runs in new shapes, GRPO made
+#: to fail at a known step), with its own PROVENANCE; part of the corpus like the first.
 MORE = CORPUS.parent / "real_runs_more"
 ACCURACY = "mean_token_accuracy"
 
@@ -72,7 +71,7 @@ class RealRun:
         return len(self.rows)
 
 
-def load_runs(*, more: bool = False) -> list[RealRun]:
+def load_runs(*, more: bool = True) -> list[RealRun]:
     paths = sorted(CORPUS.glob("*.json")) + (sorted(MORE.glob("*.json")) if more else [])
     return [load_run(p) for p in paths]
 

@@ -60,9 +60,10 @@ def test_summary_tells_phase_gates_metrics_events_and_logs():
     assert "steps logged: 46, last step: 45" in text
     assert "job job-7: RUNNING on a10g-small" in text
     assert "learning_rate=1e-06, num_generations=8" in text
+    # crystallised where the gate fired (one step for it), converged after a hold
     assert ("timeline: baseline (step 0) -> melting (step 10) -> transition (step 20) -> "
-            "crystallisation (step 25) -> converged (step 35)") in text
-    assert "now: converged since step 35" in text
+            "crystallisation (step 27) -> converged (step 37)") in text
+    assert "now: converged since step 37" in text
     assert "FIRED at step 27" in text
     assert "cascade gate on reward: stage" in text
     lines = text.splitlines()

@@ -38,9 +38,10 @@ def assert_agrees_with_summary(row: dict, s: dict) -> None:
     if s["phases"]:
         last = s["phases"][-1]
         assert row["phase"] == {"phase": last["phase"], "stage": last["stage"],
-                                "from_step": last["from_step"]}
+                                "from_step": last["from_step"], "seen_at": last["seen_at"]}
     else:
-        assert row["phase"] == {"phase": None, "stage": None, "from_step": None}
+        assert row["phase"] == {"phase": None, "stage": None, "from_step": None,
+                                "seen_at": None}
     assert row["gate"] == s["gate"]
     task = row["task"]["metric"]
     if task is not None:

@@ -22,8 +22,10 @@ from carl_tui.cli_request import fail as _fail
 from carl_tui.errors import CarlError, describe
 from carl_tui.report.collect import collect
 from carl_tui.report.export import (
+    PHASE_COLUMNS,
     BatchCollector,
     merge_steps,
+    phase_columns,
     select,
     with_derived_phi,
     with_run_summary,
@@ -195,11 +197,13 @@ def _export(args, batches: BatchCollector, key: str, snap) -> int:
     steps, columns = with_run_summary(steps, columns, snap.meta.get("train_summary_step"),
                                       snap.meta.get("train_summary"))
     columns = with_derived_phi(columns, snap.vocab_size)
+    extra = PHASE_COLUMNS if snap.phase.dated else ()
     try:
-        names = select(columns, args.metrics)
+        names = select(columns, args.metrics, extra)
     except KeyError as exc:
         raise UsageError(f"--metrics: not logged by this run: {exc.args[0]} "
                          f"(logged: {', '.join(sorted(columns))})") from None
+    columns = {**columns, **phase_columns(steps, snap.phase.dated)} if extra else columns
     write = write_csv if args.out_format == "csv" else write_jsonl
     if args.output:
         n = write_output(args.output, lambda out: write(out, steps, columns, names))

@@ -6,6 +6,10 @@ one step (a restart, a summary dict at the last step) merge into one; for a
 metric logged twice at one step the later value wins. When the run logs no
 phi and its vocabulary size is known, `phi` is derived from entropy
 (`1 - entropy / ln V`), as on the dashboard.
+
+Each row also carries the phase of its step as the run's story reads at the end of
+the export (`phase`, `phase_from`: the step that phase began, `phase_seen_at`: the step
+at which the dashboard first said it); steps before any phase have none.
 """
 
 from __future__ import annotations
@@ -88,26 +92,56 @@ def with_run_summary(
     return steps, out
 
 
-def select(columns: dict[str, np.ndarray], wanted: Sequence[str] | None) -> list[str]:
-    """Column order: the dashboard's; `wanted` picks and orders (unknown names raise KeyError)."""
+#: The phase columns of an export (`phase_columns`).
+PHASE_COLUMNS = ("phase", "phase_from", "phase_seen_at")
+
+
+def phase_columns(steps: np.ndarray, dated: Sequence[tuple[str, int, int, str]]
+                  ) -> dict[str, list]:
+    """Each step's phase as the story reads it (`PhaseView.dated`): the latest phase that
+    began at or before the step, where it began and when it was first said."""
+    starts = np.array([d[1] for d in dated], dtype=np.int64)
+    at = np.searchsorted(starts, steps, side="right") - 1 if dated else np.full(len(steps), -1)
+    out: dict[str, list] = {name: [] for name in PHASE_COLUMNS}
+    for i in at.tolist():
+        d = dated[i] if i >= 0 else None
+        out["phase"].append(d[0] if d else None)
+        out["phase_from"].append(d[1] if d else None)
+        out["phase_seen_at"].append(d[2] if d else None)
+    return out
+
+
+def select(columns: dict[str, np.ndarray], wanted: Sequence[str] | None,
+           extra: Sequence[str] = ()) -> list[str]:
+    """Column order: the dashboard's, then `extra`; `wanted` picks and orders (unknown
+    names raise KeyError)."""
     if wanted:
-        missing = [w for w in wanted if w not in columns]
+        missing = [w for w in wanted if w not in columns and w not in extra]
         if missing:
             raise KeyError(", ".join(missing))
         return list(wanted)
-    return sorted(columns, key=mn.display_order)
+    return sorted(columns, key=mn.display_order) + list(extra)
 
 
-def write_jsonl(out: TextIO, steps: np.ndarray, columns: dict[str, np.ndarray],
+def _cell(col, i: int):
+    """A column's value at row i, or None where the step has none: a float of a metric's
+    column, a label or a step of a phase column (a list)."""
+    v = col[i]
+    if isinstance(col, list):
+        return v
+    return None if math.isnan(v) else float(v)
+
+
+def write_jsonl(out: TextIO, steps: np.ndarray, columns: dict[str, np.ndarray | list],
                 names: Sequence[str]) -> int:
     cols = [columns[n] for n in names]
     buf = io.StringIO()
     for i, step in enumerate(steps.tolist()):
-        row: dict[str, float | int] = {"step": step}
+        row: dict[str, float | int | str] = {"step": step}
         for name, col in zip(names, cols):
-            v = col[i]
-            if not math.isnan(v):
-                row[name] = float(v)
+            v = _cell(col, i)
+            if v is not None:
+                row[name] = v
         buf.write(orjson.dumps(row).decode())
         buf.write("\n")
         if buf.tell() > 1 << 20:
@@ -117,11 +151,13 @@ def write_jsonl(out: TextIO, steps: np.ndarray, columns: dict[str, np.ndarray],
     return int(steps.size)
 
 
-def write_csv(out: TextIO, steps: np.ndarray, columns: dict[str, np.ndarray],
+def write_csv(out: TextIO, steps: np.ndarray, columns: dict[str, np.ndarray | list],
               names: Sequence[str]) -> int:
     w = csv.writer(out, lineterminator="\n")
     w.writerow(["step", *names])
     cols = [columns[n] for n in names]
     for i, step in enumerate(steps.tolist()):
-        w.writerow([step, *("" if math.isnan(c[i]) else repr(float(c[i])) for c in cols)])
+        cells = (_cell(c, i) for c in cols)
+        w.writerow([step, *("" if v is None else repr(v) if isinstance(v, float) else v
+                            for v in cells)])
     return int(steps.size)

@@ -5,7 +5,9 @@ The JSON object (one per call, keys always present):
     {"run": str, "source": str, "steps_logged": int, "first_step": int, "last_step": int,
      "metrics": {name: {"last": float, "min": float, "max": float, "last_step": int,
                         "count": int}},
-     "phases": [{"phase": str, "from_step": int, "stage": "accuracy" | "reward"}, ...],
+     "phases": [{"phase": str, "from_step": int, "seen_at": int,
+                 "stage": "accuracy" | "reward"}, ...],
+     "phase_evidence": str,
      "gate": {"metric": str, "fired_at": int | null},
      "cascade": {"switched_at": int | null, "source": "run" | "derived" | null},
      "events": [{"kind": str, "step": int | null, "text": str}, ...],
@@ -21,6 +23,11 @@ each, the rest of their line kept; "malformed lines": a whole line each).
 `train_summary` is what the Trainer logs once when training ends (`train_loss`, the
 average loss over the run, `train_runtime`, `train_samples_per_second`, ...), kept
 apart from the curves: `metrics["loss"]` is the loss logged at each step.
+
+A phase's `from_step` is where it began on the curve (the first step of the segment
+where the change is); `seen_at` is the step at which the dashboard first said it (online, a
+change is seen after it happens). `phase_evidence` says why the current phase holds, in
+numbers. Phases said and corrected later are in `events`.
 
 `run` is the run's name as its tracker shows it. Values are the store's: the
 same numbers the metrics table shows (phi derived from entropy when the run
@@ -55,7 +62,9 @@ def summary_dict(snap: RunSnapshot, source: str, status: StoreSummary) -> dict[s
         "first_step": snap.first_step,
         "last_step": snap.last_step,
         "metrics": metrics,
-        "phases": [{"phase": p, "from_step": s, "stage": k} for p, s, k in snap.phase.history],
+        "phases": [{"phase": p, "from_step": s, "seen_at": seen, "stage": k}
+                   for p, s, seen, k in snap.phase.dated],
+        "phase_evidence": snap.phase.evidence,
         "gate": {"metric": snap.gate.metric,
                  "fired_at": snap.gate.trigger_step if snap.gate.fired else None},
         "cascade": {"switched_at": snap.cascade.trigger_step, "source": snap.cascade.source},
@@ -99,8 +108,11 @@ def summary_text(d: dict[str, Any]) -> str:
             stages.append(f"{p['stage']}: ")
         else:
             stages[-1] += " -> "
-        stages[-1] += f"{p['phase']}@{p['from_step']}"
+        seen = "" if p["seen_at"] == p["from_step"] else f" (seen {p['seen_at']})"
+        stages[-1] += f"{p['phase']}@{p['from_step']}{seen}"
     lines.append("phases  " + ("; ".join(stages) if stages else "-"))
+    if d.get("phase_evidence"):
+        lines.append(f"why     {d['phase_evidence']}")
     g = d["gate"]
     if g["fired_at"] is not None:
         fired = f"fired at step {g['fired_at']}"

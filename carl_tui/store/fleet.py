@@ -42,6 +42,7 @@ class FleetRow:
     phase: str | None = None  # the current stage's phase
     stage: str | None = None  # "sft", "grpo", ... where the run has stages
     phase_from: int | None = None  # the step the phase began
+    phase_seen: int | None = None  # the step at which the dashboard first said it
     gate_metric: str | None = None
     gate_step: int | None = None  # the step the gate fired, None while it has not
     task_metric: str | None = None  # the progress metric (reward, token accuracy, ...)
@@ -162,7 +163,8 @@ def first_rows_of(sources: Sequence[Any], first: int, *, now: float
 def fleet_row(snap: RunSnapshot, *, now: float,
               prices: Mapping[str, float] | None = None) -> FleetRow:
     """The row of one run's snapshot (see `fleet_rows`)."""
-    phase, from_step, stage = snap.phase.history[-1] if snap.phase.history else (None,) * 3
+    phase, from_step, seen_at, stage = (snap.phase.dated[-1] if snap.phase.dated
+                                        else (None,) * 4)
     task = _task_metric(snap)
     series = snap.series.get(task) if task else None
     loss = snap.series.get("loss")
@@ -178,6 +180,7 @@ def fleet_row(snap: RunSnapshot, *, now: float,
         phase=phase or None,
         stage=stage or None,
         phase_from=from_step,
+        phase_seen=seen_at,
         gate_metric=snap.gate.metric,
         gate_step=snap.gate.trigger_step if snap.gate.fired else None,
         task_metric=task,

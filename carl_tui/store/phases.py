@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from carl_tui import metric_names as mn
-from carl_tui.coherence.phases import ACCURACY_CEILING, PhaseClassifier
+from carl_tui.coherence.phases import ACCURACY_CEILING, PhaseClassifier, Said
 from carl_tui.store import roles
 
 ACCURACY_STAGE = "accuracy"
@@ -39,8 +39,10 @@ class Stage:
 
 
 class PhaseTrack:
-    def __init__(self) -> None:
+    def __init__(self, gate_metric: str = mn.ACCURACY) -> None:
         self.stages: list[Stage] = []
+        self.gate_metric = gate_metric  # the metric the phase-transition gate reads
+        self.vocab_size: int | None = None  # the run's, once known (phi from entropy)
 
     @property
     def current(self) -> Stage | None:
@@ -85,6 +87,8 @@ class PhaseTrack:
                     st.metric = _task_label(cols)
                 elif not np.isnan(acc[a:b]).all():
                     st.metric = mn.ACCURACY
+            st.classifier.gate_watched = st.metric == self.gate_metric
+            st.classifier.vocab_size = self.vocab_size
             if gate is not None and gate[0] == st.metric and gate[1] >= st.start_step:
                 st.classifier.gate_fired(gate[1])
             st.classifier.update_many(steps[a:b], progress[a:b], entropy[a:b])
@@ -94,6 +98,19 @@ class PhaseTrack:
         the current stage ended with it (`PhaseClassifier.stage_ended`)."""
         if self.current is not None:
             self.current.classifier.stage_ended()
+
+    def said(self) -> list[tuple[str, int, Said]]:
+        """(stage kind, stage index, phase as said) over every stage, in order, corrected
+        ones too (see `coherence.phases.Said`)."""
+        return [(st.kind, i, s) for i, st in enumerate(self.stages) for s in st.classifier.said]
+
+    def dated(self) -> list[tuple[str, int, int, str]]:
+        """(phase, first step, the step it was seen at, stage kind) over every stage."""
+        out = []
+        for st in self.stages:
+            out.extend((s.phase.value, s.from_step, s.seen_at, st.kind)
+                       for s in st.classifier.said if s.corrected_at is None)
+        return out
 
     def timeline(self) -> list[tuple[str, int, str]]:
         """(phase, first step, stage kind) over every stage, in order."""

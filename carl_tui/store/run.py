@@ -211,6 +211,7 @@ class RunState:
         newest, oldest = int(batch.steps.max()), int(batch.steps.min())
         self.last_step = newest if self.last_step is None else max(self.last_step, newest)
         self.first_step = oldest if self.first_step is None else min(self.first_step, oldest)
+        self.phases.vocab_size = self.vocab_size
         self.story.feed(batch.steps, cols, batch.nonfinite)
         if ended is not None:  # read in order: the rows before the summary are in
             self.phases.training_ended()

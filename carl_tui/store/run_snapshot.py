@@ -27,6 +27,7 @@ from carl_tui.store.snapshot import (
     PhaseView,
     RunSnapshot,
     SeriesView,
+    StageView,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -178,9 +179,10 @@ def _phase_view(phases: PhaseTrack, *, provisional: bool) -> PhaseView:
     # baseline: the sample of one run of a big project can hold a value or two of it,
     # and those say "baseline" of any run.
     told = stage is not None and (not provisional or seen_enough(stage.classifier))
+    c = stage.classifier if stage is not None else None
     return PhaseView(
-        phase=stage.classifier.phase.value if told else "",
-        since_step=stage.classifier.since_step if told else None,
+        phase=c.phase.value if told else "",
+        since_step=c.since_step if told else None,
         timeline=tuple((p.value, int(s)) for p, s in stage.classifier.timeline)
         if told else (),
         inputs=inputs,
@@ -189,6 +191,16 @@ def _phase_view(phases: PhaseTrack, *, provisional: bool) -> PhaseView:
         history=tuple(phases.timeline()) if told else (),
         provisional=provisional,
         metric=stage.metric if stage is not None else "",
+        seen_at=c.seen_at if told else None,
+        values=c.values if c is not None else 0,
+        too_few=c is not None and c.values < c.settings.min_values,
+        evidence=c.evidence() if told else "",
+        stages=tuple(StageView(
+            kind=st.kind, metric=st.metric, start_step=st.start_step,
+            phase=st.classifier.phase.value,
+            said=tuple((s.phase.value, s.from_step, s.seen_at, s.corrected_at)
+                       for s in st.classifier.said)) for st in phases.stages) if told else (),
+        dated=tuple(phases.dated()) if told else (),
     )
 
 

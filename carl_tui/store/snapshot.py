@@ -69,9 +69,21 @@ class CascadeView:
 
 
 @dataclass(frozen=True)
+class StageView:
+    """One stage's phases as said: `said` holds (phase, from_step, seen_at, corrected_at)
+    of every phase the dashboard said in it, in order, corrected ones too."""
+
+    kind: str  # "accuracy" or "reward"
+    metric: str
+    start_step: int
+    phase: str
+    said: tuple[tuple[str, int, int, int | None], ...] = ()
+
+
+@dataclass(frozen=True)
 class PhaseView:
-    phase: str  # baseline / melting / transition / crystallisation / converged ("" before data)
-    since_step: int | None
+    phase: str  # baseline / melting / transition / plateau / crystallisation / converged
+    since_step: int | None  # where the phase began (a change point of the curve)
     timeline: tuple[tuple[str, int], ...]  # (phase, first step) of the current stage
     inputs: str  # which metrics drive the classifier, e.g. "mean_token_accuracy + entropy"
     stage: str = ""  # "accuracy" (SFT-like) or "reward" (GRPO-like), see store/phases.py
@@ -79,6 +91,13 @@ class PhaseView:
     history: tuple[tuple[str, int, str], ...] = ()  # (phase, first step, stage) of every stage
     provisional: bool = False  # classified on a sample of the history while it is read
     metric: str = ""  # the current stage's progress metric ("mean_token_accuracy", a reward)
+    seen_at: int | None = None  # the step at which the dashboard first said the phase
+    values: int = 0  # values of the progress metric the current stage read
+    too_few: bool = False  # too few values to tell a phase ("phase: 3 values, too few")
+    evidence: str = ""  # why the phase holds, in numbers (`Reading.text`)
+    stages: tuple[StageView, ...] = ()
+    #: (phase, from_step, seen_at, stage) of every stage's story as it reads now
+    dated: tuple[tuple[str, int, int, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import numpy as np
 
 from carl_tui import metric_names as mn
 from carl_tui.coherence.gates import PhaseTransitionGate
+from carl_tui.coherence.phases import Phase, Said
 from carl_tui.events import Marker
 from carl_tui.store import roles
 from carl_tui.store.alerts import AlertWatch
@@ -34,11 +35,12 @@ class RunStory:
     def __init__(self, gate_metric: str, tell: Tell) -> None:
         self.gate = PhaseTransitionGate(metric=gate_metric)
         self.cascade = CascadeTracker()
-        self.phases = PhaseTrack()
+        self.phases = PhaseTrack(gate_metric)
         self.events: deque[RunEvent] = deque(maxlen=MAX_EVENTS)
         self.alerts = AlertWatch(self.record)
         self._tell = tell
-        self._phases_announced = 0
+        self._said_told: dict[tuple[int, int], bool] = {}  # (stage, index) -> corrected told
+        self._phases_told: set[tuple[int, Phase, int]] = set()  # (stage, phase, seen at)
         self._cascade_announced = False
 
     def record(self, kind: str, step: int | None, text: str, severity: str) -> None:
@@ -92,14 +94,34 @@ class RunStory:
         self.record("alert", marker.step, f"{words} (step {marker.step})", sev)
 
     def _announce_phases(self) -> None:
-        """Each new phase, once (the first, baseline, goes without saying)."""
-        timeline = self.phases.timeline()
-        for phase, step, kind in timeline[self._phases_announced :]:
-            if self._phases_announced:
-                stage = f" ({kind} stage)" if len(self.phases.stages) > 1 else ""
-                self.record("phase", step, f"Phase{stage}: {phase} since step {step}",
-                            "information")
-            self._phases_announced += 1
+        """Each phase said, once, at the step it was seen, with the step it is dated from
+        (a run's first baseline goes without saying); and each correction of one. A phase
+        re-dated (the same phase, seen at the same step) is not news."""
+        said = self.phases.said()
+        many = len(self.phases.stages) > 1
+        counts: dict[int, int] = {}
+        for kind, stage, s in said:
+            i = counts[stage] = counts.get(stage, -1) + 1
+            key = (stage, i)
+            where = f" ({kind} stage)" if many else ""
+            same = (stage, s.phase, s.seen_at)
+            if key not in self._said_told:
+                self._said_told[key] = s.corrected_at is not None
+                if (i or stage) and same not in self._phases_told:
+                    self.record("phase", s.seen_at, phase_words(s, where), "information")
+                self._phases_told.add(same)
+                if s.corrected_at is None:
+                    continue
+            elif self._said_told[key] or s.corrected_at is None:
+                continue
+            self._said_told[key] = True
+            redated = any(o.phase is s.phase and o.seen_at == s.seen_at and o is not s
+                          and o.corrected_at is None for k2, st2, o in said if st2 == stage)
+            if s.phase is Phase.BASELINE or redated:  # no news
+                continue
+            self.note("phase", s.corrected_at,
+                      f"Phase{where}: {s.phase.value} from step {s.from_step} corrected at "
+                      f"step {s.corrected_at}: the curve reads otherwise now", "information")
 
     def _announce_cascade(self) -> None:
         state = self.cascade.state()
@@ -111,6 +133,12 @@ class RunStory:
             "cascade", state.switched_at,
             f"Cascade: CARL reward on from step {state.switched_at}{how}", "information",
         )
+
+
+def phase_words(s: Said, where: str = "") -> str:
+    """"Phase: transition since step 5 (seen at step 12)"."""
+    seen = "" if s.seen_at == s.from_step else f" (seen at step {s.seen_at})"
+    return f"Phase{where}: {s.phase.value} since step {s.from_step}{seen}"
 
 
 def _above_at_trigger(gate: PhaseTransitionGate, before: list[float],

@@ -154,8 +154,10 @@ class CarlCallback(TrainerCallback):
         phases; a reward has none."""
         from carl_tui.coherence.phases import ACCURACY_CEILING, PhaseClassifier
 
-        return PhaseClassifier(
+        c = PhaseClassifier(
             ceiling=ACCURACY_CEILING if self.phase_metric == ACCURACY else math.inf)
+        c.gate_watched = self.gate is not None and self.gate.metric == self.phase_metric
+        return c
 
     def begin_stage(self, stage: str, *, phase_metric: str | None = None, **meta: Any) -> None:
         """Continue the stream with a new trainer (e.g. GRPO after SFT): its steps
@@ -256,7 +258,7 @@ class CarlCallback(TrainerCallback):
         label = str(label) if label is not None else None
         if label and label != self.phase:
             self.phase = label
-            self.marker("phase", step, phase=label)
+            self.marker("phase", step, phase=label, from_step=self._phases.since_step)
 
     def on_train_end(self, args, state, control, **kwargs):
         return control

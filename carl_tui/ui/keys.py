@@ -60,6 +60,9 @@ VIEW_KEYS: tuple[Key, ...] = (  # the dashboard screen's: how the run is viewed
         show=False),
     Key("i", "run_card", "Card", "view.run_card",
         "The run's card: its config, summary values, job and events", show=False),
+    Key("h", "toggle_evidence", "Why", "view.evidence",
+        "Why the phase holds: the level and its noise, the change point, the share of the "
+        "climb done and the distance to the ceiling", show=False),
     Key("e", "events", "Events", "view.events",
         "The run's story on one timeline: phases, the gate, the cascade, alerts, job states",
         show=False),

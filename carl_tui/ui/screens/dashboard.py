@@ -314,6 +314,9 @@ class DashboardScreen(ChartKeys, Screen[None]):
         if not self.system.has_class("-hidden"):
             self.system.show(self.snapshot, self.clock())
 
+    def action_toggle_evidence(self) -> None:
+        self.phase.toggle_evidence()
+
     def action_events(self) -> None:
         from carl_tui.ui.screens.event_log import EventsScreen
 

@@ -1,4 +1,5 @@
-"""The phase panel: current phase, since when, gate progress, peak entropy."""
+"""The phase panel: current phase, where it began and when it was seen, gate progress,
+peak entropy; `h` adds why the phase holds (its evidence in numbers)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from carl_tui.ui.widgets.text_table import PlainTable
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store.snapshot import RunSnapshot
 
-PHASE_ORDER = ("baseline", "melting", "transition", "crystallisation", "converged")
+#: The phases in the order a run meets them; a plateau stands where crystallisation would.
+PHASE_ORDER = ("baseline", "melting", "transition", "plateau", "crystallisation", "converged")
 
 
 def _history_text(snap: RunSnapshot) -> str:
@@ -32,8 +34,15 @@ class PhasePanel(Static):
     PhasePanel { height: auto; padding: 0 1; }
     """
 
+    evidence = False  # `h`: show why the phase holds
+
     def show(self, snap: RunSnapshot | None) -> None:
+        self._snap = snap
         self.update(self._render_snapshot(snap))
+
+    def toggle_evidence(self) -> None:
+        self.evidence = not self.evidence
+        self.show(getattr(self, "_snap", None))
 
     def _color(self, phase: str) -> str:
         return self.app.theme_variables.get(f"phase-{phase}", "") or "bold"
@@ -41,13 +50,22 @@ class PhasePanel(Static):
     def _render_snapshot(self, snap: RunSnapshot | None):
         if snap is None:
             return Text("no run yet", style="dim")
-        phase, gate = snap.phase, snap.gate
+        return Group(self._title(snap), self._strip(snap.phase), self._rows(snap))
+
+    def _title(self, snap: RunSnapshot) -> Text:
+        """The phase now, where it began and when it was seen; the stage that ended."""
+        phase = snap.phase
         title = Text()
-        if phase.phase:
+        if phase.phase and phase.too_few and phase.phase == "baseline":
+            title.append(f"phase: {phase.values} value{'s' if phase.values != 1 else ''}, "
+                         "too few to tell", style="dim")
+        elif phase.phase:
             style = f"bold reverse {self._color(phase.phase)}"
             title.append(f" {phase.phase.upper()} ", style=style)
             if phase.since_step is not None:
                 title.append(f"  since step {phase.since_step}", style="dim")
+            if phase.seen_at is not None and phase.seen_at != phase.since_step:
+                title.append(f" · seen at step {phase.seen_at}", style="dim")
             ended = _last_ended_stage(phase)
             if ended:  # the stage before keeps its last phase beside this one's
                 kind, last, since = ended
@@ -59,10 +77,12 @@ class PhasePanel(Static):
             title.append("phase: waiting for accuracy/entropy", style="dim")
         if phase.provisional:
             title.append(f"  {PROVISIONAL} provisional: {_history_text(snap)}", style="dim italic")
+        return title
 
-        # The timeline as one line that wraps only between phases.
-        # A phase after the current one that was reached before is one the run went
-        # back from (the climb resumed): "↺", dim, at the step it was reached.
+    def _strip(self, phase) -> Text:
+        """The timeline as one line that wraps only between phases. A phase after the
+        current one that was reached before is one the run went back from (the climb
+        resumed): "↺", dim, at the step it was reached."""
         strip = Text()
         seen = dict(phase.timeline)
         now = PHASE_ORDER.index(phase.phase) if phase.phase in PHASE_ORDER else -1
@@ -75,7 +95,11 @@ class PhasePanel(Static):
                     else "○" if name in seen else "·")
             at = f"@{seen[name]}" if name in seen else ""
             strip.append(f"{mark}{name}{at}", style=style)
+        return strip
 
+    def _rows(self, snap: RunSnapshot):
+        """The gate, the peak entropy, the cascade, the inputs and (`h`) the evidence."""
+        phase, gate = snap.phase, snap.gate
         t = PlainTable.grid(padding=(0, 1))
         t.add_column(style="dim", no_wrap=True, min_width=12)  # labels never squeezed
         t.add_column(overflow="fold")
@@ -83,7 +107,6 @@ class PhasePanel(Static):
             if gate.provisional and label == "gate":
                 text, style = f"{PROVISIONAL} {text}", "dim"
             t.add_row(label, Text(text, style=style))
-
         if gate.peak_entropy is not None:
             t.add_row("peak entropy",
                       short_value(gate.peak_entropy) + _at_step(gate.peak_entropy_step))
@@ -94,7 +117,9 @@ class PhasePanel(Static):
         if cascade:
             t.add_row("cascade", cascade)
         t.add_row("driven by", phase.inputs or "–")
-        return Group(title, strip, t)
+        if self.evidence:
+            t.add_row("why", Text(phase.evidence or "no reading yet"))
+        return t
 
 
 def _at_step(step: int | None) -> str:
@@ -117,7 +142,7 @@ def _gate_rows(snap: RunSnapshot) -> list[tuple[str, str, str]]:
     if gate.fired:
         fired = "CRYSTALLISED" + _at_step(gate.trigger_step)
         start = snap.phase.stage_start
-        if phase not in PHASE_ORDER[:3]:
+        if phase in ("crystallisation", "converged"):
             return [("gate", fired, "bold")]
         if start is not None and (gate.trigger_step is None or gate.trigger_step < start):
             # why this stage's phase may read earlier than the gate: it is a later stage
