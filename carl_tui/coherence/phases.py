@@ -2,44 +2,48 @@
 
 The method, in three parts, each a plain piece a reader can check against the curve.
 
-1. Segments. The progress metric (token accuracy, or the task reward of an RL run; a run
-   with neither reads minus its entropy, the order parameter up to a scale) is cut into
-   straight pieces by an exact change-point search: the segmentation into at most
-   `MAX_SEGMENTS` lines that minimises the squared residuals over the noise variance plus
-   a penalty of `PENALTY * ln n` per segment (a BIC; the segment neighbourhood search of
+1. Segments (`segment`). The progress metric (token accuracy, or the task reward of an
+   RL run; a run with neither reads minus its entropy, the order parameter up to a scale)
+   is cut into straight pieces by an exact change-point search: the segmentation into at
+   most `max_segments` lines that minimises the squared residuals over the noise variance
+   plus `penalty * ln n` per segment (a BIC-like rule; the segment neighbourhood search of
    Auger and Lawrence). The noise comes from the run itself, from second differences (a
-   steady climb adds nothing to them). The values are kept as the sufficient statistics
-   of a least-squares line (count, sums of i, x, i*i, i*x, x*x) in at most `BUCKETS`
-   buckets of 2^k values: the residuals of any line over whole buckets are exact, memory
-   is bounded and a poll costs O(new values).
-2. The reading of the segments (`Reading`, frozen): where the stage started, its best
-   level, the rise and how many noise units it stands for, the slope of the last segment
-   in standard errors, the share of the climb done, the distance to the ceiling, and the
-   entropy against its start.
-3. The words, a pure function of the reading (`verdict`):
-   - baseline: nothing moved beyond the noise ("too few to tell" while under `MIN_VALUES`
-     values);
-   - melting: the entropy spiked (`MELT` times its start) before the progress moved;
-   - transition: the last segment climbs; dated from the first segment of the climb;
-   - plateau: the climb stopped (the last segments do not climb) and nothing says the model
-     knows its task: token accuracy far from its ceiling, or (a reward) no ceiling known
-     and the entropy not low;
-   - crystallisation: the climb stopped near the ceiling (`NEAR` of the way from the start
-     to it, never under half the ceiling), or with the entropy low (`LOW_ENTROPY` of its
-     start) or the phase-transition gate fired; dated where the flat part began, or at the
-     gate's step;
-   - converged: crystallised, and held since for `HOLD` times as long as the climb took.
+   steady climb adds nothing to them; their largest tenth, where the curve steps, is left
+   out). The values are kept as the sufficient statistics of a least-squares line (count,
+   sums of i, x, i*i, i*x, x*x) in at most `buckets` buckets of 2^k values: the residuals
+   of any line over whole buckets are exact, memory is bounded and a poll costs what it
+   adds.
+2. The reading (`Reading`, frozen): where the stage started, its best level, the rise in
+   standard errors, the slope of the last segment, the share of the climb held, the
+   distance to the ceiling, the entropy against its start, phi where the vocabulary size
+   is known; `Reading.text` says it in one line (the panel's `h`, `summary`'s "why").
+3. The words, pure functions of the reading and the phase said before (`verdict`):
+   - baseline: nothing moved beyond the noise ("too few to tell" under `min_values`);
+   - melting: the entropy spiked (`melt` times its start, two values in a row) before the
+     progress climbed;
+   - transition: the last segment climbs (its slope `slope_z` standard errors up, gaining
+     `slow` of the rise so far), or just stepped up; dated from the climb's first segment.
+     After a spike, until the entropy is back under its start;
+   - plateau: the climb stopped and held `min_values` values, and nothing says the model
+     knows its task: token accuracy far from its ceiling (or short of the gate's bar), a
+     reward with neither a ceiling nor a low entropy or a high phi;
+   - crystallisation: the climb stopped near the ceiling (`near` of the way, never under
+     `floor` of it) where no gate reads the metric; at the gate's step where one does;
+     for a reward, with phi at `phi_high` or the entropy under `low_entropy` of its start;
+   - converged: crystallised, and held since for `hold` times as long as the climb took.
    A fall after a climb is not a phase: the phase said before it stands, and the health
    flags speak of it.
 
-Online, a change can only be seen after it happens: each phase is said once at `seen_at`
-and dated at `from_step`, the first step of the segment where the change is. A phase said
-and later contradicted (a plateau whose climb resumes) stays in `said` with the step it was
-corrected at; the `timeline` is the story as it reads now.
+Online, a change can only be seen after it happens: each phase is said once, at `seen_at`,
+and dated at `from_step`, the first step of the segment where the change is (`Said`). A
+phase said and later contradicted (a plateau whose climb resumes) stays in `said` with the
+step it was corrected at; `timeline` is the story as it reads now. A step back (to an
+earlier phase) is said once two readings in a row tell it.
 
 The segments are read again when the count of values reaches the next point of a fixed
-schedule (every value up to `EVERY_VALUE`, then each `GROWTH` more), so the labels do not
-depend on how the steps are cut into batches.
+schedule (every value up to `every_value`, then each `growth` more) and at the gate's step,
+so the labels do not depend on how the steps are cut into batches. The constants were
+chosen on the tuning half of the corpus of real runs (tests/phase_checks.py).
 """
 
 from __future__ import annotations
