@@ -40,6 +40,7 @@ from carl_tui.store.system import SystemTrack
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.coherence.gates import PhaseTransitionGate
     from carl_tui.store.cascade import CascadeTracker
+    from carl_tui.store.health import HealthWatch
     from carl_tui.store.phases import PhaseTrack
     from carl_tui.store.snapshot import RunEvent
 
@@ -98,6 +99,10 @@ class RunState:
     @property
     def events(self) -> deque[RunEvent]:
         return self.story.events
+
+    @property
+    def health(self) -> HealthWatch:
+        return self.story.health
 
     @property
     def steps_logged(self) -> int:
