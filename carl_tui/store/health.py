@@ -49,9 +49,8 @@ from carl_tui import metric_names as mn
 from carl_tui.store import roles
 from carl_tui.store.alerts import DIVERGE_K, DIVERGE_WINDOW, Divergence, is_loss
 
-FLAGS = ("no_learning_signal", "entropy_collapse", "truncation", "kl_drift",
-         "reward_dominance", "loss_spike", "grad_spike", "task_collapse", "stalled")
-ALERT_FLAGS = ("nan_loss", "diverging")  # the alerts' judgements, kept as flags
+FLAGS = mn.HEALTH_FLAGS
+ALERT_FLAGS = mn.ALERT_FLAGS  # the alerts' judgements, kept as flags
 
 ZERO_STD = "frac_reward_zero_std"
 REWARD_STD = "reward_std"
@@ -642,7 +641,8 @@ class HealthWatch:
     def __init__(self) -> None:
         self._rules = [make() for make in RULES]
         self._entropy = next(r for r in self._rules if isinstance(r, _EntropyCollapse))
-        self.flags: list[HealthFlag] = []
+        self.flags: list[HealthFlag] = []  # the newest MAX_FLAGS
+        self.said = 0  # flags said in the whole run
 
     def feed(self, steps: np.ndarray, cols: Mapping[str, np.ndarray],
              task: np.ndarray | None = None) -> list[HealthFlag]:
@@ -667,6 +667,7 @@ class HealthWatch:
 
     def _keep(self, new: Sequence[HealthFlag]) -> None:
         self.flags.extend(new)
+        self.said += len(new)
         if len(self.flags) > MAX_FLAGS:
             del self.flags[: len(self.flags) - MAX_FLAGS]
 

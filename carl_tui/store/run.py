@@ -158,6 +158,10 @@ class RunState:
         if marker.kind == "alert":  # trackio.alert(...): the run's own alert
             self.story.run_alert(marker)
             return
+        if marker.kind == "guard":  # the dashboard's guard acted on the run (ui/guard.py)
+            self.story.record("guard", marker.step, str(marker.detail.get("text", "")),
+                              "warning")
+            return
         if marker.kind == "phase_transition":  # the dashboard's own gate says it (the panel
             return                            # shows the run's step when the two differ)
         label = marker.kind.replace("_", " ")
