@@ -61,19 +61,26 @@ LOSS = "loss"
 
 LEVEL = 5  # values in a level (a mean of the last LEVEL values)
 ZERO_STD_HIGH = 0.8
+ZERO_STD_LEVEL = 10  # a level of the fraction: its mean over more rows (a few groups: coarse)
+SOLVED_SHARE = 0.05  # solved: within this share of the top the completions were seen at
 ZERO_STD_ON = 0.5  # a value at or above this is part of the stretch (from_step)
 STD_REL = 0.01  # reward_std under this share of the reward's scale is ~0
 ENTROPY_FLOOR = 0.3
-ENTROPY_ON = 0.9  # the fall starts where the level leaves 90% of the start
+ENTROPY_ON = 0.9  # the fall starts where the level leaves 90% of where it was
+ENTROPY_SPAN = 10  # rows over which a fast fall is measured
+ENTROPY_HALF = 0.5  # ... and to under half its start
+ENTROPY_FAST = 0.75  # a fast fall: the level under 75% of its level ENTROPY_SPAN rows before
 CLIPPED_HIGH = 0.5
 CLIPPED_ON = 0.25
-KL_SPAN = 20
+KL_SPAN = 10
 KL_RATIO = 2.0
-KL_MIN = 0.01
+KL_NOISE = 10.0  # the rise, in standard errors of a difference of two medians
+KL_PLATEAU = 1.5
 DOMINANCE_NOISE = 3.0
 DOMINANCE_MIN_ROWS = 20
 COLLAPSE_SHARE = 0.5
 COLLAPSE_NOISE = 5.0
+COLLAPSE_RISE = 8.0  # only what was learned collapses: a rise of this many standard errors
 COLLAPSE_HOLD = 5
 REWARD_LEVEL = 10  # a reward's level: a mean of more values (one batch's reward is noisy)
 SPIKE_K = DIVERGE_K
@@ -84,6 +91,7 @@ STALL_MIN_S = 60.0
 FIT_MIN_ROWS = 10
 FIT_MIN_R2 = 0.6
 MAX_FLAGS = 100
+NOISE_WINDOW = 100  # steps between values a noise is measured over (20 err by up to 50%)
 
 
 @dataclass(frozen=True)
@@ -158,15 +166,21 @@ def _num(x: float) -> float | None:
 
 
 class _Recent:
-    """The last `k` values and their mean."""
+    """The last `k` values and their mean (a running sum, summed afresh now and then)."""
 
-    __slots__ = ("q",)
+    __slots__ = ("n", "q", "s")
 
     def __init__(self, k: int = LEVEL) -> None:
         self.q: deque[float] = deque(maxlen=k)
+        self.s = 0.0
+        self.n = 0
 
     def add(self, v: float) -> None:
+        if len(self.q) == self.q.maxlen:
+            self.s -= self.q[0]
         self.q.append(v)
+        self.n += 1
+        self.s = math.fsum(self.q) if self.n % 1024 == 0 else self.s + v
 
     @property
     def full(self) -> bool:
@@ -174,29 +188,39 @@ class _Recent:
 
     @property
     def mean(self) -> float:
-        return math.fsum(self.q) / len(self.q) if self.q else math.nan
+        return self.s / len(self.q) if self.q else math.nan
 
 
 class _Noise:
-    """One value's noise, from the mean absolute step between the last values:
-    sigma ~ mean |x[i+1] - x[i]| / (2 / sqrt(pi)) / sqrt(2)."""
+    """One value's noise, from the mean absolute step between the last values (for
+    independent noise E|x[i+1] - x[i]| = 2 sigma / sqrt(pi)): a slow trend adds little."""
 
     __slots__ = ("last", "steps")
 
-    def __init__(self, k: int = 20) -> None:
-        self.steps: deque[float] = deque(maxlen=k)
+    def __init__(self, k: int = NOISE_WINDOW) -> None:
+        self.steps = _Recent(k)
         self.last: float | None = None
 
     def add(self, v: float) -> None:
         if self.last is not None:
-            self.steps.append(abs(v - self.last))
+            self.steps.add(abs(v - self.last))
         self.last = v
 
     @property
     def sigma(self) -> float:
-        if not self.steps:
-            return 0.0
-        return math.fsum(self.steps) / len(self.steps) / (2 / math.sqrt(math.pi)) / math.sqrt(2)
+        return self.steps.mean * math.sqrt(math.pi) / 2 if self.steps.q else 0.0
+
+
+def _extreme(windows: float) -> float:
+    """How far (in standard errors) the highest of `windows` independent levels of noise
+    lies above their mean: sqrt(2 ln windows)."""
+    return math.sqrt(2 * math.log(max(windows, 1.0)))
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    h = len(v) // 2
+    return v[h] if len(v) % 2 else (v[h - 1] + v[h]) / 2
 
 
 def _rows(steps: np.ndarray, *cols: np.ndarray) -> list[tuple]:
@@ -238,35 +262,34 @@ class _NoSignal:
     """no_learning_signal (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.zero, self.std, self.reward = _Recent(), _Recent(), _Recent()
-        self.reward_noise = _Noise()
+        self.zero = _Recent(ZERO_STD_LEVEL)
+        self.std, self.reward = _Recent(), _Recent()
         self.start: float | None = None  # the reward's first level
-        self.best = -math.inf  # the reward's best level
+        self.top = -math.inf  # the best a row's completions were seen to score
         self.std_peak = 0.0
         self.episode = _Episode()
 
     def feed(self, steps, cols, task) -> list[HealthFlag]:
+        if self.episode.said:
+            return []
         nan = np.full(steps.shape[0], np.nan)
         zero = np.asarray(cols.get(ZERO_STD, nan), dtype=np.float64)
         std = np.asarray(cols.get(REWARD_STD, nan), dtype=np.float64)
         reward = np.where(np.isfinite(task), task, cols.get(mn.REWARD, nan))
         either = np.where(np.isfinite(zero), zero, np.where(np.isfinite(std), -1.0, np.nan))
-        out = []
         for step, _, z, s, r in _rows(steps, either, zero, std, reward):
             if math.isfinite(r):
-                self._reward(r)
+                self._reward(r, s)
             flag = self._one(int(step), z, s)
             if flag is not None:
-                out.append(flag)
-        return out
+                return [flag]
+        return []
 
-    def _reward(self, r: float) -> None:
+    def _reward(self, r: float, s: float) -> None:
         self.reward.add(r)
-        self.reward_noise.add(r)
         if self.start is None and self.reward.full:
             self.start = self.reward.mean
-        if self.reward.full:
-            self.best = max(self.best, self.reward.mean)
+        self.top = max(self.top, r + 0.5 * s if math.isfinite(s) else r)
 
     def _one(self, step: int, z: float, s: float) -> HealthFlag | None:
         if math.isfinite(z):
@@ -290,21 +313,21 @@ class _NoSignal:
             return None
         solved = self._solved()
         sev = "information" if solved else "warning"
-        words = (f"solved: the reward sits at its best {self.reward.mean:.3g} (from "
+        words = (f"solved: the reward sits at its top {self.reward.mean:.3g} (from "
                  f"{self.start:.3g}); {words}") if solved else f"no learning signal: {words}"
+        recent = self.zero if metric == ZERO_STD else self.std
         return HealthFlag("no_learning_signal", self.episode.start or step, step, sev,
-                          Evidence(metric, level, _trend(self.zero if metric == ZERO_STD
-                                                         else self.std), threshold, LEVEL,
-                                   words))
+                          Evidence(metric, level, _trend(recent), threshold, recent.q.maxlen
+                                   or LEVEL, words))
 
     def _solved(self) -> bool:
-        """The reward saturated: its level at its best, well above its start."""
-        if self.start is None or not self.reward.full:
+        """The reward saturated: it rose, and sits at the top of what its completions were
+        ever seen to score (a row's mean plus half its spread, `top`): not a reward stuck
+        below what some completions earned (a constant reward, every completion failing)."""
+        if self.start is None or not self.reward.full or not math.isfinite(self.top):
             return False
-        level, noise = self.reward.mean, self.reward_noise.sigma
-        rise = self.best - self.start
-        return (rise > max(5 * noise / math.sqrt(LEVEL), 0.1 * abs(self.start), 1e-9)
-                and level >= self.best - max(2 * noise / math.sqrt(LEVEL), 0.05 * rise))
+        level = self.reward.mean
+        return level > self.start and level >= self.top - SOLVED_SHARE * abs(self.top)
 
 
 def _trend(r: _Recent) -> float:
@@ -354,6 +377,7 @@ class _EntropyCollapse:
 
     def __init__(self) -> None:
         self.level = _Recent()
+        self.levels: deque[float] = deque(maxlen=ENTROPY_SPAN + 1)  # the last levels
         self.start: float | None = None
         self.fit = _CeilingFit()
         self.episode = _Episode()
@@ -370,22 +394,33 @@ class _EntropyCollapse:
             self.level.add(hv)
             if not self.level.full:
                 continue
+            level = self.level.mean
+            self.levels.append(level)
             if self.start is None:
-                self.start = self.level.mean
-            level, floor = self.level.mean, ENTROPY_FLOOR * self.start
-            self.episode.see(int(step), level < ENTROPY_ON * self.start)
-            if self.start > 0 and level < floor and self.episode.say():
-                fit = self.fit.fit()
-                stated = fit if fit is not None and fit.stated else None
-                words = (f"entropy collapsed: {level:.3g} (from {self.start:.3g}), under "
-                         f"{ENTROPY_FLOOR:.0%} of its start")
-                if stated is not None:
-                    words += f"; {stated.text()}"
-                out.append(HealthFlag("entropy_collapse", self.episode.start or int(step),
-                                      int(step), "warning",
-                                      Evidence(mn.ENTROPY, level, _trend(self.level), floor,
-                                               LEVEL, words, stated)))
+                self.start = level
+            flag = self._judge(int(step), level)
+            if flag is not None:
+                out.append(flag)
         return out
+
+    def _judge(self, step: int, level: float) -> HealthFlag | None:
+        then = self.levels[0]
+        self.episode.see(step, level < ENTROPY_ON * then or level < ENTROPY_ON * self.start)
+        far = level < ENTROPY_FLOOR * self.start
+        fast = (len(self.levels) > ENTROPY_SPAN and level < ENTROPY_FAST * then
+                and level < ENTROPY_HALF * self.start)
+        if self.start <= 0 or not (far or fast) or not self.episode.say():
+            return None
+        fit = self.fit.fit()
+        stated = fit if fit is not None and fit.stated else None
+        words = (f"entropy collapsed: {level:.3g}, from {self.start:.3g} at the start"
+                 + (f" and {then:.3g} {ENTROPY_SPAN} rows before" if fast else ""))
+        if stated is not None:
+            words += f"; {stated.text()}"
+        threshold = ENTROPY_FLOOR * self.start if far else ENTROPY_FAST * then
+        return HealthFlag("entropy_collapse", self.episode.start or step, step, "warning",
+                          Evidence(mn.ENTROPY, level, level - then, threshold, LEVEL, words,
+                                   stated))
 
     def ceiling(self) -> CeilingFit | None:
         """The fit, once good enough to state."""
@@ -402,7 +437,7 @@ class _Truncation:
 
     def feed(self, steps, cols, task) -> list[HealthFlag]:
         clipped = cols.get(CLIPPED)
-        if clipped is None:
+        if clipped is None or self.episode.said:
             return []
         out = []
         for step, c in _rows(steps, np.asarray(clipped, dtype=np.float64)):
@@ -420,14 +455,18 @@ class _Truncation:
 
 
 class _KlDrift:
-    """kl_drift (see the module docstring): the medians of the last KL_SPAN values against
-    the KL_SPAN before them (an outlier moves neither), the reward's means likewise."""
+    """kl_drift (see the module docstring): medians of three spans of KL_SPAN rows (an
+    outlier moves none): the KL sat on a plateau (the middle span under KL_PLATEAU times
+    the first: not the ramp every run climbs as it leaves the reference), then the last
+    span doubled it, by more than KL_NOISE standard errors, while the reward's mean over
+    the last span did not rise above the middle one's."""
 
     def __init__(self) -> None:
-        self.kl: deque[float] = deque(maxlen=2 * KL_SPAN)
-        self.reward: deque[float] = deque(maxlen=2 * KL_SPAN)
-        self.steps: deque[int] = deque(maxlen=2 * KL_SPAN)
+        self.kl: deque[float] = deque(maxlen=3 * KL_SPAN)
+        self.reward: deque[float] = deque(maxlen=3 * KL_SPAN)
+        self.steps: deque[int] = deque(maxlen=3 * KL_SPAN)
         self.reward_noise = _Noise()
+        self.kl_noise = _Noise(3 * KL_SPAN)
         self.said = False
 
     def feed(self, steps, cols, task) -> list[HealthFlag]:
@@ -440,6 +479,7 @@ class _KlDrift:
             if not math.isfinite(r):
                 continue
             self.kl.append(k)
+            self.kl_noise.add(k)
             self.reward.append(r)
             self.steps.append(int(step))
             self.reward_noise.add(r)
@@ -451,16 +491,18 @@ class _KlDrift:
         return []
 
     def _judge(self, step: int) -> HealthFlag | None:
-        kl, r = list(self.kl), list(self.reward)
-        kl0, kl1 = float(np.median(kl[:KL_SPAN])), float(np.median(kl[KL_SPAN:]))
-        r0, r1 = math.fsum(r[:KL_SPAN]) / KL_SPAN, math.fsum(r[KL_SPAN:]) / KL_SPAN
-        se = self.reward_noise.sigma * math.sqrt(2 / KL_SPAN)
-        if not (kl1 >= KL_RATIO * kl0 and kl1 - kl0 >= KL_MIN and r1 - r0 <= se):
+        kl, r, n = list(self.kl), list(self.reward), KL_SPAN
+        kla, kl0, kl1 = (_median(kl[i * n : (i + 1) * n]) for i in range(3))
+        r0, r1 = math.fsum(r[n : 2 * n]) / n, math.fsum(r[2 * n :]) / n
+        se = self.reward_noise.sigma * math.sqrt(2 / n)
+        bar = KL_NOISE * 1.25 * self.kl_noise.sigma * math.sqrt(2 / n)
+        if not (kl0 <= KL_PLATEAU * kla and kl1 >= KL_RATIO * kl0 and kl1 - kl0 > bar
+                and r1 - r0 <= se):
             return None
-        words = (f"KL to the reference {kl0:.3g} -> {kl1:.3g} (medians of {KL_SPAN} rows) "
+        words = (f"KL to the reference {kl0:.3g} -> {kl1:.3g} (medians of {n} rows) "
                  f"while the reward went {r0:.3g} -> {r1:.3g}")
-        return HealthFlag("kl_drift", self.steps[KL_SPAN], step, "warning",
-                          Evidence(KL, kl1, kl1 - kl0, KL_RATIO * kl0, KL_SPAN, words))
+        return HealthFlag("kl_drift", self.steps[2 * n], step, "warning",
+                          Evidence(KL, kl1, kl1 - kl0, KL_RATIO * kl0, n, words))
 
 
 class _RewardDominance:
@@ -475,7 +517,7 @@ class _RewardDominance:
 
     def feed(self, steps, cols, task) -> list[HealthFlag]:
         names = roles.task_reward_names(cols)
-        if len(names) < 2 and len(self.levels) < 2:
+        if (len(names) < 2 and len(self.levels) < 2) or self.episode.said:
             return []
         nan = np.full(steps.shape[0], np.nan)
         stack = np.vstack([np.asarray(cols.get(n, nan), dtype=np.float64) for n in names])
@@ -501,8 +543,8 @@ class _RewardDominance:
         if self.rows < DOMINANCE_MIN_ROWS or len(self.start) < 2:
             return None
         gains = {n: self.levels[n].mean - s for n, s in self.start.items()}
-        bars = {n: DOMINANCE_NOISE * math.sqrt(2 / LEVEL) * self.noise[n].sigma
-                for n in gains}
+        k = DOMINANCE_NOISE + _extreme(self.rows / LEVEL)  # (a long run's extremes of noise)
+        bars = {n: k * math.sqrt(2 / LEVEL) * self.noise[n].sigma for n in gains}
         top = max(gains, key=gains.get)
         others = [n for n in gains if n != top]
         fell = [n for n in others if gains[n] < -max(bars[n], 0.1 * gains[top])]
@@ -577,6 +619,8 @@ class _TaskCollapse:
                 watch = self.watches[kind] = _Fall(name, LEVEL if kind == "accuracy"
                                                    else REWARD_LEVEL)
             for step, v in rows:
+                if watch.episode.said:
+                    break
                 flag = watch.add(int(step), v)
                 if flag is not None:
                     out.append(flag)
@@ -613,8 +657,11 @@ class _Fall:
             self.best, self.best_step, self.floor = level, step, self.low
         fall, rise = self.best - level, self.best - self.floor
         se = self.noise.sigma / math.sqrt(self.k)
-        bar = max(COLLAPSE_SHARE * rise, COLLAPSE_NOISE * se)
-        on = rise > COLLAPSE_NOISE * se and fall > bar
+        # the best and the lowest of many levels of noise lie ~`extreme` se out: a long run
+        # must not read its own noise as a rise and a fall
+        extreme = _extreme(self.level.n / self.k)
+        bar = max(COLLAPSE_SHARE * rise, max(COLLAPSE_NOISE, extreme + 3) * se)
+        on = rise > max(COLLAPSE_RISE, 2 * extreme + 4) * se and fall > bar
         self.held = self.held + 1 if on else 0
         self.episode.see(step, on)
         if not (self.held >= COLLAPSE_HOLD and self.episode.say()):
