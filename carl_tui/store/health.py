@@ -713,7 +713,11 @@ class HealthWatch:
         return flag
 
     def _keep(self, new: Sequence[HealthFlag]) -> None:
+        """Kept in the order of their steps (a batch's alerts are told before its rules)."""
+        late = self.flags and new and new[0].seen_at < self.flags[-1].seen_at
         self.flags.extend(new)
+        if late:
+            self.flags.sort(key=lambda f: f.seen_at)
         self.said += len(new)
         if len(self.flags) > MAX_FLAGS:
             del self.flags[: len(self.flags) - MAX_FLAGS]
