@@ -4,6 +4,8 @@ ceiling's fit; `stalled`; the flags on the snapshot and as events."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -207,3 +209,21 @@ def test_the_store_passes_each_flag_once_to_a_guard():
     assert [(r.key, f.flag) for r, f in store.take_flags()] == [(RUN.key, "truncation")]
     store.apply([ScalarBatch.from_rows(RUN, [(8, {"completions/clipped_ratio": 1.0})])])
     assert store.take_flags() == []
+
+
+def test_summary_json_lists_the_health_flags(tmp_path, capsys):
+    from tests.test_report import summary
+
+    rows = [{"step": s, "loss": 1.0, "completions/clipped_ratio": 0.0 if s < 2 else 0.9}
+            for s in range(1, 7)]
+    path = tmp_path / "run.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + '\n{"step": 7, "loss": NaN}\n')
+    d = summary([str(path)], capsys)
+    assert d["health"] == [
+        {"flag": "truncation", "from_step": 2, "seen_at": 5, "severity": "warning",
+         "evidence": {"metric": "completions/clipped_ratio", "level": pytest.approx(0.72),
+                      "trend": pytest.approx(0.9), "threshold": 0.5, "window": 5,
+                      "text": "72% of completions clipped at the length cap (>= 50%)"}},
+        {"flag": "nan_loss", "from_step": 7, "seen_at": 7, "severity": "error",
+         "evidence": {"metric": "loss", "level": None, "trend": None, "threshold": None,
+                      "window": 0, "text": "loss is NaN or infinite at step 7"}}]

@@ -11,7 +11,15 @@ The JSON object (one per call, keys always present):
      "events": [{"kind": str, "step": int | null, "text": str}, ...],
      "steps_estimated": bool, "skipped": int,
      "skipped_input": [{"count": int, "what": str}, ...],
-     "train_summary": {"step": int | null, "values": {name: float}} | null}
+     "train_summary": {"step": int | null, "values": {name: float}} | null,
+     "health": [{"flag": str, "from_step": int, "seen_at": int, "severity": str,
+                 "evidence": {"metric": str, "level": float | null, "trend": float | null,
+                              "threshold": float | null, "window": int, "text": str,
+                              "fit": {...} (entropy_collapse, when stated)}}, ...]}
+
+`health` lists the run's health flags (store/health.py) in the order said: where each
+problem began (`from_step`), the step at which it was said (`seen_at`), and its evidence
+in numbers; a NaN or diverging loss is one too (`nan_loss`, `diverging`).
 
 `steps_logged` counts the steps that logged something (a step with a training and an
 evaluation row is one step). `skipped` counts what the sources could not use, in
@@ -65,6 +73,7 @@ def summary_dict(snap: RunSnapshot, source: str, status: StoreSummary) -> dict[s
         "skipped": status.skipped,
         "skipped_input": [{"count": n, "what": what} for n, what in status.skipped_counts()],
         "train_summary": _train_summary(snap),
+        "health": [f.as_dict() for f in snap.health],
     }
 
 
