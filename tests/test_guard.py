@@ -179,7 +179,7 @@ async def test_under_read_only_a_guard_never_acts(hub):
     srv, jobs, app = await follow_nan_job(hub, guard={"nan_loss": "stop"}, read_only=True)
     said = notices_said(app)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: "RUNNING" in job_bar(app), what="job shown")
+        await wait_for(pilot, lambda: last_step(app) == 12, what="the healthy steps")
         jobs.append_log("job-nan", NAN_LINE)
         await wait_for(pilot, lambda: events_of(app, "nan_loss"), what="the NaN said")
         await pilot.pause(0.8)
@@ -196,7 +196,7 @@ async def test_a_guard_does_not_act_again_on_what_the_audit_log_says_was_done(hu
     act = decide(run_key, [NAN], {"nan_loss": "stop"}, GuardMode())[0]
     write_audit(act, "job-nan", "job job-nan cancelled: CANCELED")
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: "RUNNING" in job_bar(app), what="job shown")
+        await wait_for(pilot, lambda: last_step(app) == 12, what="the healthy steps")
         assert app.current_run == run_key
         jobs.append_log("job-nan", NAN_LINE)
         await wait_for(pilot, lambda: events_of(app, "nan_loss"), what="the NaN said")
@@ -210,7 +210,7 @@ async def test_an_ask_guard_opens_the_confirmation_naming_the_flag_and_its_evide
 
     srv, jobs, app = await follow_nan_job(hub, guard={"nan_loss": "ask"})
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: "RUNNING" in job_bar(app), what="job shown")
+        await wait_for(pilot, lambda: last_step(app) == 12, what="the healthy steps")
         jobs.append_log("job-nan", NAN_LINE)
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="asked")
         body = " ".join(plain_text(s, 120) for s in app.screen.query("Static"))
@@ -220,3 +220,40 @@ async def test_an_ask_guard_opens_the_confirmation_naming_the_flag_and_its_evide
         await wait_for(pilot, lambda: guard_lines(), what="the answer logged")
         assert guard_lines()[0]["result"] == "asked: the user kept it running"
         assert srv.requests_to("POST", CANCEL) == []
+
+
+def test_the_config_file_s_guard_table_is_read_and_checked(tmp_path):
+    from carl_tui.ui.guard import load_guard_policy
+
+    path = tmp_path / "config.toml"
+    assert load_guard_policy(path) == ({}, "")  # no file: no guard
+    path.write_text('[alerts]\nbell = false\n\n[guard]\nnan_loss = "stop"\n'
+                    'truncation = "Stop+Push"\n')
+    assert load_guard_policy(path) == ({"nan_loss": "stop", "truncation": "stop+push"}, "")
+    path.write_text('[guard]\nnan_loss = "stop"\ntruncation = "explode"\n')
+    policy, problem = load_guard_policy(path)
+    assert policy == {} and problem.startswith(f"{path}: [guard] guard action 'explode'")
+    assert problem.endswith("; no guard")
+    path.write_text("[guard\n")
+    assert load_guard_policy(path)[0] == {} and "no guard" in load_guard_policy(path)[1]
+
+
+async def test_a_guard_from_the_config_file_acts_and_the_flag_adds_to_it(hub, monkeypatch,
+                                                                        tmp_path):
+    """[guard] in the config file (here nan_loss = "ask"); --guard (settings.guard) over it."""
+    from carl_tui.ui.screens.confirm import ConfirmScreen
+
+    config = tmp_path / "config.toml"
+    config.write_text('[guard]\nnan_loss = "ask"\n')
+    monkeypatch.setenv("CARL_TUI_CONFIG", str(config))
+    srv, jobs, app = await follow_nan_job(hub, guard={"truncation": "stop"})
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: last_step(app) == 12, what="the healthy steps")
+        assert app._guard.policy == {"nan_loss": "ask", "truncation": "stop"}
+        jobs.append_log("job-nan", NAN_LINE)
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="asked")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: "CANCELED" in job_bar(app), what="cancelled")
+        assert len(srv.requests_to("POST", CANCEL)) == 1
+        [line] = guard_lines()
+        assert (line["action"], line["result"]) == ("ask", "job job-nan cancelled: CANCELED")
