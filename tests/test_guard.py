@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import time
 
 import pytest
 
@@ -257,3 +258,58 @@ async def test_a_guard_from_the_config_file_acts_and_the_flag_adds_to_it(hub, mo
         assert len(srv.requests_to("POST", CANCEL)) == 1
         [line] = guard_lines()
         assert (line["action"], line["result"]) == ("ask", "job job-nan cancelled: CANCELED")
+
+
+async def test_a_stop_and_push_guard_pushes_the_newest_checkpoint_before_the_cancel(hub,
+                                                                                  tmp_path):
+    _, repos, _ = hub
+    out = ui.make_output(tmp_path / "out")
+    srv, jobs, app = await follow_nan_job(hub, guard={"nan_loss": "stop+push"},
+                                          output_dir=str(out), push_repo="alice/carl-ckpt")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: last_step(app) == 12, what="the healthy steps")
+        jobs.append_log("job-nan", NAN_LINE)
+        await wait_for(pilot, lambda: "CANCELED" in job_bar(app), what="guard's cancel")
+        await wait_for(pilot, lambda: guard_lines(), what="the act logged")
+    repo = repos.repos["alice/carl-ckpt"]
+    assert json.loads(repo.files["trainer_state.json"]) == {"global_step": 20}  # the newest
+    paths = [r.path for r in srv.requests if r.method == "POST"]
+    commit = next(i for i, p in enumerate(paths) if "/commit/" in p)
+    assert commit < paths.index("/api/jobs/alice/job-nan/cancel")  # pushed, then stopped
+    [line] = guard_lines()
+    assert line["action"] == "stop+push"
+    assert line["result"] == ("pushed checkpoint-20 to alice/carl-ckpt; "
+                              "job job-nan cancelled: CANCELED")
+
+
+# the keys' tests' trainer, with a NaN loss after its five steps
+NAN_TRAINER = ui.TRAINER.replace(
+    "    f.flush()", "    f.write('{\"step\": 5, \"loss\": NaN}' + chr(10))\n    f.flush()", 1)
+
+
+async def test_a_stop_guard_interrupts_a_local_run_whose_loss_turns_nan(hub, tmp_path):
+    import sys
+
+    from carl_tui.actions.local_job import LocalJob
+    from carl_tui.identity import local_run
+    from carl_tui.sources.open import open_file
+
+    assert '"loss": NaN' in NAN_TRAINER
+    stream = tmp_path / "run.jsonl"
+    local = LocalJob.start([sys.executable, "-c", NAN_TRAINER, str(stream)], stream)
+    run = local_run("nan-run", time.time(), local.pid)
+    srv = hub[0]
+    app = make_app(srv, sources=[open_file(stream, "jsonl", run=run)],
+                   local_jobs=[(run, local)], guard={"nan_loss": "stop"})
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: guard_lines(), what="the guard's act")
+            assert local.returncode == 130  # interrupted: the trainer saved and exited
+            [line] = guard_lines()
+            assert (line["run"], line["flag"], line["action"]) == (run.key, "nan_loss",
+                                                                   "stop")
+            assert line["result"].startswith("stopped: ")
+            await wait_for(pilot, lambda: events_of(app, "guard"), what="guard event")
+            assert srv.requests_to("POST", CANCEL) == []  # not a Hub job
+    finally:
+        local.stop(grace=1, term_grace=1)
