@@ -21,10 +21,11 @@ from carl_tui.identity import REPLAY
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
 
+    from textual.app import App
+
     from carl_tui.actions.guard import GuardAct
     from carl_tui.events import RunRef
     from carl_tui.store import RunSnapshot
-    from carl_tui.ui.app import CarlApp
 
 
 def load_guard_policy(path: Path | None = None) -> tuple[dict[str, str], str]:
@@ -52,13 +53,13 @@ class GuardPart:
 
     _guard: GuardKeeper | None = None
 
-    def guard_check(self: CarlApp, snapshot: RunSnapshot | None) -> None:
+    def guard_check(self: App, snapshot: RunSnapshot | None) -> None:
         if self._guard is None:
             self._guard = start_guard(self)
         self._guard.check(snapshot, self.services.clock())
 
 
-def start_guard(app: CarlApp) -> GuardKeeper:
+def start_guard(app: App) -> GuardKeeper:
     """The app's guards: `--guard` over the config file's [guard]."""
     policy, problem = load_guard_policy()
     if problem:
@@ -70,7 +71,7 @@ def start_guard(app: CarlApp) -> GuardKeeper:
 class GuardKeeper:
     """Applies the policy to the flags the store says (`check`, on the UI thread)."""
 
-    def __init__(self, app: CarlApp, policy: dict[str, str], read_only: bool) -> None:
+    def __init__(self, app: App, policy: dict[str, str], read_only: bool) -> None:
         from carl_tui.actions.guard import acted_before
 
         self.app, self.policy, self.read_only = app, dict(policy), read_only
