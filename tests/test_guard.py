@@ -190,15 +190,20 @@ async def test_under_read_only_a_guard_never_acts(hub):
         assert any("(not acted on: read-only)" in t for t in said)
 
 
-async def test_a_guard_does_not_act_again_on_what_the_audit_log_says_was_done(hub):
-    """Another dashboard (or a restart) already stopped this run for this flag."""
+@pytest.mark.parametrize("when", ["before", "while"])
+async def test_a_guard_does_not_act_again_on_what_the_audit_log_says_was_done(hub, when):
+    """Another dashboard (a restart, another tab of serve) already stopped this run for this
+    flag: before this one started, or while it runs."""
     srv, jobs, app = await follow_nan_job(hub, guard={"nan_loss": "stop"})
     run_key = "hf-job:alice:job-nan"
     act = decide(run_key, [NAN], {"nan_loss": "stop"}, GuardMode())[0]
-    write_audit(act, "job-nan", "job job-nan cancelled: CANCELED")
+    if when == "before":
+        write_audit(act, "job-nan", "job job-nan cancelled: CANCELED")
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: last_step(app) == 12, what="the healthy steps")
         assert app.current_run == run_key
+        if when == "while":
+            write_audit(act, "job-nan", "job job-nan cancelled: CANCELED")
         jobs.append_log("job-nan", NAN_LINE)
         await wait_for(pilot, lambda: events_of(app, "nan_loss"), what="the NaN said")
         await pilot.pause(0.8)

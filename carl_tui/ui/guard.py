@@ -105,6 +105,10 @@ class GuardKeeper:
             held = f" (not acted on: {act.why_not})" if act.why_not else ""
             self.app.notify(said + held, title="guard", severity="warning", timeout=10)
             return
+        from carl_tui.actions.guard import acted_before
+
+        if (run.key, flag.flag) in acted_before():  # another dashboard did, since this began
+            return
         why_not = self.app.controller.stoppable(run.key)
         if why_not:
             self._done(run, act, f"not stopped: {why_not}")
