@@ -36,6 +36,10 @@ import numpy as np
 from carl_tui.store import roles
 
 CORPUS = Path(__file__).parent / "data" / "real_runs"
+#: Runs gathered for the phase method being built (public SFT and GRPO histories, tiny runs
+#: in new shapes, GRPO made to fail at a known step): read by `python -m tests.phase_checks`;
+#: not yet under the corpus tests of the classifier in use, whose thresholds they break.
+MORE = CORPUS.parent / "real_runs_more"
 ACCURACY = "mean_token_accuracy"
 
 
@@ -68,8 +72,9 @@ class RealRun:
         return len(self.rows)
 
 
-def load_runs() -> list[RealRun]:
-    return [load_run(p) for p in sorted(CORPUS.glob("*.json"))]
+def load_runs(*, more: bool = False) -> list[RealRun]:
+    paths = sorted(CORPUS.glob("*.json")) + (sorted(MORE.glob("*.json")) if more else [])
+    return [load_run(p) for p in paths]
 
 
 def load_run(path: Path) -> RealRun:
