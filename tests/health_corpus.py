@@ -1,4 +1,5 @@
-"""The health flags on the corpus of real histories (tests/data/real_runs): each run read
+"""The health flags on the corpus of real histories (tests/data/real_runs and real_runs_more,
+where the GRPO histories that log the health metrics and the runs made to fail are): each run read
 into a store as a live dashboard would read it (rows in small batches, NaN and infinite
 values as the sources report them), and what was said scored against the truth.
 
@@ -28,7 +29,7 @@ from carl_tui import metric_names as mn
 from carl_tui.events import RunRef, ScalarBatch
 from carl_tui.store import RunStore
 from carl_tui.store.health import HealthFlag
-from tests.real_runs import CORPUS, Hindsight, half_of
+from tests.real_runs import CORPUS, MORE, Hindsight, half_of
 
 WITHIN = 10  # logged rows after the onset
 STRETCH = 20  # rows: how long a failure lasts to count in hindsight
@@ -86,7 +87,12 @@ def read(run: Run) -> Run:
 
 
 def runs() -> list[Run]:
-    return [read(load(p)) for p in sorted(CORPUS.glob("*.json"))]
+    return [read(load(p)) for p in sorted([*CORPUS.glob("*.json"), *MORE.glob("*.json")])]
+
+
+def path_of(name: str) -> Path:
+    """A run's file, in either folder."""
+    return next(p for p in (CORPUS / f"{name}.json", MORE / f"{name}.json") if p.exists())
 
 
 # -- hindsight: the whole curve, read after the fact --------------------------------

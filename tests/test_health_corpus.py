@@ -78,7 +78,7 @@ def test_the_issue_s_public_failures_are_flagged(corpus):
 def test_flags_are_the_same_however_the_rows_arrive(name):
     """Online: a row is judged on the rows before it, so one row at a time, batches of 7
     and the whole history at once say the same flags at the same steps."""
-    run = hc.load(hc.CORPUS / f"{name}.json")
+    run = hc.load(hc.path_of(name))
     said = []
     for batch in (1, 7, len(run.rows)):
         hc.BATCH, before = batch, hc.BATCH
