@@ -8,29 +8,36 @@ at which it fired), with its evidence in numbers. Each rule keeps a few recent v
 per metric, so a poll costs O(new values) whatever the run's length.
 
 - `no_learning_signal`: most groups of completions score the same (the mean of the
-  last 5 `frac_reward_zero_std` >= 0.8), or, where the run logs no such fraction, the
+  last 10 `frac_reward_zero_std` >= 0.8), or, where the run logs no such fraction, the
   reward's within-group spread `reward_std` is ~0 (the mean of the last 5 under 1% of
-  the reward's scale). A reward sitting at its best, well above where it started, is
-  said as solved (severity "information"), not as a failure.
-- `entropy_collapse`: in a run that logs a reward, the policy's entropy (mean of the
-  last 5) falls under ENTROPY_FLOOR of its start (the mean of its first 5). The
-  reward ceiling R = -a exp(H) + b (Cui et al. 2025) is fitted online over the rows
-  with both; its forecast at H = 0, with a standard error, is given once the fit is
-  good (`CeilingFit.stated`).
+  the reward's scale). A reward that rose and sits at the top of what its completions
+  were seen to score (a row's mean plus half its spread) is said as solved (severity
+  "information"), not as a failure.
+- `entropy_collapse`: in RL rows (a reward, no token accuracy), the policy's entropy
+  (mean of 5) falls under ENTROPY_FLOOR of its start, or fast: under ENTROPY_FAST of its
+  level ENTROPY_SPAN rows before and under ENTROPY_HALF of its start. The reward
+  ceiling R = -a exp(H) + b (Cui et al. 2025) is fitted online (running sums) over the
+  rows with both; its forecast at H = 0, with a standard error, is given once the fit
+  is good (`CeilingFit.stated`).
 - `truncation`: completions run into the length cap: the mean of the last 5
   `completions/clipped_ratio` >= 0.5.
-- `kl_drift`: the KL to the reference grows (its level doubled over the last
-  KL_SPAN rows, and by more than KL_MIN) while the reward did not rise.
+- `kl_drift`: the KL to the reference jumps off a plateau (medians of three spans of
+  KL_SPAN rows: the middle under KL_PLATEAU times the first, the last at least twice the
+  middle and KL_NOISE standard errors above it) while the reward did not rise.
 - `reward_dominance` (an audit signal, not an early warning): with several task reward
-  functions, one carries the gain while the others fall, each change beyond 3 noise
-  units of that function.
-- `loss_spike` / `grad_spike`: the loss or the gradient norm jumps far above its own
-  recent level, in its own noise: the divergence alert's watch (store/alerts.py) with
-  a patience of one value.
+  functions, one carries the gain while another falls, each change beyond 3 noise
+  units of that function (more over a long run: `_extreme`).
+- `loss_spike` / `grad_spike`: the loss (rows without a reward) or the gradient norm
+  jumps far above its own recent level, in its own noise: the divergence alert's watch
+  (store/alerts.py) with a patience of one value (the gradient norm: three).
 - `task_collapse`: the task metric (token accuracy, else the task reward) falls from its
-  best by more than half of its rise, beyond 5 noise units, and stays down 5 rows.
+  best by more than half of what it gained, beyond 5 noise units, and stays down 5 rows;
+  only a gain of COLLAPSE_RISE standard errors (more over a long run) counts.
 - `stalled` (`stalled_flag`): no new data for STALL_INTERVALS logging intervals (at least
   STALL_MIN_S seconds) while the job says it is running; it needs the clock.
+
+The rules were tuned on the tuning half of the corpus of real runs (tests/health_corpus.py
+scores them; tests/test_health_corpus.py holds them on the check half).
 
 The alerts' own judgements (`nan_loss`, `diverging`) are kept as flags too (`alert_flag`),
 so a guard reads every verdict in one list.
