@@ -770,3 +770,44 @@ def stalled_flag(wall_steps: np.ndarray, wall_times: np.ndarray, now: float,
         f"no new data for {silent:.0f} s while the job is running"
     return HealthFlag("stalled", last, last, "warning",
                       Evidence("wall time", silent, silent, bar, STALL_INTERVALS, words))
+
+
+#: Worst first: an error (NaN, divergence) before a warning before an audit or a solved task.
+SEVERITY_RANK = {"error": 0, "warning": 1, "information": 2}
+
+
+def standing(flags: Sequence[HealthFlag], step: int | None = None) -> list[HealthFlag]:
+    """The flags that stand (at `step`: those whose trouble began by then, `from_step <=
+    step`), each flag once (where it was first said), worst first: by severity, then the
+    trouble that began first."""
+    first: dict[str, HealthFlag] = {}
+    for f in flags:
+        if step is not None and f.from_step > step:
+            continue
+        have = first.get(f.flag)
+        if have is None or f.from_step < have.from_step:
+            first[f.flag] = f
+    return sorted(first.values(),
+                  key=lambda f: (SEVERITY_RANK.get(f.severity, 1), f.from_step, f.flag))
+
+
+def short_evidence(flag: HealthFlag) -> str:
+    """A flag's evidence in a few words: its line without what is in brackets or after a
+    semicolon (the threshold, the fit: the whole line is in the events and summary),
+    nor the flag's own name said again."""
+    text = flag.evidence.text.split(";", 1)[0]
+    while "(" in text and ")" in text[text.index("("):]:
+        start = text.index("(")
+        end = text.index(")", start)
+        text = text[:start].rstrip() + text[end + 1:]
+    text = text.removeprefix("no learning signal: ")
+    if text.startswith("entropy collapsed: "):
+        text = "entropy " + text.removeprefix("entropy collapsed: ")
+    return " ".join(text.split()).rstrip(" ,")
+
+
+def flag_line(flag: HealthFlag) -> str:
+    """"truncation since step 12 (seen at 16): 72% of completions clipped at the length
+    cap": the flag, where its trouble began, where it was said, its evidence in short."""
+    seen = f" (seen at {flag.seen_at})" if flag.seen_at != flag.from_step else ""
+    return f"{flag.flag} since step {flag.from_step}{seen}: {short_evidence(flag)}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
@@ -9,6 +10,7 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
+from carl_tui.store.health import flag_line, standing
 from carl_tui.ui.format import PROVISIONAL, short_value
 from carl_tui.ui.widgets.text_table import PlainTable
 
@@ -37,6 +39,11 @@ class PhasePanel(Static):
 
     def _color(self, phase: str) -> str:
         return self.app.theme_variables.get(f"phase-{phase}", "") or "bold"
+
+    def _severity_color(self, severity: str) -> str:
+        """A flag's colour by its severity (the status bar's: readable in every theme)."""
+        var = HEALTH_COLORS.get(severity, "status-wait")
+        return self.app.theme_variables.get(var, "") or SEVERITY_FALLBACK.get(severity, "")
 
     def _render_snapshot(self, snap: RunSnapshot | None):
         if snap is None:
@@ -79,6 +86,8 @@ class PhasePanel(Static):
         t = PlainTable.grid(padding=(0, 1))
         t.add_column(style="dim", no_wrap=True, min_width=12)  # labels never squeezed
         t.add_column(overflow="fold")
+        for label, text in health_rows(snap, time.time(), self._severity_color):
+            t.add_row(label, text)
         for label, text, style in _gate_rows(snap):
             if gate.provisional and label == "gate":
                 text, style = f"{PROVISIONAL} {text}", "dim"
@@ -95,6 +104,48 @@ class PhasePanel(Static):
             t.add_row("cascade", cascade)
         t.add_row("driven by", phase.inputs or "–")
         return Group(title, strip, t)
+
+
+#: A flag's severity -> the theme variable it is drawn in ("ok": no flag stands).
+HEALTH_COLORS = {"error": "status-bad", "warning": "status-wait",
+                 "information": "status-done", "ok": "status-good"}
+SEVERITY_FALLBACK = {"error": "bold red", "warning": "yellow", "information": "cyan",
+                     "ok": "green"}
+
+
+def health_rows(snap: RunSnapshot, now: float, color=SEVERITY_FALLBACK.get
+                ) -> list[tuple[str, Text]]:
+    """The health row, one or two lines at 80 columns: the worst flag standing, where its
+    trouble began and was seen, and its evidence in short (one line, cut with an
+    ellipsis); then the other flags by name and step, worst first, and the reward
+    ceiling's forecast where the fit is good enough to state; "healthy" when no flag
+    stands. `color`: a severity's style."""
+    flags = standing(snap.health_at(now))
+    mark = f"{PROVISIONAL} " if snap.provisional else ""
+    if flags:
+        worst = flags[0]
+        first = Text(mark + flag_line(worst), style=f"bold {color(worst.severity)}".strip(),
+                     no_wrap=True, overflow="ellipsis")
+    else:
+        first = Text(mark + "healthy", style=color("ok") or "", no_wrap=True)
+    rows = [("health", first)]
+    more = Text(no_wrap=True, overflow="ellipsis")
+    for f in flags[1:]:
+        if more:
+            more.append(" · ", style="dim")
+        more.append(f"{f.flag}", style=color(f.severity) or "")
+        more.append(f" since {f.from_step}", style="dim")
+    fit = snap.reward_ceiling
+    if fit is not None and fit.stated:
+        if more:
+            more.append(" · ", style="dim")
+        more.append(f"reward ceiling {fit.ceiling:.3g} ± {fit.ceiling_se:.2g}")
+        more.append(f" at zero entropy (R² {fit.r2:.2f}, {fit.n} steps)", style="dim")
+    if more:
+        rows.append(("", more))
+    else:  # nothing else to say: the worst flag's line may take the second line
+        first.no_wrap = False
+    return rows
 
 
 def _at_step(step: int | None) -> str:

@@ -1,0 +1,172 @@
+"""The health flags where people read them: the phase panel's health row, the fleet
+table's `health` column (and its filter, `fleet --json` and its text), the events view,
+`export`'s `health` column and `summary`'s `health` line; on real runs of the corpus
+made to fail (tests/data/real_runs_more)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from carl_tui.events import RunRef, ScalarBatch
+from carl_tui.store import RunStore
+from carl_tui.store.health import Evidence, HealthFlag, flag_line, short_evidence, standing
+from carl_tui.ui.widgets.phase_panel import PhasePanel, health_rows
+from tests.real_runs import load_run
+
+MORE = Path(__file__).resolve().parent / "data" / "real_runs_more"
+REF = RunRef("corpus", "p", "r", "real")
+
+
+class Panel(PhasePanel):
+    def _color(self, phase: str) -> str:  # no app (theme) here
+        return "bold"
+
+    def _severity_color(self, severity: str) -> str:
+        return ""
+
+
+def snapshot_of(name: str):
+    store = RunStore()
+    store.apply([ScalarBatch.from_rows(REF, load_run(MORE / name).rows)])
+    return store.snapshot(REF.key)
+
+
+def panel_lines(snap, width: int = 80) -> list[str]:
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(Panel()._render_snapshot(snap))
+    return [line.rstrip() for line in console.file.getvalue().splitlines()]
+
+
+def health_lines(snap, width: int = 80) -> list[str]:
+    """The panel's health row: its line and the unlabelled line under it, if any."""
+    lines = panel_lines(snap, width)
+    i = next(i for i, line in enumerate(lines) if line.startswith("health "))
+    out = [lines[i]]
+    out += [line for line in lines[i + 1:i + 2] if line.startswith(" ")]
+    return out
+
+
+def flag(name: str, start: int, seen: int, severity: str = "warning",
+         text: str = "x 1 (>= 0.5)") -> HealthFlag:
+    return HealthFlag(name, start, seen, severity, Evidence("x", 1.0, 0.0, 0.5, 5, text))
+
+
+# -- the words --------------------------------------------------------------------------
+
+def test_standing_is_each_flag_once_worst_first_and_at_a_step_only_what_began_by_then():
+    flags = [flag("truncation", 10, 14), flag("reward_dominance", 2, 30, "information"),
+             flag("diverging", 40, 40, "error"), flag("diverging", 45, 45, "error"),
+             flag("kl_drift", 5, 20)]
+    assert [f.flag for f in standing(flags)] == [
+        "diverging", "kl_drift", "truncation", "reward_dominance"]
+    assert standing(flags)[0].from_step == 40  # the first time it was said
+    assert [f.flag for f in standing(flags, step=10)] == [
+        "kl_drift", "truncation", "reward_dominance"]
+    assert standing(flags, step=1) == []
+
+
+def test_a_flags_line_says_where_it_began_where_it_was_seen_and_its_evidence_in_short():
+    f = flag("truncation", 128, 131,
+             text="51% of completions clipped at the length cap (>= 50%)")
+    assert flag_line(f) == ("truncation since step 128 (seen at 131): 51% of completions "
+                            "clipped at the length cap")
+    g = flag("no_learning_signal", 3, 3, text="no learning signal: 85% of groups have no "
+             "reward variance (>= 80%)")
+    assert flag_line(g) == "no_learning_signal since step 3: 85% of groups have no reward variance"
+    h = flag("entropy_collapse", 1, 9, text="entropy collapsed: 0.12, from 1.3 at the start; "
+             "reward ceiling 0.8 +/- 0.1 at zero entropy (R = -1 exp(H) + 2, R^2 0.9 over 9 "
+             "steps)")
+    assert short_evidence(h) == "entropy 0.12, from 1.3 at the start"
+
+
+# -- the phase panel ----------------------------------------------------------------------
+
+def test_the_panel_says_the_truncation_of_a_real_run_made_to_fail_at_80_columns():
+    snap = snapshot_of("tiny-grpo-truncation.json")
+    (line, *rest) = health_lines(snap)
+    assert line.startswith("health       truncation since step 128 (seen at 131): "
+                           "51% of completions"), line
+    assert len(line) <= 80 and len(rest) <= 1
+
+
+def test_the_panel_says_healthy_of_a_healthy_real_run():
+    assert health_lines(snapshot_of("tiny-grpo-healthy-1.json")) == ["health       healthy"]
+
+
+def test_the_panel_puts_the_worst_flag_first_and_the_others_on_one_more_line():
+    """A real SFT run made to diverge: its divergence (an error) before its warnings;
+    the others by name and step, worst first, on the second line; two lines in all."""
+    snap = snapshot_of("tiny-sft-collapse.json")
+    first, second = health_lines(snap)
+    assert first.startswith("health       diverging since step 183: loss diverging"), first
+    assert second.split()[:8] == ["task_collapse", "since", "179", "·", "loss_spike",
+                                  "since", "181", "·"], second
+    assert second.split()[8].startswith("grad_spike") or second.split()[8] == "…", second
+    assert "grad_spike since 183" in " ".join(health_lines(snap, 100)[1].split())
+    assert all(len(x) <= 80 for x in (first, second))
+
+
+def test_the_panel_states_the_reward_ceiling_once_its_fit_is_good():
+    snap = snapshot_of("tiny-grpo-constant-reward-b.json")
+    fit = snap.reward_ceiling
+    assert fit is not None and fit.stated
+    first, second = health_lines(snap)
+    assert first.startswith("health       no_learning_signal since step 120 (seen at 127)")
+    assert second.strip() == (f"reward ceiling {fit.ceiling:.3g} ± {fit.ceiling_se:.2g} at "
+                              f"zero entropy (R² {fit.r2:.2f}, {fit.n} steps)")
+    assert "0.655 ± 0.014" in second
+
+
+def test_the_health_rows_are_coloured_by_severity():
+    snap = snapshot_of("tiny-sft-collapse.json")
+    colors = {"error": "red", "warning": "yellow", "information": "cyan", "ok": "green"}
+    rows = health_rows(snap, 0.0, colors.get)
+    assert "red" in str(rows[0][1].style)
+    spans = {rows[1][1].plain[s.start:s.end]: str(s.style) for s in rows[1][1].spans}
+    assert spans["task_collapse"] == "yellow"
+    healthy = health_rows(snapshot_of("tiny-grpo-healthy-1.json"), 0.0, colors.get)
+    assert [(label, t.plain, str(t.style)) for label, t in healthy] == [
+        ("health", "healthy", "green")]
+
+
+def write_jsonl(name: str, folder: Path) -> Path:
+    rows = load_run(MORE / name).rows
+    path = folder / f"{Path(name).stem}.jsonl"
+    path.write_text("".join(json.dumps({"step": s, **v}) + "\n" for s, v in rows))
+    return path
+
+
+async def test_the_dashboard_draws_the_health_row(tmp_path):
+    from carl_tui.sources.open import open_file
+    from carl_tui.ui.app import build_app
+    from tests.conftest import dashboard_config, wait_for
+
+    app = build_app(dashboard_config([open_file(write_jsonl("tiny-grpo-truncation.json",
+                                                            tmp_path))],
+                                     refresh_interval=0.05))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None and app.snapshot.health,
+                       timeout=20)
+        await pilot.pause(0.3)
+        lines = screen_lines(app.export_screenshot())
+        i = next(i for i, line in enumerate(lines) if "health " in line)
+        # the panel's half of the screen: the flag's line, its evidence wrapped under it
+        row = " ".join(lines[i].split("│")[-2].split() + lines[i + 1].split("│")[-2].split())
+        assert row == ("health truncation since step 128 (seen at 131): 51% of completions "
+                       "clipped at the length cap"), lines[i:i + 2]
+
+
+def screen_lines(svg: str) -> list[str]:
+    """The drawn screen's text, line by line (screenshots/make.py reads it so)."""
+    from tests.test_screenshots_script import load
+
+    return load("make", "carl_screenshots_make").svg_lines(svg)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    pytest.main([__file__])
