@@ -170,3 +170,83 @@ def screen_lines(svg: str) -> list[str]:
 
 if __name__ == "__main__":  # pragma: no cover
     pytest.main([__file__])
+
+
+# -- the fleet ----------------------------------------------------------------------------
+
+FLEET = ("tiny-grpo-truncation.json", "tiny-grpo-healthy-1.json", "tiny-sft-collapse.json",
+         "tiny-grpo-entropy-collapse.json")
+
+
+@pytest.fixture
+def failed_fleet(tmp_path) -> list[Path]:
+    """Real tiny TRL runs: one made to truncate, one healthy, one SFT made to diverge, one
+    whose entropy was made to collapse; as the JSONL streams the TRL callback writes."""
+    return [write_jsonl(name, tmp_path) for name in FLEET]
+
+
+def test_fleet_json_and_text_say_each_runs_worst_flag_or_ok(failed_fleet, capsys):
+    from tests.test_fleet import fleet
+    from tests.test_report import cli
+
+    argv = [a for p in failed_fleet for a in ("--watch", str(p))]
+    rows = {r["run"]: r for r in fleet(argv, capsys)}
+    assert {name: (r["health"], r["health_flags"]) for name, r in rows.items()} == {
+        "tiny-grpo-truncation": ("truncation", ["truncation"]),
+        "tiny-grpo-healthy-1": ("ok", []),
+        "tiny-sft-collapse": ("diverging", ["diverging", "task_collapse", "loss_spike",
+                                            "grad_spike"]),
+        "tiny-grpo-entropy-collapse": ("entropy_collapse", [
+            "entropy_collapse", "task_collapse", "truncation", "no_learning_signal"]),
+    }
+    rc, out, _ = cli(["fleet", *argv], capsys)
+    assert rc == 0
+    header, *lines = out.splitlines()
+    assert header.split()[-1] == "health"
+    assert {line.split()[0]: line.split()[-1] for line in lines} == {
+        name: r["health"] for name, r in rows.items()}
+
+
+def fleet_row(name: str, *health: str, severity: str = "warning"):
+    from carl_tui.store.fleet import FleetRow
+
+    return FleetRow(RunRef("jsonl", "p", name, name), "jsonl", "live", health=health,
+                    health_severity=severity if health else None)
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("health:truncation", ["a", "c"]),  # the worst or not: any flag standing
+    ("health:TRUNCATION", ["a", "c"]),
+    ("health:ok", ["b"]),
+    ("health~spike", ["c"]),
+    ("health:kl_drift", []),
+])
+def test_health_filters_on_every_flag_standing(text, want):
+    from carl_tui.store.fleet_filter import parse_filter
+
+    rows = [fleet_row("a", "truncation"), fleet_row("b"),
+            fleet_row("c", "diverging", "truncation", "loss_spike", severity="error")]
+    f = parse_filter(text)
+    assert [r.run.label for r in rows if f.matches(r)] == want
+
+
+async def test_the_fleet_table_draws_the_health_column_and_filters_on_it(failed_fleet):
+    from carl_tui.sources.open import open_file
+    from carl_tui.ui.app import build_app
+    from tests.conftest import dashboard_config
+    from tests.test_fleet_screen import by_name, column, filter_with, open_fleet, wait_for
+
+    app = build_app(dashboard_config([open_file(p) for p in failed_fleet],
+                                     refresh_interval=0.05))
+    async with app.run_test(size=(160, 30)) as pilot:
+        await open_fleet(pilot, app, runs=len(FLEET))
+        await wait_for(pilot, lambda: "ok" in column(app, "health"), timeout=10)
+        assert by_name(app, "health") == {
+            "tiny-grpo-truncation": "truncation", "tiny-grpo-healthy-1": "ok",
+            "tiny-sft-collapse": "diverging +3", "tiny-grpo-entropy-collapse":
+            "entropy_collapse +3"}
+        lines = screen_lines(app.export_screenshot())
+        assert any("tiny-sft-collapse" in line and "diverging +3" in line for line in lines)
+        await filter_with(pilot, app, "health:truncation")
+        await wait_for(pilot, lambda: sorted(column(app, "name")) == [
+            "tiny-grpo-entropy-collapse", "tiny-grpo-truncation"], what="two runs")
