@@ -250,3 +250,31 @@ async def test_the_fleet_table_draws_the_health_column_and_filters_on_it(failed_
         await filter_with(pilot, app, "health:truncation")
         await wait_for(pilot, lambda: sorted(column(app, "name")) == [
             "tiny-grpo-entropy-collapse", "tiny-grpo-truncation"], what="two runs")
+
+
+# -- the events view ----------------------------------------------------------------------
+
+async def test_the_events_view_lists_each_flag_with_where_it_began_and_its_numbers(tmp_path):
+    from carl_tui.sources.open import open_file
+    from carl_tui.ui.app import build_app
+    from tests.conftest import dashboard_config, wait_for
+
+    app = build_app(dashboard_config([open_file(write_jsonl("tiny-sft-collapse.json",
+                                                            tmp_path))],
+                                     refresh_interval=0.05))
+    async with app.run_test(size=(120, 45)) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None and len(app.snapshot.health)
+                       == 4, timeout=20)
+        await pilot.press("e")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "EventsScreen")
+        await pilot.pause(0.3)
+        text = "\n".join(" ".join(line.replace("│", " ").split())
+                         for line in screen_lines(app.export_screenshot()))
+    # each flag once, named as the filter and the fleet column name it, at the step it
+    # was said, where its trouble began when earlier, its evidence and its numbers
+    assert "187 task_collapse since step 179: mean_token_accuracy fell from its best" in text
+    assert "mean_token_accuracy 0.0913, trend -0.742, threshold 0.489, over 5 rows" in text
+    assert "181 loss_spike loss 4.769 at step 181, far above its recent level" in text
+    assert "loss 4.77, trend +4.2, threshold 1.11, over 50 rows" in text
+    assert "183 diverging loss diverging: 6.949 at step 183" in text
+    assert "183 grad_spike grad_norm 7.243 at step 183" in text
