@@ -278,3 +278,68 @@ async def test_the_events_view_lists_each_flag_with_where_it_began_and_its_numbe
     assert "loss 4.77, trend +4.2, threshold 1.11, over 50 rows" in text
     assert "183 diverging loss diverging: 6.949 at step 183" in text
     assert "183 grad_spike grad_norm 7.243 at step 183" in text
+
+
+# -- export and summary -------------------------------------------------------------------
+
+def test_export_says_the_flags_standing_at_each_step(tmp_path, capsys):
+    import csv
+
+    from tests.test_report import cli, export_rows
+
+    path = str(write_jsonl("tiny-sft-collapse.json", tmp_path))
+    rows = {r["step"]: r for r in export_rows([path], capsys)}
+    assert "health" not in rows[178]
+    assert rows[179]["health"] == "task_collapse"  # where its trouble began, in hindsight
+    assert rows[182]["health"] == "task_collapse,loss_spike"
+    assert rows[183]["health"] == "diverging,task_collapse,loss_spike,grad_spike"
+    assert rows[300]["health"] == rows[183]["health"]
+    rc, out, _ = cli(["export", path, "--format", "csv"], capsys)
+    assert rc == 0
+    table = list(csv.DictReader(io.StringIO(out)))
+    assert list(table[0])[-1] == "health" and table[0]["health"] == ""
+    by_step = {int(r["step"]): r["health"] for r in table}
+    assert by_step[182] == "task_collapse,loss_spike" and by_step[178] == ""
+    # --metrics picks the columns: health only when named
+    rc, out, _ = cli(["export", path, "--format", "csv", "--metrics", "loss"], capsys)
+    assert out.splitlines()[0] == "step,loss"
+    rc, out, _ = cli(["export", path, "--format", "csv", "--metrics", "loss,health"], capsys)
+    assert out.splitlines()[0] == "step,loss,health"
+    rc, out, _ = cli(["export", path, "--format", "csv", "--metrics", "health"], capsys)
+    assert out.splitlines()[0] == "step,health" and "183,\"diverging," in out
+
+
+def test_summary_text_has_a_health_line(tmp_path, capsys):
+    from tests.test_report import cli
+
+    rc, out, _ = cli(["summary", str(write_jsonl("tiny-grpo-truncation.json", tmp_path))],
+                     capsys)
+    assert rc == 0
+    health = [line for line in out.splitlines() if line.startswith("health")]
+    assert health == [("health  truncation since step 128 (seen at 131): 51% of completions "
+                       "clipped at the length cap")]
+    rc, out, _ = cli(["summary", str(write_jsonl("tiny-grpo-healthy-1.json", tmp_path))],
+                     capsys)
+    assert [line for line in out.splitlines() if line.startswith("health")] == [
+        "health  healthy"]
+    rc, out, _ = cli(["summary", str(write_jsonl("tiny-sft-collapse.json", tmp_path))],
+                     capsys)
+    lines = out.splitlines()
+    i = lines.index(next(line for line in lines if line.startswith("health")))
+    assert lines[i].startswith("health  diverging since step 183: loss diverging")
+    assert [line.split(" since ")[0].strip() for line in lines[i + 1:i + 4]] == [
+        "task_collapse", "loss_spike", "grad_spike"]
+
+
+def test_summary_states_the_reward_ceiling_once_its_fit_is_good(tmp_path, capsys):
+    from tests.test_report import cli, summary
+
+    path = str(write_jsonl("tiny-grpo-constant-reward-b.json", tmp_path))
+    fit = summary([path], capsys)["reward_ceiling"]
+    assert fit["ceiling"] == pytest.approx(0.6547, abs=1e-3) and fit["n"] == 150
+    assert fit["ceiling"] == pytest.approx(fit["b"] - fit["a"])
+    _, out, _ = cli(["summary", path], capsys)
+    assert "        reward ceiling 0.655 +/- 0.014 at zero entropy (R^2 0.65 over 150 steps)" \
+        in out.splitlines()
+    assert summary([str(write_jsonl("tiny-grpo-truncation.json", tmp_path))],
+                   capsys)["reward_ceiling"] is None

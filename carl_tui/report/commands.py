@@ -22,7 +22,9 @@ from carl_tui.cli_request import fail as _fail
 from carl_tui.errors import CarlError, describe
 from carl_tui.report.collect import collect
 from carl_tui.report.export import (
+    HEALTH,
     BatchCollector,
+    health_by_step,
     merge_steps,
     select,
     with_derived_phi,
@@ -195,17 +197,24 @@ def _export(args, batches: BatchCollector, key: str, snap) -> int:
     steps, columns = with_run_summary(steps, columns, snap.meta.get("train_summary_step"),
                                       snap.meta.get("train_summary"))
     columns = with_derived_phi(columns, snap.vocab_size)
+    wanted = args.metrics
+    # the flags standing at each step: unless --metrics names columns without `health`
+    # (a run that logs a metric of that name keeps its own)
+    with_health = (not wanted or HEALTH in wanted) and HEALTH not in columns
+    if wanted and HEALTH not in columns:
+        wanted = [w for w in wanted if w != HEALTH]
     try:
-        names = select(columns, args.metrics)
+        names = select(columns, wanted) if wanted or not args.metrics else []
     except KeyError as exc:
         raise UsageError(f"--metrics: not logged by this run: {exc.args[0]} "
-                         f"(logged: {', '.join(sorted(columns))})") from None
+                         f"(logged: {', '.join(sorted(columns))}, and {HEALTH})") from None
+    health = health_by_step(steps, snap.health) if with_health else None
     write = write_csv if args.out_format == "csv" else write_jsonl
     if args.output:
-        n = write_output(args.output, lambda out: write(out, steps, columns, names))
+        n = write_output(args.output, lambda out: write(out, steps, columns, names, health))
         if n is None:
             return EXIT_NO_DATA
         print(f"carl-tui: wrote {n} steps to {args.output}", file=sys.stderr)
     else:
-        write(sys.stdout, steps, columns, names)
+        write(sys.stdout, steps, columns, names, health)
     return 0

@@ -6,6 +6,11 @@ one step (a restart, a summary dict at the last step) merge into one; for a
 metric logged twice at one step the later value wins. When the run logs no
 phi and its vocabulary size is known, `phi` is derived from entropy
 (`1 - entropy / ln V`), as on the dashboard.
+
+Each row also says the health flags standing at its step (`health`: those whose trouble
+began at or before it, `from_step <= step`, worst first, comma-separated; store/health.py):
+a CSV column, empty where none stands; a JSONL key, left out where none stands. `--metrics`
+without `health` leaves it out.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ import orjson
 
 from carl_tui import metric_names as mn
 from carl_tui.events import Event, ScalarBatch
+from carl_tui.store.health import HealthFlag, standing
 from carl_tui.store.sanitize import clean_events
+
+HEALTH = "health"
 
 
 class BatchCollector:
@@ -98,16 +106,27 @@ def select(columns: dict[str, np.ndarray], wanted: Sequence[str] | None) -> list
     return sorted(columns, key=mn.display_order)
 
 
+def health_by_step(steps: np.ndarray, flags: Sequence[HealthFlag]) -> list[str]:
+    """Each step's health flags standing (`from_step <= step`), worst first, joined by
+    commas ("" where none stands): the cell changes only where a flag's trouble began."""
+    starts = sorted({f.from_step for f in flags})
+    cells = [""] + [",".join(f.flag for f in standing(flags, s)) for s in starts]
+    at = np.searchsorted(np.asarray(starts, dtype=np.int64), steps, side="right")
+    return [cells[i] for i in at.tolist()]
+
+
 def write_jsonl(out: TextIO, steps: np.ndarray, columns: dict[str, np.ndarray],
-                names: Sequence[str]) -> int:
+                names: Sequence[str], health: Sequence[str] | None = None) -> int:
     cols = [columns[n] for n in names]
     buf = io.StringIO()
     for i, step in enumerate(steps.tolist()):
-        row: dict[str, float | int] = {"step": step}
+        row: dict[str, float | int | str] = {"step": step}
         for name, col in zip(names, cols):
             v = col[i]
             if not math.isnan(v):
                 row[name] = float(v)
+        if health is not None and health[i]:
+            row[HEALTH] = health[i]
         buf.write(orjson.dumps(row).decode())
         buf.write("\n")
         if buf.tell() > 1 << 20:
@@ -118,10 +137,12 @@ def write_jsonl(out: TextIO, steps: np.ndarray, columns: dict[str, np.ndarray],
 
 
 def write_csv(out: TextIO, steps: np.ndarray, columns: dict[str, np.ndarray],
-              names: Sequence[str]) -> int:
+              names: Sequence[str], health: Sequence[str] | None = None) -> int:
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(["step", *names])
+    w.writerow(["step", *names, *([HEALTH] if health is not None else [])])
     cols = [columns[n] for n in names]
     for i, step in enumerate(steps.tolist()):
-        w.writerow([step, *("" if math.isnan(c[i]) else repr(float(c[i])) for c in cols)])
+        tail = [health[i]] if health is not None else []
+        w.writerow([step, *("" if math.isnan(c[i]) else repr(float(c[i])) for c in cols),
+                    *tail])
     return int(steps.size)
