@@ -77,7 +77,7 @@ def _state(row: FleetRow, _now: float, colors: Mapping[str, str]) -> Text:
 def _health(row: FleetRow, _now: float, colors: Mapping[str, str]) -> str | Text:
     """The worst flag standing ("+2": two more stand), or "ok"."""
     if not row.health:
-        return "ok"
+        return Text("ok", style=colors.get("status-good", ""), justify="left")
     more = f" +{len(row.health) - 1}" if len(row.health) > 1 else ""
     color = colors.get(HEALTH_COLORS.get(row.health_severity or "", "status-wait"), "")
     return Text(row.health[0] + more, style=f"bold {color}".strip(), justify="left")
