@@ -61,7 +61,8 @@ VIEW_KEYS: tuple[Key, ...] = (  # the dashboard screen's: how the run is viewed
     Key("i", "run_card", "Card", "view.run_card",
         "The run's card: its config, summary values, job and events", show=False),
     Key("e", "events", "Events", "view.events",
-        "The run's story on one timeline: phases, the gate, the cascade, alerts, job states",
+        "The run's story on one timeline: phases, the gate, the cascade, alerts, health "
+        "flags, job states",
         show=False),
     Key("F", "toggle_follow", "Follow", "view.follow",
         "Follow the end of the log, or pause scrolling", show=False),
