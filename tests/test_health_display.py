@@ -343,3 +343,29 @@ def test_summary_states_the_reward_ceiling_once_its_fit_is_good(tmp_path, capsys
         in out.splitlines()
     assert summary([str(write_jsonl("tiny-grpo-truncation.json", tmp_path))],
                    capsys)["reward_ceiling"] is None
+
+
+def test_the_panel_says_stalled_by_the_dashboards_clock_while_the_job_runs():
+    from carl_tui.events import Job
+
+    store = RunStore()
+    store.apply([ScalarBatch.from_rows(REF, [(s, {"loss": 1.0}) for s in range(1, 20)],
+                                       wall_time=1000.0)])
+    store.apply([ScalarBatch.from_rows(REF, [(20, {"loss": 1.0})], wall_time=1001.0)])
+    store.apply([Job(REF, "j", "RUNNING")])
+    snap = store.snapshot(REF.key)
+    assert [t.plain for _, t in health_rows(snap, 1030.0)] == ["healthy"]
+    (row,) = health_rows(snap, 5000.0)
+    assert row[1].plain.startswith("stalled since step 20: no new data for 3999 s"), row
+    panel = Panel()
+    panel.now = 1030.0  # the dashboard's clock, not the machine's
+    assert "health       healthy" in [x.rstrip() for x in panel_lines_of(panel, snap)]
+    panel.now = 5000.0
+    assert any(line.startswith("health       stalled since step 20")
+               for line in panel_lines_of(panel, snap))
+
+
+def panel_lines_of(panel, snap, width: int = 80) -> list[str]:
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(panel._render_snapshot(snap))
+    return console.file.getvalue().splitlines()

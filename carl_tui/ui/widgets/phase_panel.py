@@ -10,7 +10,6 @@ from rich.console import Group
 from rich.text import Text
 from textual.widgets import Static
 
-from carl_tui.store.health import flag_line, standing
 from carl_tui.ui.format import PROVISIONAL, short_value
 from carl_tui.ui.widgets.text_table import PlainTable
 
@@ -34,7 +33,10 @@ class PhasePanel(Static):
     PhasePanel { height: auto; padding: 0 1; }
     """
 
-    def show(self, snap: RunSnapshot | None) -> None:
+    now: float | None = None  # the clock the health row reads (`stalled`); None: time.time()
+
+    def show(self, snap: RunSnapshot | None, now: float | None = None) -> None:
+        self.now = now
         self.update(self._render_snapshot(snap))
 
     def _color(self, phase: str) -> str:
@@ -43,7 +45,11 @@ class PhasePanel(Static):
     def _severity_color(self, severity: str) -> str:
         """A flag's colour by its severity (the status bar's: readable in every theme)."""
         var = HEALTH_COLORS.get(severity, "status-wait")
-        return self.app.theme_variables.get(var, "") or SEVERITY_FALLBACK.get(severity, "")
+        try:
+            variables = self.app.theme_variables
+        except RuntimeError:  # drawn outside an app (a test, a report): no theme
+            variables = {}
+        return variables.get(var, "") or SEVERITY_FALLBACK.get(severity, "")
 
     def _render_snapshot(self, snap: RunSnapshot | None):
         if snap is None:
@@ -86,7 +92,8 @@ class PhasePanel(Static):
         t = PlainTable.grid(padding=(0, 1))
         t.add_column(style="dim", no_wrap=True, min_width=12)  # labels never squeezed
         t.add_column(overflow="fold")
-        for label, text in health_rows(snap, time.time(), self._severity_color):
+        clock = self.now if self.now is not None else time.time()
+        for label, text in health_rows(snap, clock, self._severity_color):
             t.add_row(label, text)
         for label, text, style in _gate_rows(snap):
             if gate.provisional and label == "gate":
@@ -120,6 +127,9 @@ def health_rows(snap: RunSnapshot, now: float, color=SEVERITY_FALLBACK.get
     ellipsis); then the other flags by name and step, worst first, and the reward
     ceiling's forecast where the fit is good enough to state; "healthy" when no flag
     stands. `color`: a severity's style."""
+    # here, not at the top: the first frame loads no store (tests/test_layers.py)
+    from carl_tui.store.health import flag_line, standing
+
     flags = standing(snap.health_at(now))
     mark = f"{PROVISIONAL} " if snap.provisional else ""
     if flags:
