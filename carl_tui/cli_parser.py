@@ -63,6 +63,16 @@ def _keymap(text: str) -> dict[str, str]:
     return out
 
 
+def _guard(text: str) -> tuple[str, str]:
+    """`--guard FLAG=ACTION` (actions/guard.py; read only when given: numpy loads there)."""
+    from carl_tui.actions.guard import parse_guard
+
+    try:
+        return parse_guard(_bounded(text, MAX_TEXT, "a guard"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _vocab_size(text: str) -> int:
     try:
         v = int(text)
@@ -194,7 +204,13 @@ def _add_display_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--keymap", type=_keymap, default={},
                    help="remap keys: 'app.quit=ctrl+q,app.pick_run=R' (ids are listed by ?)")
     g.add_argument("--read-only", action="store_true",
-                   help="watch only: no launch, stop, push, diagnose, jobs or save keys")
+                   help="watch only: no launch, stop, push, diagnose, jobs or save keys "
+                        "(and no guard acts)")
+    g.add_argument("--guard", action="append", type=_guard, default=[],
+                   metavar="FLAG=ACTION",
+                   help="what to do when a health flag is said: notify, ask, stop or "
+                        "stop+push (e.g. nan_loss=stop; repeatable; over the config "
+                        "file's [guard])")
 
 
 def _add_headless_options(p: argparse.ArgumentParser, many: bool = False) -> None:

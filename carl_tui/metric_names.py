@@ -92,6 +92,12 @@ def metric_name(key: str) -> str | None:
     return canonical(key) if is_metric_key(key) else None
 
 
+# The health flags a run can raise (store/health.py), and the alerts kept as flags: named
+# here, with no numpy, for what reads them before any data (the alert kinds, the guards).
+HEALTH_FLAGS = ("no_learning_signal", "entropy_collapse", "truncation", "kl_drift",
+                "reward_dominance", "loss_spike", "grad_spike", "task_collapse", "stalled")
+ALERT_FLAGS = ("nan_loss", "diverging")
+
 # The metrics people watch first (table rows, export columns); the rest follow by name.
 PINNED = ("phi", "entropy", "mean_token_accuracy", "reward", "loss", "kl", "learning_rate",
           "grad_norm")

@@ -158,9 +158,11 @@ def grpo_completions(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def _private_user_files(tmp_path_factory, monkeypatch):
-    """Each test has its own cache (the registry of local runs) and no user config."""
+    """Each test has its own cache (the registry of local runs), state (the guards' audit
+    log) and no user config."""
     home = tmp_path_factory.mktemp("user")
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / "cache"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / "state"))
     monkeypatch.setenv("CARL_TUI_CONFIG", str(home / "config.toml"))
 
 

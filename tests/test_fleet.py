@@ -112,7 +112,7 @@ def test_fleet_of_a_trackio_sweep_agrees_with_summary(trackio_sweep, capsys):
     assert rc == 0
     header, *lines = out.splitlines()
     assert header.split() == ["run", "source", "state", "step", "updated", "phase", "gate",
-                              "task", "last", "best", "learning_rate", "seed"]
+                              "task", "last", "best", "health", "learning_rate", "seed"]
     assert len(lines) == len(SWEEP)
     finished = next(line for line in lines if line.startswith("sweep-lr3e-4-s0"))
     fired = by_name["sweep-lr3e-4-s0"]["gate"]["fired_at"]

@@ -68,7 +68,7 @@ def test_a_bad_filter_says_why_in_one_line(text, why):
 
 
 def test_config_keys_are_named_with_the_fields_when_a_key_is_unknown():
-    with pytest.raises(FilterError, match=r"known: .*cost, lr, model, seed\)"):
+    with pytest.raises(FilterError, match=r"known: .*cost, health, lr, model, seed\)"):
         parse_filter("colour:red", {"seed", "lr", "model"})
 
 

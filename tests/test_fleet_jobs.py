@@ -291,7 +291,7 @@ def test_fleet_of_sources_and_jobs_together(three_sources, loopback_hub, capsys)
     assert done["config"]["flavor"] == "a10g-small"
     rc, out, _ = cli(["fleet", *sources_argv(three_sources), "--jobs", "--timeout", "20"],
                      capsys)
-    assert rc == 0 and out.splitlines()[0].split()[10:] == ["seed"]
+    assert rc == 0 and out.splitlines()[0].split()[10:] == ["health", "seed"]
 
 
 def test_a_repeated_folder_flag_reads_each(three_sources, tmp_path, capsys):

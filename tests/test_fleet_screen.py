@@ -141,9 +141,10 @@ async def test_r_shows_every_run_of_the_sweep_with_its_cells(sweep):
                                              "sft-c": "1e-05", "grpo-d": "0.0001"}
         assert by_name(app, "config:seed")["sft-c"] == "3"
         assert "model" not in headers(app)
+        assert by_name(app, "health") == dict.fromkeys(by_name(app, "step"), "ok")
         assert headers(app)[1:] == ["run", "source", "state", "step", "updated", "phase",
-                                    "gate", "task", "best", "trend", "loss", "gpu", "flavor",
-                                    "cost", "lr", "seed"]
+                                    "health", "gate", "task", "best", "trend", "loss", "gpu",
+                                    "flavor", "cost", "lr", "seed"]
         assert "fleet · 4 runs" in str(fleet.query_one("#fleet-title").render())
 
 

@@ -177,7 +177,9 @@ def test_published_pictures_are_made_from_the_current_recording(make):
 PHASES_FIGURE = "phases-real-runs.svg"  # drawn from the corpus of real runs, not the recording
 # The fleet table of the corpus's real sweep (screenshots/fleet.py), not the recording.
 FLEET_SHOTS = ("fleet.svg", "fleet-light.svg")
-FROM_CORPUS = {PHASES_FIGURE, *FLEET_SHOTS}
+# The health row on a real run of the corpus made to fail (screenshots/health.py).
+HEALTH_SHOTS = ("health.svg", "health-light.svg")
+FROM_CORPUS = {PHASES_FIGURE, *FLEET_SHOTS, *HEALTH_SHOTS}
 
 
 def test_the_phases_figure_is_what_the_current_phase_model_draws():
@@ -221,3 +223,19 @@ async def test_the_fleet_screenshot_is_what_the_table_shows_of_the_real_sweep(ma
         cells = line.split()
         assert cells[2:4] == [row.state, str(row.last_step)], line
         assert f"{row.phase} · {row.stage}" in line, line
+
+
+async def test_the_health_screenshot_is_what_the_dashboard_shows_of_a_real_run_made_to_fail(
+        make):
+    """The README's health row (screenshots/health.py): a real tiny GRPO run whose reward
+    was made to pay for length over its cap; what the dashboard draws now (stale: it fails
+    until drawn again), with the truncation flag where the corpus dates it."""
+    health = load("health", "carl_screenshots_health")
+    lines = make.svg_lines(await health.render_svg("carl-dark"))
+    for name in HEALTH_SHOTS:
+        published = make.svg_lines((SCRIPTS / name).read_text(encoding="utf-8"))
+        assert published == lines, f"screenshots/{name} is stale: python screenshots/health.py"
+    row = next(line for line in lines if " health " in line)
+    assert "health       truncation since step 130 (seen at 134): 61% of completions" in row
+    below = lines[lines.index(row) + 1]
+    assert "no_learning_signal since 152" in below

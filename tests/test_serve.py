@@ -238,7 +238,7 @@ def test_the_demo_tabs_get_every_view_option_given():
     dests = {a.dest for a in view._actions if a.dest != "help"}
     given = ["demo", "--seed", "3", "--theme", "carl-light", "--gate-metric", "reward",
              "--vocab-size", "64", "--keymap", "app.quit=ctrl+q", "--output-dir", "out",
-             "--push-repo", "me/tiny", "--read-only"]
+             "--push-repo", "me/tiny", "--read-only", "--guard", "nan_loss=stop"]
     demo = build_parser().parse_args(given)
     default = build_parser().parse_args(["demo"])
     assert [d for d in dests if getattr(demo, d) == getattr(default, d)] == []  # all given

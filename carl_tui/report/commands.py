@@ -22,8 +22,10 @@ from carl_tui.cli_request import fail as _fail
 from carl_tui.errors import CarlError, describe
 from carl_tui.report.collect import collect
 from carl_tui.report.export import (
+    HEALTH,
     PHASE_COLUMNS,
     BatchCollector,
+    health_by_step,
     merge_steps,
     phase_columns,
     select,
@@ -197,13 +199,21 @@ def _export(args, batches: BatchCollector, key: str, snap) -> int:
     steps, columns = with_run_summary(steps, columns, snap.meta.get("train_summary_step"),
                                       snap.meta.get("train_summary"))
     columns = with_derived_phi(columns, snap.vocab_size)
-    extra = PHASE_COLUMNS if snap.phase.dated else ()
+    # The phase of each step, and the health flags standing at it (unless the run logs a
+    # metric of that name: it keeps its own); `--metrics` names them to keep them.
+    extra = list(PHASE_COLUMNS) if snap.phase.dated else []
+    if HEALTH not in columns:
+        extra.append(HEALTH)
     try:
         names = select(columns, args.metrics, extra)
     except KeyError as exc:
         raise UsageError(f"--metrics: not logged by this run: {exc.args[0]} "
-                         f"(logged: {', '.join(sorted(columns))})") from None
-    columns = {**columns, **phase_columns(steps, snap.phase.dated)} if extra else columns
+                         f"(logged: {', '.join(sorted(columns))}, and "
+                         f"{', '.join(extra)})") from None
+    columns = {**columns, **(phase_columns(steps, snap.phase.dated) if snap.phase.dated
+                             else {})}
+    if HEALTH in extra:
+        columns[HEALTH] = health_by_step(steps, snap.health)
     write = write_csv if args.out_format == "csv" else write_jsonl
     if args.output:
         n = write_output(args.output, lambda out: write(out, steps, columns, names))

@@ -10,6 +10,11 @@ phi and its vocabulary size is known, `phi` is derived from entropy
 Each row also carries the phase of its step as the run's story reads at the end of
 the export (`phase`, `phase_from`: the step that phase began, `phase_seen_at`: the step
 at which the dashboard first said it); steps before any phase have none.
+
+Each row also says the health flags standing at its step (`health`: those whose trouble
+began at or before it, `from_step <= step`, worst first, comma-separated; store/health.py):
+a CSV column, empty where none stands; a JSONL key, left out where none stands. `--metrics`
+without `health` leaves it out.
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ import orjson
 
 from carl_tui import metric_names as mn
 from carl_tui.events import Event, ScalarBatch
+from carl_tui.store.health import HealthFlag, standing
 from carl_tui.store.sanitize import clean_events
+
+HEALTH = "health"
 
 
 class BatchCollector:
@@ -130,6 +138,16 @@ def _cell(col, i: int):
     if isinstance(col, list):
         return v
     return None if math.isnan(v) else float(v)
+
+
+def health_by_step(steps: np.ndarray, flags: Sequence[HealthFlag]) -> list[str | None]:
+    """Each step's health flags standing (`from_step <= step`), worst first, joined by
+    commas (None where none stands: an empty CSV cell, no JSONL key): the cell changes only
+    where a flag's trouble began."""
+    starts = sorted({f.from_step for f in flags})
+    cells = [None] + [",".join(f.flag for f in standing(flags, s)) for s in starts]
+    at = np.searchsorted(np.asarray(starts, dtype=np.int64), steps, side="right")
+    return [cells[i] for i in at.tolist()]
 
 
 def write_jsonl(out: TextIO, steps: np.ndarray, columns: dict[str, np.ndarray | list],

@@ -11,7 +11,9 @@ such value), most recently updated first:
      "gate": {"metric": str, "fired_at": int | null},
      "task": {"metric": str, "last": float, "best": float, "trend": [float, ...]},
      "loss": float, "gpu_percent": float, "flavor": str, "cost_usd": float,
-     "created_at": float (a job's creation, epoch seconds), "config": {key: value}}
+     "created_at": float (a job's creation, epoch seconds), "config": {key: value},
+     "health": str (the worst health flag standing, or "ok"),
+     "health_flags": [str, ...] (every flag standing, worst first)}
 
 `phase` is the last entry of `summary --json`'s `phases`, `gate` its `gate`, and the
 task's `last` and `best` are `summary`'s `last` and `max` of that metric: the same
@@ -55,6 +57,8 @@ def fleet_dict(row: FleetRow) -> dict[str, Any]:
         "cost_usd": row.cost_usd,
         "created_at": row.created_at,
         "config": dict(row.config),
+        "health": row.worst_flag,
+        "health_flags": list(row.health),
     }
 
 
@@ -91,7 +95,7 @@ def fleet_table(rows: Sequence[FleetRow], *, now: float | None = None) -> list[l
     now = time.time() if now is None else now
     axes = differing_keys(rows)
     header = ["run", "source", "state", "step", "updated", "phase", "gate", "task",
-              "last", "best", *axes]
+              "last", "best", "health", *axes]
     out = [header]
     for r in rows:
         phase = "-" if r.phase is None else f"{r.phase}@{r.phase_from}"
@@ -99,7 +103,7 @@ def fleet_table(rows: Sequence[FleetRow], *, now: float | None = None) -> list[l
             r.run.label, r.source, r.state, _cell(r.last_step),
             ago(None if r.updated_at is None else now - r.updated_at), phase,
             _cell(r.gate_step), _cell(r.task_metric), _cell(r.task_last),
-            _cell(r.task_best), *(_config_cell(r.config.get(k)) for k in axes),
+            _cell(r.task_best), r.worst_flag, *(_config_cell(r.config.get(k)) for k in axes),
         ])
     return out
 

@@ -13,7 +13,20 @@ The JSON object (one per call, keys always present):
      "events": [{"kind": str, "step": int | null, "text": str}, ...],
      "steps_estimated": bool, "skipped": int,
      "skipped_input": [{"count": int, "what": str}, ...],
-     "train_summary": {"step": int | null, "values": {name: float}} | null}
+     "train_summary": {"step": int | null, "values": {name: float}} | null,
+     "health": [{"flag": str, "from_step": int, "seen_at": int, "severity": str,
+                 "evidence": {"metric": str, "level": float | null, "trend": float | null,
+                              "threshold": float | null, "window": int, "text": str,
+                              "fit": {...} (entropy_collapse, when stated)}}, ...],
+     "reward_ceiling": {"a": float, "b": float, "ceiling": float, "ceiling_se": float,
+                        "r2": float, "n": int} | null}
+
+`health` lists the run's health flags (store/health.py) in the order said: where each
+problem began (`from_step`), the step at which it was said (`seen_at`), and its evidence
+in numbers; a NaN or diverging loss is one too (`nan_loss`, `diverging`).
+`reward_ceiling` is the reward's forecast at zero entropy (R = -a exp(H) + b fitted over
+`n` steps), once the fit is good enough to state (else null). The text says the flags
+standing, worst first (`health`), or "healthy".
 
 `steps_logged` counts the steps that logged something (a step with a training and an
 evaluation row is one step). `skipped` counts what the sources could not use, in
@@ -36,10 +49,12 @@ logs no phi and the vocabulary size is known).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from carl_tui.metric_names import display_order
 from carl_tui.store import RunSnapshot, StoreSummary
+from carl_tui.store.health import Evidence, HealthFlag, flag_line, standing
 
 
 def summary_dict(snap: RunSnapshot, source: str, status: StoreSummary) -> dict[str, Any]:
@@ -74,7 +89,33 @@ def summary_dict(snap: RunSnapshot, source: str, status: StoreSummary) -> dict[s
         "skipped": status.skipped,
         "skipped_input": [{"count": n, "what": what} for n, what in status.skipped_counts()],
         "train_summary": _train_summary(snap),
+        "health": [f.as_dict() for f in snap.health],
+        "reward_ceiling": (snap.reward_ceiling.as_dict() if snap.reward_ceiling is not None
+                           and snap.reward_ceiling.stated else None),
     }
+
+
+def _health_lines(d: dict[str, Any]) -> list[str]:
+    """"health  truncation since step 128 (seen at 131): ...", one line a flag standing,
+    worst first, then the reward ceiling's forecast; "health  healthy" when none stands."""
+    flags = standing([_flag(f) for f in d.get("health", ())])
+    out = [flag_line(f) for f in flags] or ["healthy"]
+    fit = d.get("reward_ceiling")
+    if fit:
+        out.append(f"reward ceiling {fit['ceiling']:.3g} +/- {fit['ceiling_se']:.2g} at zero "
+                   f"entropy (R^2 {fit['r2']:.2f} over {fit['n']} steps)")
+    return [f"{'health' if i == 0 else '':<8}{line}" for i, line in enumerate(out)]
+
+
+def _flag(f: dict[str, Any]) -> HealthFlag:
+    """A flag of `summary --json` read back (for its line)."""
+    ev = f["evidence"]
+    nan = math.nan
+    return HealthFlag(f["flag"], f["from_step"], f["seen_at"], f["severity"],
+                      Evidence(ev["metric"], nan if ev["level"] is None else ev["level"],
+                               nan if ev["trend"] is None else ev["trend"],
+                               nan if ev["threshold"] is None else ev["threshold"],
+                               ev["window"], ev["text"]))
 
 
 def _train_summary(snap: RunSnapshot) -> dict[str, Any] | None:
@@ -124,6 +165,7 @@ def summary_text(d: dict[str, Any]) -> str:
     c = d["cascade"]
     if c["switched_at"] is not None:
         lines.append(f"cascade CARL on from step {c['switched_at']} ({c['source']})")
+    lines.extend(_health_lines(d))
     labels = {n: n + (" (derived)" if m.get("derived") else "") for n, m in d["metrics"].items()}
     width = max([len(x) for x in labels.values()] + [6])
     lines.append("")

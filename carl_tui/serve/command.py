@@ -106,6 +106,8 @@ def _view_options(args: argparse.Namespace) -> list[str]:
     for flag, value in (("--output-dir", args.output_dir), ("--push-repo", args.push_repo)):
         if value:
             out += [flag, value]
+    for flag, action in args.guard or ():
+        out += ["--guard", f"{flag}={action}"]
     if args.read_only:
         out.append(READ_ONLY_FLAG)
     return out

@@ -704,6 +704,7 @@ def trainer_events(
     (`train_summary`, keys as printed) and `{"steps_estimated": True}` when a plotted
     step was estimated, one `ScalarBatch` of the dicts, `Progress` of the last bar."""
     rows: list[tuple[int, dict[str, float]]] = []
+    nonfinite: list[tuple[str, int]] = []  # (metric, step) printed as nan or inf
     out: list[Event] = []
     bar: BarUpdate | None = None
     estimated = False
@@ -715,6 +716,7 @@ def trainer_events(
                                      "train_summary_step": item.step}))
         else:
             values = clean(item.values, True)
+            nonfinite.extend(_nonfinite(item.values, item.step))
             if values:
                 rows.append((item.step, values))
                 estimated = estimated or not item.step_known
@@ -722,7 +724,14 @@ def trainer_events(
         out.append(RunMeta(run, {"steps_estimated": True}))
     if rows:
         when = time.time() if wall_time is None else wall_time
-        out.append(ScalarBatch.from_rows(run, rows, wall_time=when))
+        out.append(ScalarBatch.from_rows(run, rows, wall_time=when, nonfinite=nonfinite))
     if bar is not None:
         out.append(Progress(run, bar.step, bar.total, bar.eta_s))
     return out
+
+
+def _nonfinite(values: dict, step: int) -> list[tuple[str, int]]:
+    """(metric, step) of the values of one dict printed as nan or inf: the store's NaN
+    alert (and a guard) hears of a loss that turned NaN, as from every other source."""
+    return [(canonical(k), step) for k, v in values.items()
+            if type(v) is float and not math.isfinite(v) and is_metric_key(k)]

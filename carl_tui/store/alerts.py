@@ -91,7 +91,7 @@ def _bar(level, spread, step, moved, count, span, quantum, k: float) -> np.ndarr
     return np.where((count >= MIN_HISTORY) & (jump > 0), level + jump, np.nan)
 
 
-class _Divergence:
+class Divergence:
     """One loss's divergence watch. A stretch in which no value is over its bar
     (checked at once, each against the level it would have) is taken whole; from
     the first value over it, values are read one by one until the watch is quiet
@@ -106,14 +106,15 @@ class _Divergence:
         self.streak: list[float] = []  # values over the bar, in a row
         self.alerted = False
 
-    def feed(self, steps: np.ndarray, values: np.ndarray) -> list[tuple[int, float, float]]:
-        """(step, value, recent level) where a divergence starts."""
+    def feed(self, steps: np.ndarray, values: np.ndarray
+             ) -> list[tuple[int, float, float, float]]:
+        """(step, value, recent level, bar) where a divergence starts."""
         values = np.asarray(values, dtype=np.float64)
         steps = np.asarray(steps)
         keep = np.isfinite(values)  # NaN: not logged at this step (inf: the NaN alert's)
         if not keep.all():
             steps, values = steps[keep], values[keep]
-        out: list[tuple[int, float, float]] = []
+        out: list[tuple[int, float, float, float]] = []
         i, n = 0, values.shape[0]
         while i < n:
             if not (self.streak or self.alerted):  # quiet: take values up to one over
@@ -128,7 +129,7 @@ class _Divergence:
                     continue
             hit = self._one(values[i])
             if hit is not None:
-                out.append((int(steps[i]), float(values[i]), hit))
+                out.append((int(steps[i]), float(values[i]), *hit))
             i += 1
         return out
 
@@ -144,8 +145,8 @@ class _Divergence:
         level, bar = _bars(recent, np.zeros(1), self.window, self.k, self.lo, self.hi)
         return None if math.isnan(bar[0]) else (float(level[0]), float(bar[0]))
 
-    def _one(self, v: float) -> float | None:
-        """Read one value; the recent level when a divergence starts at it."""
+    def _one(self, v: float) -> tuple[float, float] | None:
+        """Read one value; (the recent level, the bar) when a divergence starts at it."""
         known = self._bar()
         if known is None or v <= known[1]:
             self.streak.clear()
@@ -164,7 +165,7 @@ class _Divergence:
             self.lo = min(self.lo, min(self.streak))
             self.hi = max(self.hi, max(self.streak))
             self.streak.clear()
-        return known[0] if start else None
+        return known if start else None
 
 
 class AlertWatch:
@@ -172,7 +173,7 @@ class AlertWatch:
                  window: int = DIVERGE_WINDOW, patience: int = DIVERGE_PATIENCE):
         self._emit = emit
         self._params = (k, window, patience)
-        self._diverge: dict[str, _Divergence] = {}
+        self._diverge: dict[str, Divergence] = {}
         self._nan_open: set[str] = set()
 
     def feed(self, steps: np.ndarray, cols: Mapping[str, np.ndarray],
@@ -193,8 +194,8 @@ class AlertWatch:
                 self._nan_open.discard(name)  # finite losses came back: re-armed
             watch = self._diverge.get(name)
             if watch is None:
-                watch = self._diverge[name] = _Divergence(*self._params)
-            for step, v, level in watch.feed(steps, values):
+                watch = self._diverge[name] = Divergence(*self._params)
+            for step, v, level, _ in watch.feed(steps, values):
                 self._emit("diverging", step,
                            f"{name} diverging: {v:.4g} at step {step}, rising far above "
                            f"its recent level {level:.4g} (over {self._params[0]:g}x its "

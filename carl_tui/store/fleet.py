@@ -18,6 +18,7 @@ import numpy as np
 from carl_tui import metric_names as mn
 from carl_tui.events import STAGE_LIFE, RunRef
 from carl_tui.identity import LOCAL
+from carl_tui.store.health import standing
 from carl_tui.store.store import RunStore, newest_first, updated_at
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -61,6 +62,14 @@ class FleetRow:
     # (`newest_read`: a project of many runs previewed run by run).
     provisional: bool = False
     newest_read: bool = True
+    # The health flags standing (store/health.py), worst first; () when none stands.
+    health: tuple[str, ...] = ()
+    health_severity: str | None = None  # the worst one's
+
+    @property
+    def worst_flag(self) -> str:
+        """The worst flag standing, or "ok"."""
+        return self.health[0] if self.health else "ok"
 
 
 # -- building the rows ------------------------------------------------------------------
@@ -170,6 +179,7 @@ def fleet_row(snap: RunSnapshot, *, now: float,
     loss = snap.series.get("loss")
     flavor = (snap.job.flavor if snap.job is not None else "") or snap.meta.get("flavor")
     config = run_config(snap.meta)
+    flags = standing(snap.health_at(now))
     return FleetRow(
         run=snap.run,
         source=snap.run.source,
@@ -195,6 +205,8 @@ def fleet_row(snap: RunSnapshot, *, now: float,
         config=config,
         provisional=snap.phase.provisional,
         newest_read=snap.newest_read,
+        health=tuple(f.flag for f in flags),
+        health_severity=flags[0].severity if flags else None,
     )
 
 

@@ -49,6 +49,9 @@ FIELDS: dict[str, Callable[[FleetRow], Any]] = {
     "gpu": lambda r: r.gpu_percent,
     "flavor": lambda r: r.flavor,
     "cost": lambda r: r.cost_usd,
+    # every flag standing: `health:truncation` holds for a run with that flag among them,
+    # `health:ok` for a run with none
+    "health": lambda r: r.health or ("ok",),
 }
 
 _NUMERIC = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
@@ -65,6 +68,11 @@ class Term:
 
     def matches(self, row: FleetRow) -> bool:
         have = value_of(row, self.key)
+        if isinstance(have, tuple):  # several values (the health flags): any of them
+            return any(self._holds(v) for v in have)
+        return self._holds(have)
+
+    def _holds(self, have: Any) -> bool:
         if have is None:
             return False
         if self.op == "~":

@@ -40,6 +40,7 @@ from carl_tui.store.system import SystemTrack
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.coherence.gates import PhaseTransitionGate
     from carl_tui.store.cascade import CascadeTracker
+    from carl_tui.store.health import HealthWatch
     from carl_tui.store.phases import PhaseTrack
     from carl_tui.store.snapshot import RunEvent
 
@@ -100,6 +101,10 @@ class RunState:
         return self.story.events
 
     @property
+    def health(self) -> HealthWatch:
+        return self.story.health
+
+    @property
     def steps_logged(self) -> int:
         """Distinct steps that logged something (rows of one step count once)."""
         return self._steps.count
@@ -152,6 +157,10 @@ class RunState:
             return
         if marker.kind == "alert":  # trackio.alert(...): the run's own alert
             self.story.run_alert(marker)
+            return
+        if marker.kind == "guard":  # the dashboard's guard acted on the run (ui/guard.py)
+            self.story.record("guard", marker.step, str(marker.detail.get("text", "")),
+                              "warning")
             return
         if marker.kind == "phase_transition":  # the dashboard's own gate says it (the panel
             return                            # shows the run's step when the two differ)

@@ -33,6 +33,7 @@ from carl_tui.store.snapshot import (
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.events import Job, Marker, Progress, RunRef
     from carl_tui.store.cascade import CascadeTracker
+    from carl_tui.store.health import HealthWatch
     from carl_tui.store.snapshot import RunEvent
     from carl_tui.store.system import SystemTrack
 
@@ -64,6 +65,8 @@ class RunParts(Protocol):
     def phases(self) -> PhaseTrack: ...
     @property
     def events(self) -> Iterable[RunEvent]: ...
+    @property
+    def health(self) -> HealthWatch: ...
     @property
     def vocab_size(self) -> int | None: ...
     @property
@@ -109,6 +112,8 @@ def build_snapshot(state: RunParts, max_points: int = 2000,
         history_read=None if pv is None else _history_read(state, pv),
         life=state.life,
         newest_read=pv is None or pv.newest_read,
+        health=tuple(state.health.flags),
+        reward_ceiling=state.health.ceiling(),
     )
 
 

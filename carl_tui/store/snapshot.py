@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from carl_tui.events import Job, Marker, Progress, RunLife, RunRef, SourceStatus
+from carl_tui.store.health import CeilingFit, HealthFlag, stalled_flag
 from carl_tui.store.skipped import counts_text, skipped_counts
 from carl_tui.store.system import JobUsage, SystemView
 
@@ -152,6 +153,20 @@ class RunSnapshot:
     # While provisional: the preview holds the run's own newest rows (a project of many
     # runs previewed run by run), so its last step and newest values are exact.
     newest_read: bool = False
+    # The health flags said so far (store/health.py), in the order said: the rules' and
+    # the alerts' (nan_loss, diverging); `health_at(now)` adds `stalled`.
+    health: tuple[HealthFlag, ...] = ()
+    # The reward's forecast at zero entropy (R = -a exp(H) + b), once the fit is good.
+    reward_ceiling: CeilingFit | None = None
+
+    def health_at(self, now: float) -> tuple[HealthFlag, ...]:
+        """The flags, and `stalled` when no data came for several logging intervals
+        while the run's job says it is running (`now`: the clock, epoch seconds)."""
+        running = self.job is not None and self.job.stage == "RUNNING"
+        if not running or self.wall is None:
+            return self.health
+        flag = stalled_flag(self.wall.steps, self.wall.values, now, True)
+        return self.health if flag is None else (*self.health, flag)
 
     @property
     def provisional(self) -> bool:

@@ -30,6 +30,7 @@ from carl_tui.events import (
     SourceStatus,
     SystemSample,
 )
+from carl_tui.store.health import HealthFlag
 from carl_tui.store.run import RunState
 from carl_tui.store.sanitize import clean_events
 from carl_tui.store.snapshot import Notice, RunSnapshot, StoreSummary
@@ -63,6 +64,9 @@ class RunStore:
         self._sources: dict[str, SourceStatus] = {}
         self._notices: list[Notice] = []
         self._seq = 0
+        # The health flags said since the guard last took them (None: no guard watches)
+        self._flags: list[tuple[RunRef, HealthFlag]] | None = None
+        self._flags_taken: dict[str, int] = {}  # run key -> flags said and passed on
         self.version = 0  # changes with anything: a run's data, a source's status
         self.runs_version = 0  # changes with the runs only (what the fleet's rows read)
         self._kw = {
@@ -108,6 +112,8 @@ class RunStore:
         st = self._state(ev.run)
         if isinstance(ev, ScalarBatch):
             st.add_batch(ev)
+            if self._flags is not None:
+                self._pass_flags(st)
         elif isinstance(ev, RunMeta):
             st.add_meta(dict(ev.meta))
         elif isinstance(ev, LogLines):
@@ -185,6 +191,29 @@ class RunStore:
                 sources=sources,
                 skipped=sum(s.skipped for s in sources.values()),
             )
+
+    def _pass_flags(self, st: RunState) -> None:
+        said = st.health.said
+        new = said - self._flags_taken.get(st.run.key, 0)
+        if new > 0:
+            self._flags_taken[st.run.key] = said
+            self._flags.extend((st.run, f) for f in st.health.flags[-new:])
+
+    def watch_flags(self) -> None:
+        """From now on, keep the health flags said (`take_flags`): a guard watches."""
+        with self._lock:
+            if self._flags is None:
+                self._flags = []
+                for st in self._runs.values():
+                    self._pass_flags(st)
+
+    def take_flags(self) -> list[tuple[RunRef, HealthFlag]]:
+        """The (run, flag) pairs said since the last call, in order (see `watch_flags`)."""
+        with self._lock:
+            if not self._flags:
+                return []
+            out, self._flags = self._flags, []
+            return out
 
     def take_notices(self) -> list[Notice]:
         with self._lock:

@@ -1,6 +1,8 @@
 """A run's story: what the dashboard reads from its metrics, in order (the
-phase-transition gate, the cascade, the phases and the alerts), and the events they
-record. Each event is kept (`summary --json` prints them) and told to the user."""
+phase-transition gate, the cascade, the phases, the alerts and the health flags), and
+the events they record. Each event is kept (`summary --json` prints them) and told to
+the user; a health flag is an event of its flag's kind (`truncation`, ...), and the
+alerts' NaN and divergence are kept as flags too (`health.flags`)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from carl_tui.events import Marker
 from carl_tui.store import roles
 from carl_tui.store.alerts import AlertWatch
 from carl_tui.store.cascade import CascadeTracker
+from carl_tui.store.health import ALERT_FLAGS, HealthWatch
 from carl_tui.store.phases import PhaseTrack
 from carl_tui.store.snapshot import RunEvent
 
@@ -37,7 +40,8 @@ class RunStory:
         self.cascade = CascadeTracker()
         self.phases = PhaseTrack(gate_metric)
         self.events: deque[RunEvent] = deque(maxlen=MAX_EVENTS)
-        self.alerts = AlertWatch(self.record)
+        self.alerts = AlertWatch(self._alert)
+        self.health = HealthWatch()
         self._tell = tell
         self._said_told: dict[tuple[int, int], bool] = {}  # (stage, index) -> corrected told
         self._phases_told: set[tuple[int, Phase, int]] = set()  # (stage, phase, seen at)
@@ -47,6 +51,12 @@ class RunStory:
         """Something the run's story records (summary --json) and the user is told."""
         self.note(kind, step, text, severity)
         self._tell(kind, step, text, severity)
+
+    def _alert(self, kind: str, step: int | None, text: str, severity: str) -> None:
+        """An alert: recorded, told, and kept as a flag when it is one (NaN, divergence)."""
+        self.record(kind, step, text, severity)
+        if kind in ALERT_FLAGS:
+            self.health.add_alert(kind, step, text)
 
     def note(self, kind: str, step: int | None, text: str, severity: str) -> None:
         """Something the run's story records (summary --json, the events view) that is
@@ -79,6 +89,8 @@ class RunStory:
         gate = (self.gate.metric, self.gate.trigger_step) if self.gate.fired else None
         self.phases.add_batch(steps, cols, task, gate)
         self._announce_phases()
+        for flag in self.health.feed(steps, cols, task):
+            self.record(flag.flag, flag.seen_at, flag.evidence.text, flag.severity)
 
     def cascade_marker(self, step: int) -> None:
         """The run says it switched the CARL reward on at `step`."""

@@ -31,6 +31,7 @@ from carl_tui.errors import describe
 from carl_tui.redact import redact
 from carl_tui.ui.attention import announce, load_alert_config
 from carl_tui.ui.fleet_part import FleetPart
+from carl_tui.ui.guard import GuardPart
 from carl_tui.ui.keys import ACTION_KEYS, APP_KEYS, READ_ONLY_HIDDEN, normalize_keymap
 from carl_tui.ui.messages import (
     CompareChanged,
@@ -69,7 +70,7 @@ class DashboardConfig:
     on_exit: Callable[[], None] | None = None
 
 
-class CarlApp(ReadablePlots, KeyHelp, FleetPart):
+class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
     CSS_PATH = "app.tcss"
     TITLE = "carl-tui"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -92,8 +93,7 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
         # The theme is chosen before the first frame (its CSS is then worked out once).
         self._theme_names, self._theme_problem = install_themes(self, config.settings.theme,
                                                                 DEFAULT_THEME)
-        self._screen_built = False
-        self._quitting = False
+        self._screen_built = self._quitting = False
         self._completion_logs: dict[str, Any] = {}  # run key -> SharedLog
         self.title = config.settings.title
 
@@ -247,6 +247,7 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
             return
         for notice in update.notices:
             announce(self, notice, self.alert_config)
+        self.guard_check(update.snapshot)
         if self.follower.hidden:
             # Under the fleet table: nothing of the dashboard is seen, and a change drawn
             # there has Textual draw the whole table again (`reveal` brings it up to date).

@@ -4,15 +4,19 @@ terminals pass on, over SSH too).
 
 Alert kinds: crystallisation (`phase_transition`), the cascade switch
 (`cascade`), a NaN or infinite loss (`nan_loss`), a diverging loss
-(`diverging`), a job that finishes or fails (`job`), and the run's own alerts
-(`alert`: `trackio.alert(...)`). Each channel is switched
+(`diverging`), a job that finishes or fails (`job`), the run's own alerts
+(`alert`: `trackio.alert(...)`), each health flag by its name (`truncation`, ...:
+store/health.py) and what a guard did (`guard`). Each channel is switched
 in the config file (`$CARL_TUI_CONFIG`, else `~/.config/carl-tui/config.toml`):
 
     [alerts]
     notice = true     # a notice on screen
     bell = true       # the terminal bell
     desktop = true    # OSC 9 / OSC 777 desktop notification
-    kinds = ["phase_transition", "cascade", "nan_loss", "diverging", "job", "alert"]
+    kinds = ["phase_transition", "cascade", "nan_loss", "diverging", "job", "alert",
+             "no_learning_signal", "entropy_collapse", "truncation", "kl_drift",
+             "reward_dominance", "loss_spike", "grad_spike", "task_collapse", "stalled",
+             "guard"]
 """
 
 from __future__ import annotations
@@ -24,13 +28,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from carl_tui.errors import describe
+from carl_tui.metric_names import HEALTH_FLAGS
 
 if TYPE_CHECKING:  # pragma: no cover
     from textual.app import App
 
     from carl_tui.store import Notice
 
-ALERT_KINDS = ("phase_transition", "cascade", "nan_loss", "diverging", "job", "alert")
+ALERT_KINDS = ("phase_transition", "cascade", "nan_loss", "diverging", "job", "alert",
+               *HEALTH_FLAGS, "guard")
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f;]")
 
 

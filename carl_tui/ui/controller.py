@@ -165,7 +165,7 @@ class ActionController:
 
         self.app.push_screen(ConfirmScreen(f"Stop {label}?", body, "Stop"), stop)
 
-    def _cancel_remote(self, job_id: str, namespace: str, run: RunRef) -> None:
+    def _cancel_remote(self, job_id: str, namespace: str, run: RunRef) -> str:
         from dataclasses import replace
 
         from carl_tui.hub import TERMINAL_STAGES
@@ -177,14 +177,66 @@ class ActionController:
             on_state=lambda st: self.follower.emit([replace(st, run=run)]),
         )
         self._notify(f"Job {job_id}: {state.stage}", title="stop", timeout=5)
+        return state.stage
 
-    def _stop_local(self, key: str) -> None:
+    def _stop_local(self, key: str) -> str:
         local, run = self.local_jobs[key], self._local_runs[key]
         local.stop(grace=LOCAL_GRACE_S)
         event = local.status_event(run)
         self._local_stages[key] = event.stage
         self.follower.emit([event])
         self._notify(f"{run.label}: {event.stage}", title="stop", timeout=5)
+        return event.stage
+
+    # -- a guard's stop (ui/guard.py): the same paths, no key pressed ----------------
+
+    def stoppable(self, key: str) -> str:
+        """Why the run's job cannot be stopped ("" when it can: a local run started here,
+        or a Hugging Face job that has not ended)."""
+        if key in self.local_jobs:
+            state = self.local_jobs[key].poll()
+            return "" if state in (RUNNING, STOPPING) else f"it has already ended ({state})"
+        snap = self.follower.store.snapshot(key, 2, ())
+        job = snap.job if snap is not None else None
+        if snap is None or job is None or snap.run.source != HF_JOB:
+            return "the run has no job to stop"
+        from carl_tui.hub import TERMINAL_STAGES
+
+        return f"job {job.job_id} has already ended ({job.stage})" \
+            if job.stage in TERMINAL_STAGES else ""
+
+    def guard_stop(self, run: RunRef, push: bool) -> str:
+        """Stop the run's job (in a worker thread): push its last checkpoint first when
+        `push`; the result in words."""
+        said = [self._guard_push(run)] if push else []
+        if run.key in self.local_jobs:
+            said.append(f"stopped: {self._stop_local(run.key)}")
+        else:
+            snap = self.follower.store.snapshot(run.key, 2, ())
+            job = snap.job
+            said.append(f"job {job.job_id} cancelled: "
+                        f"{self._cancel_remote(job.job_id, snap.run.project, run)}")
+        return "; ".join(said)
+
+    def _guard_push(self, run: RunRef) -> str:
+        """Push the run's newest checkpoint (as `p` would offer it first); what happened."""
+        from carl_tui.actions.push import push_choices
+        from carl_tui.errors import describe
+
+        snap = self.follower.store.snapshot(run.key, 2, ())
+        meta = dict(snap.meta) if snap is not None else {}
+        out = self._run_output_dir(meta)
+        config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+        repo = str(meta.get("push_repo") or config.get("hub_model_id")
+                   or self.settings.push_repo or "")
+        choices = push_choices(Path(str(out)).expanduser()) if out else []
+        if not choices or not repo:
+            return "no checkpoint pushed (no output directory or no repo known)"
+        try:
+            result = self.services.push_folder(choices[0], repo, lambda _p: None)
+        except Exception as exc:  # noqa: BLE001  (the stop goes on; the log says why)
+            return f"push of {choices[0].name} failed: {describe(exc)}"
+        return f"pushed {choices[0].name} to {result.repo_id}"
 
     # -- p: push ---------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from carl_tui.store.fleet import FleetRow
 from carl_tui.store.fleet_filter import as_number, value_of
+from carl_tui.store.health import SEVERITY_RANK
 from carl_tui.ui.format import DASH, PROVISIONAL, age_text, value_text
 
 SPARKS = "▁▂▃▄▅▆▇█"
@@ -23,6 +24,8 @@ SPARK_WIDTH = 10
 # Each state's colour: the status bar's theme variables (readable in every theme).
 STATE_COLORS = {"live": "status-good", "finished": "status-done", "stalled": "status-wait",
                 "failed": "status-bad", "queued": "status-wait"}
+# A health flag's colour by its severity (as on the phase panel); "ok" when none stands.
+HEALTH_COLORS = {"error": "status-bad", "warning": "status-wait", "information": "status-done"}
 CONFIG_PRIORITY = 5
 
 
@@ -71,6 +74,21 @@ def _state(row: FleetRow, _now: float, colors: Mapping[str, str]) -> Text:
     return Text(row.state, style=f"bold {color}".strip(), justify="left")
 
 
+def _health(row: FleetRow, _now: float, colors: Mapping[str, str]) -> str | Text:
+    """The worst flag standing ("+2": two more stand), or "ok"."""
+    if not row.health:
+        return Text("ok", style=colors.get("status-good", ""), justify="left")
+    more = f" +{len(row.health) - 1}" if len(row.health) > 1 else ""
+    color = colors.get(HEALTH_COLORS.get(row.health_severity or "", "status-wait"), "")
+    return Text(row.health[0] + more, style=f"bold {color}".strip(), justify="left")
+
+
+def _health_sort(row: FleetRow) -> str:
+    """Worst first: an error, a warning, an audit, then "ok"; by name within each."""
+    rank = SEVERITY_RANK.get(row.health_severity or "", len(SEVERITY_RANK))
+    return f"{rank} {row.worst_flag}"
+
+
 def _phase(row: FleetRow, *_: Any) -> str | Text:
     if not row.phase:
         # a coarse preview of its history too thin to tell a phase: it comes once read
@@ -116,6 +134,8 @@ BASE_COLUMNS: tuple[Column, ...] = (
     Column("updated", "updated", 1, lambda r, now, _c: age_text(r.updated_at, now),
            lambda r: -(r.updated_at or 0.0) if r.updated_at else None, 9),
     Column("phase", "phase", 0, _phase, lambda r: r.phase, 28),
+    Column("health", "health", 1, _health,
+           _health_sort, 21),
     Column("gate", "gate", 2, _value(lambda r: r.gate_step),
            lambda r: r.gate_step, 9),
     Column("task", "task", 1, _value(lambda r: r.task_last, newest=True),

@@ -64,7 +64,8 @@ VIEW_KEYS: tuple[Key, ...] = (  # the dashboard screen's: how the run is viewed
         "Why the phase holds: the level and its noise, the change point, the share of the "
         "climb done and the distance to the ceiling", show=False),
     Key("e", "events", "Events", "view.events",
-        "The run's story on one timeline: phases, the gate, the cascade, alerts, job states",
+        "The run's story on one timeline: phases, the gate, the cascade, alerts, health "
+        "flags, job states",
         show=False),
     Key("F", "toggle_follow", "Follow", "view.follow",
         "Follow the end of the log, or pause scrolling", show=False),

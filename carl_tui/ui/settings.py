@@ -46,6 +46,9 @@ class Settings:
     chart: ChartSettings = field(default_factory=ChartSettings)
     plot_metrics: tuple[str, ...] | list[str] = ()  # metrics plotted in the grid from the start
     alerts: AlertConfig | None = None  # None: read the config file
+    # The guards: flag -> "notify" | "ask" | "stop" | "stop+push" (actions/guard.py),
+    # `--guard` over the config file's [guard]; None: the config file's alone.
+    guard: dict[str, str] | None = None
     save_dir: str = "."  # where ctrl+s writes the screen and the plotted data
     read_only: bool = False  # no key that acts on the world, nor ctrl+s (READ_ONLY_HIDDEN)
     output_dir: str | None = None  # where the run's checkpoints are (p), unless its meta says

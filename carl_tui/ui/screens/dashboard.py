@@ -165,7 +165,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
         self.sub_title = f"{snap.run.label} · {snap.meta.get('model') or snap.run.source}"
         self.app.sub_title = self.sub_title
         self._show_plots(snap)
-        self.phase.show(snap)
+        self.phase.show(snap, self.clock())
         self.phase.set_class(snap.gate.fired, "-crystallised")
         self.table.show(snap, self.hidden_metrics, self.chart.smoothing)
         if snap.log_total and self.log_panel.has_class("-hidden") and not self._log_auto_shown:

@@ -1,16 +1,19 @@
 """`e`: the run's story on one timeline: the phases, the crystallisation gate, the cascade
 switch, alerts (the run's own, e.g. `trackio.alert`, and the dashboard's: NaN or diverging
-loss), job states; in step order. After them, the notices of other runs that were told
+loss), job states, health flags (each with where its trouble began, its evidence and
+the numbers it read); in step order. After them, the notices of other runs that were told
 as a count ("12 runs crystallised"), each with its run."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from rich.console import Group, RenderableType
 from rich.text import Text
 
 from carl_tui.store import Notice, RunSnapshot
+from carl_tui.store.health import HealthFlag
 from carl_tui.ui.screens.info import InfoScreen
 from carl_tui.ui.widgets.text_table import PlainTable
 
@@ -49,7 +52,42 @@ class EventsScreen(InfoScreen):
         table.add_column("step", justify="right", no_wrap=True)
         table.add_column("what", no_wrap=True)
         table.add_column("", overflow="fold")
+        flags = {(f.flag, f.seen_at): f for f in self.snap.health}
         for e in events:
+            style = SEVERITY_STYLE.get(e.severity, "")
+            flag = flags.get((e.kind, e.step))
+            if flag is not None:  # a health flag: named as filters and columns name it
+                table.add_row(str(e.step), Text(e.kind, style=style or "bold"),
+                              flag_text(flag, style))
+                continue
             table.add_row("–" if e.step is None else str(e.step), e.kind.replace("_", " "),
-                          Text(e.text, style=SEVERITY_STYLE.get(e.severity, "")))
+                          Text(e.text, style=style))
         return table
+
+
+def flag_text(flag: HealthFlag, style: str) -> Text:
+    """A flag's event: where its trouble began, its evidence, and the numbers it read
+    (the metric's level and trend, the threshold, the window), dim, under it."""
+    ev = flag.evidence
+    text = Text()
+    if flag.from_step != flag.seen_at:
+        text.append(f"since step {flag.from_step}: ", style="dim")
+    text.append(ev.text, style=style)
+    numbers = [f"{ev.metric} {_g(ev.level)}"] if _finite(ev.level) else []
+    if _finite(ev.trend):
+        numbers.append(f"trend {ev.trend:+.3g}")
+    if _finite(ev.threshold):
+        numbers.append(f"threshold {_g(ev.threshold)}")
+    if ev.window:
+        numbers.append(f"over {ev.window} rows")
+    if numbers:
+        text.append("\n" + ", ".join(numbers), style="dim")
+    return text
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def _g(x: float) -> str:
+    return f"{x:.3g}"

@@ -3,6 +3,7 @@ peak entropy; `h` adds why the phase holds (its evidence in numbers)."""
 
 from __future__ import annotations
 
+import time
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
@@ -35,17 +36,28 @@ class PhasePanel(Static):
     """
 
     evidence = False  # `h`: show why the phase holds
+    now: float | None = None  # the clock the health row reads (`stalled`); None: time.time()
 
-    def show(self, snap: RunSnapshot | None) -> None:
+    def show(self, snap: RunSnapshot | None, now: float | None = None) -> None:
         self._snap = snap
+        self.now = now
         self.update(self._render_snapshot(snap))
 
     def toggle_evidence(self) -> None:
         self.evidence = not self.evidence
-        self.show(getattr(self, "_snap", None))
+        self.show(getattr(self, "_snap", None), self.now)
 
     def _color(self, phase: str) -> str:
         return self.app.theme_variables.get(f"phase-{phase}", "") or "bold"
+
+    def _severity_color(self, severity: str) -> str:
+        """A flag's colour by its severity (the status bar's: readable in every theme)."""
+        var = HEALTH_COLORS.get(severity, "status-wait")
+        try:
+            variables = self.app.theme_variables
+        except RuntimeError:  # drawn outside an app (a test, a report): no theme
+            variables = {}
+        return variables.get(var, "") or SEVERITY_FALLBACK.get(severity, "")
 
     def _render_snapshot(self, snap: RunSnapshot | None):
         if snap is None:
@@ -103,6 +115,9 @@ class PhasePanel(Static):
         t = PlainTable.grid(padding=(0, 1))
         t.add_column(style="dim", no_wrap=True, min_width=12)  # labels never squeezed
         t.add_column(overflow="fold")
+        clock = self.now if self.now is not None else time.time()
+        for label, text in health_rows(snap, clock, self._severity_color):
+            t.add_row(label, text)
         for label, text, style in _gate_rows(snap):
             if gate.provisional and label == "gate":
                 text, style = f"{PROVISIONAL} {text}", "dim"
@@ -120,6 +135,51 @@ class PhasePanel(Static):
         if self.evidence:
             t.add_row("why", Text(phase.evidence or "no reading yet"))
         return t
+
+
+#: A flag's severity -> the theme variable it is drawn in ("ok": no flag stands).
+HEALTH_COLORS = {"error": "status-bad", "warning": "status-wait",
+                 "information": "status-done", "ok": "status-good"}
+SEVERITY_FALLBACK = {"error": "bold red", "warning": "yellow", "information": "cyan",
+                     "ok": "green"}
+
+
+def health_rows(snap: RunSnapshot, now: float, color=SEVERITY_FALLBACK.get
+                ) -> list[tuple[str, Text]]:
+    """The health row, one or two lines at 80 columns: the worst flag standing, where its
+    trouble began and was seen, and its evidence in short (one line, cut with an
+    ellipsis); then the other flags by name and step, worst first, and the reward
+    ceiling's forecast where the fit is good enough to state; "healthy" when no flag
+    stands. `color`: a severity's style."""
+    # here, not at the top: the first frame loads no store (tests/test_layers.py)
+    from carl_tui.store.health import flag_line, standing
+
+    flags = standing(snap.health_at(now))
+    mark = f"{PROVISIONAL} " if snap.provisional else ""
+    if flags:
+        worst = flags[0]
+        first = Text(mark + flag_line(worst), style=f"bold {color(worst.severity)}".strip(),
+                     no_wrap=True, overflow="ellipsis")
+    else:
+        first = Text(mark + "healthy", style=color("ok") or "", no_wrap=True)
+    rows = [("health", first)]
+    more = Text(no_wrap=True, overflow="ellipsis")
+    for f in flags[1:]:
+        if more:
+            more.append(" · ", style="dim")
+        more.append(f"{f.flag}", style=color(f.severity) or "")
+        more.append(f" since {f.from_step}", style="dim")
+    fit = snap.reward_ceiling
+    if fit is not None and fit.stated:
+        if more:
+            more.append(" · ", style="dim")
+        more.append(f"reward ceiling {fit.ceiling:.3g} ± {fit.ceiling_se:.2g}")
+        more.append(f" at zero entropy (R² {fit.r2:.2f}, {fit.n} steps)", style="dim")
+    if more:
+        rows.append(("", more))
+    else:  # nothing else to say: the worst flag's line may take the second line
+        first.no_wrap = False
+    return rows
 
 
 def _at_step(step: int | None) -> str:
