@@ -14,8 +14,6 @@ fixed clock: deterministic.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
 import sys
 import tempfile
@@ -26,7 +24,13 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from screenshots.make import SETTLE_TRIES, THEMES, file_name, settled_screenshot
+from screenshots.make import (
+    THEMES,
+    settled_screenshot,
+    themed_main,
+    wait_until,
+    write_themes,
+)
 from tests.real_runs import CORPUS, load_run
 
 NOW = 1_767_225_600.0  # the screen's clock (2026-01-01 00:00 UTC)
@@ -96,12 +100,7 @@ async def render_svg(theme: str = "carl-dark") -> str:
                                                         table.get_column("step"), strict=True)}
                 return shown == want and not any(r.provisional for r in screen.rows)
 
-            for _ in range(SETTLE_TRIES):
-                if read_whole():
-                    break
-                await pilot.pause(0.05)
-            else:
-                raise TimeoutError("screenshot: the sweep was not read in time")
+            await wait_until(pilot, read_whole, "the sweep read whole")
             app.screen.poll()  # the rows as of now (ages included)
             await pilot.pause(0.3)
             app.clear_notifications()
@@ -109,23 +108,11 @@ async def render_svg(theme: str = "carl-dark") -> str:
 
 
 async def render_all(themes=THEMES, out_dir: Path = HERE) -> list[Path]:
-    written = []
-    for theme in themes:
-        out = Path(out_dir) / file_name("fleet", theme)
-        out.write_text(await render_svg(theme), encoding="utf-8")
-        print(out, flush=True)
-        written.append(out)
-    return written
+    return await write_themes("fleet", render_svg, themes, out_dir)
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--theme", nargs="+", default=list(THEMES), choices=THEMES)
-    parser.add_argument("--out", type=Path, default=HERE, help="folder (default: screenshots/)")
-    args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    asyncio.run(render_all(args.theme, args.out))
-    return 0
+    return themed_main(__doc__, "fleet", render_svg, argv)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -306,7 +306,8 @@ def make_app(theme: str = "carl-dark", *, hub_endpoint: str | None = None,
     return app, source
 
 
-async def _wait(pilot, predicate: Callable[[], bool], what: str) -> None:
+async def wait_until(pilot, predicate: Callable[[], bool], what: str) -> None:
+    """Wait until `predicate()`, up to SETTLE_TRIES x 0.05 s (then TimeoutError)."""
     for _ in range(SETTLE_TRIES):
         if predicate():
             return
@@ -328,9 +329,9 @@ async def _render_svg(shot: Shot, theme: str, fake: Fakes | None, path: Path) ->
     app, source = make_app(theme, hub_endpoint=fake.url if fake else None,
                            plot_metrics=shot.plot_metrics, path=path)
     async with app.run_test(size=shot.size) as pilot:
-        await _wait(pilot, lambda: source.finished and app.snapshot is not None
+        await wait_until(pilot, lambda: source.finished and app.snapshot is not None
                     and app.snapshot.last_step is not None, "loading the recording")
-        await _wait(pilot, lambda: app.snapshot.version == app.store.run_version(
+        await wait_until(pilot, lambda: app.snapshot.version == app.store.run_version(
             app.current_run), "showing the whole recording")
         if fake is not None:
             fake.claude.replies = [diagnosis_answer(app.snapshot)]
@@ -339,7 +340,7 @@ async def _render_svg(shot: Shot, theme: str, fake: Fakes | None, path: Path) ->
         for key in shot.keys:
             await pilot.press(key)
         if shot.ready is not None:
-            await _wait(pilot, lambda: shot.ready(app), f"{shot.name} being ready")
+            await wait_until(pilot, lambda: shot.ready(app), f"{shot.name} being ready")
         await pilot.pause(0.3)
         app.clear_notifications()
         return await settled_screenshot(app, pilot)
@@ -368,6 +369,30 @@ async def shoot(shot: Shot, theme: str = "carl-dark", out_dir: Path = HERE,
     svg = stamped(await render_svg(shot, theme, fake), recording_stamp())
     out.write_text(svg, encoding="utf-8")
     return out
+
+
+async def write_themes(name: str, render: Callable[[str], Awaitable[str]],
+                       themes: Sequence[str] = THEMES, out_dir: Path = HERE) -> list[Path]:
+    """One screen's SVG in each theme: `render(theme)` draws it."""
+    written = []
+    for theme in themes:
+        out = Path(out_dir) / file_name(name, theme)
+        out.write_text(await render(theme), encoding="utf-8")
+        print(out, flush=True)
+        written.append(out)
+    return written
+
+
+def themed_main(doc: str, name: str, render: Callable[[str], Awaitable[str]],
+                argv: Sequence[str] | None = None) -> int:
+    """The command line of a script that draws one screen in each theme."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--theme", nargs="+", default=list(THEMES), choices=THEMES)
+    parser.add_argument("--out", type=Path, default=HERE, help="folder (default: screenshots/)")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    asyncio.run(write_themes(name, render, args.theme, args.out))
+    return 0
 
 
 async def render_all(names: Sequence[str] = (), themes: Sequence[str] = THEMES,

@@ -116,3 +116,21 @@ def test_a_correction_is_an_event_of_its_own():
     assert texts[-1].startswith("Phase: plateau from step") and "corrected at step" in \
         texts[-1], texts  # the last plateau said is corrected: the climb went on
     assert snap.phase.phase == "transition"
+
+
+def test_the_phase_events_are_the_same_however_the_rows_are_batched():
+    """The events derive from what the classifier said (batch-invariant) by rules of the
+    said entries alone: a run read 7 rows at a time tells the same story as read whole."""
+    from tests.real_runs import MORE, load_run
+
+    run = load_run(MORE / "tiny-sft-collapse.json")
+
+    def events(batch: int):
+        store = RunStore()
+        for i in range(0, len(run.rows), batch):
+            store.apply([ScalarBatch.from_rows(REF, run.rows[i:i + batch])])
+        return [(e.step, e.text) for e in store.snapshot(REF.key).events if e.kind == "phase"]
+
+    whole = events(len(run.rows))
+    assert events(7) == whole == events(50)
+    assert len(whole) <= 12  # a collapse after a slow climb: not a flood of corrections

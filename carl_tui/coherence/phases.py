@@ -246,8 +246,10 @@ def _stopped(r: Reading, before: Said | None, st: PhaseSettings,
     flat_from = segs[k].first_step
     climb_values = max(1, segs[k].first - _climb_start(segs, k, r))
     held = segs[-1].last - segs[k].first + 1
-    if held < st.min_values and before is not None and before.phase is Phase.TRANSITION:
-        return before.phase, before.from_step  # a stop is known once it held a while
+    if held < st.min_values and not _gated(r):  # a stop is known once it held a while
+        if before is not None and before.phase is Phase.TRANSITION:
+            return before.phase, before.from_step
+        return Phase.TRANSITION, segs[_climb_first(segs, k, r)].first_step
     melted = (math.isfinite(r.entropy_peak) and math.isfinite(r.entropy_start)
               and r.entropy_peak >= st.melt * r.entropy_start)
     if melted and r.entropy_now > r.entropy_start and not _gated(r):
@@ -759,7 +761,8 @@ class PhaseClassifier:
         # A step back (to baseline or melting, or a climb said to resume) is said once two
         # readings in a row tell it: one reading can be the noise of the last values. The
         # end of a stage and the gate say it at once.
-        if (before is not None and _back(before.phase, phase) and not final
+        if (before is not None and phase is not before.phase and not final
+                and (_back(before.phase, phase) or phase in _STOPS)
                 and self._pending is not phase):
             self._pending = phase
             return
@@ -804,6 +807,9 @@ _D2_KEPT = 4096  # second differences the noise is read from
 _TRIM_SCALE = 0.7979 / 0.6573
 _ORDER = {Phase.BASELINE: 0, Phase.MELTING: 1, Phase.TRANSITION: 2, Phase.PLATEAU: 3,
           Phase.CRYSTALLISATION: 3, Phase.CONVERGED: 4}
+
+
+_STOPS = (Phase.PLATEAU, Phase.CRYSTALLISATION)
 
 
 def _back(before: Phase, now: Phase) -> bool:

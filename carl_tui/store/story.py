@@ -108,7 +108,8 @@ class RunStory:
     def _announce_phases(self) -> None:
         """Each phase said, once, at the step it was seen, with the step it is dated from
         (a run's first baseline goes without saying); and each correction of one. A phase
-        re-dated (the same phase, seen at the same step) is not news."""
+        re-dated (the same phase said again from another step) is not news: its new date
+        is said, not the correction."""
         said = self.phases.said()
         many = len(self.phases.stages) > 1
         counts: dict[int, int] = {}
@@ -127,8 +128,13 @@ class RunStory:
             elif self._said_told[key] or s.corrected_at is None:
                 continue
             self._said_told[key] = True
-            redated = any(o.phase is s.phase and o.seen_at == s.seen_at and o is not s
-                          and o.corrected_at is None for k2, st2, o in said if st2 == stage)
+            # the same phase said again in the reading that corrected it (dated elsewhere
+            # now): not news, and the new date is said (a rule of the said entries alone,
+            # so the events are the same however the rows are batched)
+            redated = any(o.phase is s.phase and o is not s
+                          and s.corrected_at in (o.seen_at, o.from_step)
+                          or (o.phase is s.phase and o is not s and o.seen_at == s.seen_at)
+                          for _kind, st2, o in said if st2 == stage)
             if s.phase is Phase.BASELINE or redated:  # no news
                 continue
             self.note("phase", s.corrected_at,
