@@ -24,6 +24,19 @@ def test_the_check_half_meets_its_target(check):
     assert passed / applied >= TARGETS[check], (check, passed, applied, failed)
 
 
+def test_the_recorded_split_is_the_rules():
+    """tests/data/real_runs/SPLIT records each run's half; a run added later falls where
+    the rule puts it, and no run moves."""
+    from tests.real_runs import CORPUS
+
+    recorded = {}
+    for line in (CORPUS / "SPLIT").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, repository, half = line.split("\t")
+            recorded[name] = (repository, half)
+    assert recorded == {r.name: (r.repository, r.half) for r in ALL}
+
+
 def test_the_split_is_by_repository_and_both_halves_hold_every_kind():
     by_repo: dict[str, set[str]] = {}
     for r in ALL:

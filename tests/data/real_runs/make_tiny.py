@@ -344,7 +344,9 @@ def demo_run(stream: Path) -> dict:
 
 
 def write(doc: dict) -> None:
-    path = HERE / f"{doc['name']}.json"
+    """Into real_runs/, or real_runs_more/ where the run already lies (the second gathering)."""
+    more = HERE.parent / "real_runs_more" / f"{doc['name']}.json"
+    path = more if more.exists() else HERE / f"{doc['name']}.json"
     path.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
     print(path.name, doc["kind"], doc["steps"])
 
