@@ -220,7 +220,7 @@ def test_fleet_of_a_trainer_log_and_a_stream(trainer_logs, tmp_path, capsys):
         f.writelines(json.dumps({"step": step, "time": t0 + 30 * step, **values}) + "\n"
                      for step, values in spec_trajectory(n=46, seed=2))
     (row,) = fleet([str(path)], capsys)
-    assert row["state"] == "stalled"  # its rows are dated 2025: long without an update
+    assert row["state"] == "stopped"  # its rows are dated 2025: silent far beyond its beat
     assert row["updated_at"] == t0 + 30 * 45 and row["config"]["learning_rate"] == 1e-4
     assert_agrees_with_summary(row, summary([str(path)], capsys))
 
@@ -267,10 +267,10 @@ def test_a_jobs_row_says_its_jobs_life(stage):
 @pytest.mark.parametrize(("config", "epochs", "state"), [
     ({"max_steps": 20}, 1.0, "finished"),          # its last step is the one asked for
     ({"max_steps": "20"}, 1.0, "finished"),        # a YAML config's string
-    ({"max_steps": 500}, 1.0, "stalled"),          # stopped short of it: long without news
+    ({"max_steps": 500}, 1.0, "stopped"),          # short of it: silent for 6,000 s
     ({"max_steps": -1, "num_train_epochs": 3}, 3.0, "finished"),  # epochs decide
-    ({"max_steps": -1, "num_train_epochs": 3}, 2.5, "stalled"),
-    ({"learning_rate": 1e-4}, 1.0, "stalled"),     # no end to compare with
+    ({"max_steps": -1, "num_train_epochs": 3}, 2.5, "stopped"),
+    ({"learning_rate": 1e-4}, 1.0, "stopped"),     # no end to compare with
 ])
 def test_a_run_that_logged_its_last_step_is_finished(config, epochs, state):
     """Trackio keeps no end of a run: a run whose rows reach the end its Trainer's config

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: live: it may still log; finished: its end was read; stalled: live, but no update for
 #: several times its usual interval; failed: its job errored or was cancelled; queued: its
 #: job is not running yet.
-FleetState = Literal["live", "finished", "stalled", "failed", "queued"]
+FleetState = Literal["live", "finished", "stalled", "failed", "queued", "stopped"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +74,11 @@ class FleetRow:
 STALL_FACTOR = 5.0
 STALL_MIN_S = 60.0
 STALL_UNKNOWN_S = 600.0
+#: A run its source cannot see end (a file, Trackio's store) that stays silent far longer
+#: (STOP_FACTOR times its usual interval, and at least STOP_MIN_S) has "stopped": it will
+#: not come back (W&B calls such a run crashed when its heartbeat stops).
+STOP_FACTOR = 60.0
+STOP_MIN_S = 3600.0
 TREND_POINTS = 32  # values across the run for a row's sparkline
 #: The series a row reads (with its current progress metric): its task metric where the
 #: stage has none of its own (`_task_metric`), its loss, its epoch (`_reached_its_end`).
@@ -201,10 +206,12 @@ def run_state(snap: RunSnapshot, now: float,
     its job's stage, else "finished" once its end of training was read (the Trainer's
     end-of-training values, a W&B exit record) or its last step reached the end its config
     sets (`max_steps`, else `num_train_epochs` by the logged epoch: a Trainer's config, as
-    TRL's `report_to` logs it; Trackio keeps no end of a run), else "live" (a source that
-    cannot tell, such as Trackio's store, says "live" of every run it reads); a live run
-    with no update for long is "stalled" (STALL_FACTOR). `config`: the run's
-    (`run_config`), where the caller has it."""
+    TRL's `report_to` logs it; Trackio keeps no end of a run) or its progress bar its
+    total, else "live" (a source that cannot tell, such as Trackio's store, says "live"
+    of every run it reads); a live run with no update for long is "stalled"
+    (STALL_FACTOR), and for far longer "stopped" (STOP_FACTOR): the age is its data's
+    own time (`updated_at`), never the time it was read. `config`: the run's
+    (`run_config`), where the caller has it. One word, the same on every screen."""
     said = snap.life.state if snap.life is not None else "live"
     if said != "live":
         state: FleetState = said
@@ -212,13 +219,21 @@ def run_state(snap: RunSnapshot, now: float,
         state = snap.job.life
     elif "exit_code" in snap.meta:
         state = "finished" if snap.meta["exit_code"] in (0, None) else "failed"
-    elif snap.meta.get("train_summary") or _reached_its_end(snap, config):
+    elif (snap.meta.get("train_summary") or _reached_its_end(snap, config)
+          or _bar_full(snap)):
         state = "finished"
     else:
         state = "live"
-    if state == "live" and _stalled(snap, now):
-        return "stalled"
+    if state == "live":
+        return _silence(snap, now)
     return state
+
+
+def _bar_full(snap: RunSnapshot) -> bool:
+    """A Trainer's progress bar reached its total, and the run logged that step."""
+    bar = snap.progress
+    return (bar is not None and bool(bar.total) and bar.step >= bar.total
+            and snap.last_step is not None and snap.last_step >= bar.total)
 
 
 def _reached_its_end(snap: RunSnapshot, config: Mapping[str, Any] | None) -> bool:
@@ -246,13 +261,17 @@ def usual_interval(snap: RunSnapshot) -> float | None:
     return float(np.median(gaps)) if gaps.size else None
 
 
-def _stalled(snap: RunSnapshot, now: float) -> bool:
+def _silence(snap: RunSnapshot, now: float) -> FleetState:
+    """A run said live, by how long it has been silent: "live", "stalled" or "stopped"."""
     updated, interval = updated_at(snap), usual_interval(snap)
     if updated is None:
-        return False
+        return "live"
+    silent = now - updated
+    if silent > max(STOP_FACTOR * (interval or STALL_UNKNOWN_S / STALL_FACTOR), STOP_MIN_S):
+        return "stopped"
     if interval is None:
-        return now - updated > STALL_UNKNOWN_S
-    return now - updated > max(STALL_FACTOR * interval, STALL_MIN_S)
+        return "stalled" if silent > STALL_UNKNOWN_S else "live"
+    return "stalled" if silent > max(STALL_FACTOR * interval, STALL_MIN_S) else "live"
 
 
 def _task_metric(snap: RunSnapshot) -> str | None:

@@ -22,7 +22,7 @@ SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 10
 # Each state's colour: the status bar's theme variables (readable in every theme).
 STATE_COLORS = {"live": "status-good", "finished": "status-done", "stalled": "status-wait",
-                "failed": "status-bad", "queued": "status-wait"}
+                "failed": "status-bad", "queued": "status-wait", "stopped": "status-bad"}
 CONFIG_PRIORITY = 5
 
 
