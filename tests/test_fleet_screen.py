@@ -342,6 +342,8 @@ async def test_other_runs_crystallising_are_one_notice_not_one_each(tmp_path):
     # however loaded the machine (one burst, one group).
     now = [0.0]
     app.follower.grouper.clock = lambda: now[0]
+    # Open since before these rows were written: news, not history (test_history.py)
+    app.follower.opened_at = NOW - 3600
     said = notices_said(app)
     async with app.run_test(size=(160, 45)) as pilot:
         await wait_for(pilot, lambda: len(app.store.runs()) == 6 and all(

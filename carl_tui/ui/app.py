@@ -121,7 +121,7 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
                     self._source_problem = f"could not open the source: {describe(exc)}"
                     sources = []
             self._follower = Follower(self.post_message, self.store, sources,
-                                      self.settings.run)
+                                      self.settings.run, self.services.clock)
         return self._follower
 
     @property
@@ -272,8 +272,9 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
         """The status bar and the job line (ages tick every second)."""
         if self._showing and not self.follower.hidden:
             # After any update queued before it: the follower's snapshot is the one shown.
+            now = self.services.clock()
             self.dashboard.post_message(StatusTick(self.store.summary(), self.follower.snapshot,
-                                                   self.services.clock()))
+                                                   now, self.follower.history_line(now)))
 
     # -- what other parts call -------------------------------------------------------
 
