@@ -81,7 +81,7 @@ STOP_FACTOR = 60.0
 STOP_MIN_S = 3600.0
 TREND_POINTS = 32  # values across the run for a row's sparkline
 #: The series a row reads (with its current progress metric): its task metric where the
-#: stage has none of its own (`_task_metric`), its loss, its epoch (`_reached_its_end`).
+#: stage has none of its own (`task_metric`), its loss, its epoch (`_reached_its_end`).
 ROW_SERIES = (mn.ACCURACY, mn.REWARD, "loss", "epoch")
 
 #: The store's sizes for reading many runs for their rows only (`carl-tui fleet`): each
@@ -168,7 +168,7 @@ def fleet_row(snap: RunSnapshot, *, now: float,
               prices: Mapping[str, float] | None = None) -> FleetRow:
     """The row of one run's snapshot (see `fleet_rows`)."""
     phase, from_step, stage = snap.phase.history[-1] if snap.phase.history else (None,) * 3
-    task = _task_metric(snap)
+    task = task_metric(snap)
     series = snap.series.get(task) if task else None
     loss = snap.series.get("loss")
     flavor = (snap.job.flavor if snap.job is not None else "") or snap.meta.get("flavor")
@@ -274,7 +274,7 @@ def _silence(snap: RunSnapshot, now: float) -> FleetState:
     return "stalled" if silent > max(STALL_FACTOR * interval, STALL_MIN_S) else "live"
 
 
-def _task_metric(snap: RunSnapshot) -> str | None:
+def task_metric(snap: RunSnapshot) -> str | None:
     """The progress metric of the run's current stage (token accuracy, the task reward)
     where the run logs it as one series; else accuracy or reward when it logs one."""
     if snap.phase.metric in snap.series:

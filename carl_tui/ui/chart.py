@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from carl_tui import metric_names as mn
 from carl_tui.coherence.constants import SIGMA
 from carl_tui.store import RunSnapshot, SeriesView
+from carl_tui.store.fleet import task_metric
 from carl_tui.ui.format import count_text, duration_text
 from carl_tui.ui.plot_view import (
     DEFAULT_SETTINGS,
@@ -201,10 +202,17 @@ def build_view(
     height: int = 20,
     xlim: tuple[float, float] | None = None,
 ) -> PlotView:
-    """`xlim`: an x range to cover at least (stacked plots share it: `shared_xlim`)."""
+    """`xlim`: an x range to cover at least (stacked plots share it: `shared_xlim`). The
+    phi plot of a run where phi cannot be shown is its task metric's (`phi_stand_in`)."""
     title = _title(metric, snap)
     if snap is None:
         return PlotView(title=title, empty=WAITING)
+    stand_in = phi_stand_in(snap) if metric == mn.PHI else None
+    if stand_in is not None:
+        task, hint = stand_in
+        view = build_view(task, snap, (), settings, color_var=color_var, width=width,
+                          height=height, xlim=xlim)
+        return replace(view, title=f"{task} · {hint}")
     x_axis = settings.x_axis
     main = snap.series.get(metric)
     lo_step = None
@@ -273,6 +281,23 @@ def shared_xlim(snap: RunSnapshot, plots: Iterable[tuple[str, Sequence[Overlay]]
                 if xs is not None:
                     ends += xs.tolist()
     return (min(ends), max(ends)) if ends else None
+
+
+def phi_stand_in(snap: RunSnapshot) -> tuple[str, str] | None:
+    """Where phi cannot be shown (the run logs none, and it cannot be derived), the
+    metric the first plot shows instead, the run's task metric (`task_metric`: token
+    accuracy, the reward), and one line on how to get phi; None where phi is shown, or
+    there is no task metric either."""
+    if mn.PHI in snap.series:
+        return None
+    task = task_metric(snap)
+    if task is None:
+        return None
+    if task != mn.REWARD and mn.REWARD in snap.series and mn.ACCURACY not in snap.series:
+        task = mn.REWARD  # a GRPO run's reward, not one of its components
+    if mn.ENTROPY in snap.series and snap.vocab_size is None:
+        return task, "phi: set --vocab-size"
+    return task, "phi: log entropy"
 
 
 def _title(metric: str, snap: RunSnapshot | None) -> str:
