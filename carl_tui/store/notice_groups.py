@@ -148,7 +148,7 @@ def history_line(notices: list[Notice], now: float,
     times = [n.at for n in latest.values() if n.at is not None]
     when = f", {age(max(times), now)}" if times else ""
     more = len(kinds) - HISTORY_NAMED
-    return "history: " + ", ".join(parts) + when + (f" (+{more}, e)" if more > 0 else "")
+    return "history: " + ", ".join(parts) + when + (f" (+{more} more: e)" if more > 0 else "")
 
 
 def _phase_word(n: Notice) -> str:

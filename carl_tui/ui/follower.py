@@ -30,7 +30,12 @@ from typing import TYPE_CHECKING
 from carl_tui.events import SourceStatus
 from carl_tui.sources.base import Source, SourceRunner
 from carl_tui.store import Notice, RunSnapshot, RunStore
-from carl_tui.store.notice_groups import NoticeGrouper, history_line, is_history
+from carl_tui.store.notice_groups import (
+    HISTORY_SOURCES,
+    NoticeGrouper,
+    history_line,
+    is_history,
+)
 from carl_tui.ui.messages import SnapshotUpdated, StoreChanged
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -249,8 +254,11 @@ class Follower:
         for n in notices:
             if is_history(n, self.opened_at, self.store.data_time):
                 kept = self.history.setdefault(n.run.key, [])
-                kept.append(n if n.at is not None
-                            else replace(n, at=self.store.data_time(n.run.key)))
+                if n.run.source in HISTORY_SOURCES:  # a recording's times are shifted to
+                    n = replace(n, at=None)         # now: no age worth saying
+                elif n.at is None:
+                    n = replace(n, at=self.store.data_time(n.run.key))
+                kept.append(n)
                 del kept[:-MAX_HISTORY]
             else:
                 news.append(n)
