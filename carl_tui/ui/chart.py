@@ -110,6 +110,44 @@ def nice_ticks(lo: float, hi: float, target: int = 5, integer: bool = False) -> 
     return ticks
 
 
+#: Rows of a plot that are not its canvas: the axes' top and bottom lines, the x ticks'
+#: labels and the x axis's name (plotext's layout, as `MetricPlot` sets it).
+PLOT_FRAME_ROWS = 4
+
+
+def row_aligned(lo: float, hi: float, rows: int, integer: bool = False
+                ) -> tuple[tuple[float, float], list[float]]:
+    """A y range covering [lo, hi] on a canvas of `rows` character rows, and round ticks
+    in it, such that every tick falls exactly on a row (plotext puts a value v on row
+    round((rows - 1) * (v - y0) / (y1 - y0))) and the ticks are evenly spaced in rows:
+    a tick's label sits on the row of its value, and a point is above a label only when
+    it is greater. Ticks 2 to 5 rows apart (1 to 3 on a small canvas), the range the
+    tightest such one."""
+    if rows < 3 or not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        return (lo, hi), nice_ticks(lo, hi, max(2, rows // 2), integer)
+    span, gaps = hi - lo, rows - 1
+    mag = 10 ** math.floor(math.log10(span / gaps))
+    best: tuple[float, float, float, float, int] | None = None  # span, y0, y1, d, count
+    for d in (m * mag * 10 ** e for e in range(4) for m in (1, 2, 2.5, 5)):
+        if integer and (d < 1 or d != round(d)):
+            continue
+        for k in (2, 3, 4, 5) if gaps >= 12 else (2, 3) if gaps >= 6 else (1, 2, 3):
+            unit = d / k  # the value of one row
+            y0 = math.floor(lo / unit + 1e-9) * unit
+            y1 = y0 + gaps * unit
+            first = math.ceil(y0 / d - 1e-9) * d
+            count = int((y1 - first) / d + 1e-9) + 1
+            if y1 < hi - 1e-9 * span or count < 2:
+                continue
+            if best is None or y1 - y0 < best[0] - 1e-12 * span:
+                best = (y1 - y0, y0, y1, d, count)
+    if best is not None:
+        _, y0, y1, d, count = best
+        first = math.ceil(y0 / d - 1e-9) * d
+        return (y0, y1), [round(first + i * d, 12) for i in range(count)]
+    return (lo, hi), nice_ticks(lo, hi, max(2, rows // 2), integer)
+
+
 def _decimals(step: float) -> int:
     """Decimals that show every multiple of `step` exactly (0.25 -> 2, 0.1 -> 1, 5 -> 0)."""
     for d in range(7):
@@ -238,14 +276,14 @@ def build_view(
     ys = np.concatenate(frame.ys)
     lo, hi = float(xs.min()), float(xs.max())
     xlim = (lo, hi) if xlim is None else (min(lo, xlim[0]), max(hi, xlim[1]))
-    ylim = _fit(float(np.nanmin(ys)), float(np.nanmax(ys)))
+    ylim, yt = row_aligned(*_fit(float(np.nanmin(ys)), float(np.nanmax(ys))),
+                           height - PLOT_FRAME_ROWS, integer=log_y)
     marks, legend = _decorations(metric, snap, x_map, settings, xlim, ylim, log_y)
     drawn = [t for t in frame.traces if not t.faint]
     if len(drawn) > 1:  # one run alone is named in the header; several need names
         legend = [LegendItem("━", t.label, t.color_var) for t in drawn] + legend
     xt = (_time_ticks(*xlim, max(2, width // 12)) if x_axis == "time"
           else nice_ticks(*xlim, max(2, width // 12), integer=True))
-    yt = nice_ticks(*ylim, max(2, (height - 4) // 2), integer=log_y)  # a tick per 2 rows
     return PlotView(
         title=title,
         traces=tuple(frame.traces),
