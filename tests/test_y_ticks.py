@@ -5,6 +5,8 @@ SFT run's extremes, drawn above "1.0" and below "0" before)."""
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 import pytest
 
@@ -56,7 +58,7 @@ async def test_tick_labels_sit_on_the_rows_of_their_values(size, theme):
             ticks, dots = plot_rows(app, plot)
             assert len(ticks) >= 2, (size, plot.id, ticks)
             rows = sorted(ticks)
-            gaps = {b - a for a, b in zip(rows, rows[1:], strict=False)}
+            gaps = {b - a for a, b in pairwise(rows)}
             assert len(gaps) == 1, (size, theme, plot.id, ticks)  # evenly spaced
             values = [ticks[r] for r in rows]
             step = values[0] - values[1]
