@@ -88,8 +88,10 @@ async def test_crystallisation_is_flagged_at_the_gate_step(run_ref):
         assert flagged[-1][1]
         flags = [t for t in said if t.startswith("Crystallised")]
         assert len(flags) == 1 and f"at step {expected.trigger_step}" in flags[0]
-        # No vocabulary size: phi cannot be derived, and its plot says so.
-        assert "vocabulary size" in app.query_one("#phi-plot", MetricPlot).view.empty
+        # No vocabulary size: phi cannot be derived; the first plot is the task metric,
+        # and says how to get phi (test_first_plot.py).
+        first = app.query_one("#phi-plot", MetricPlot).view
+        assert first.title == "mean_token_accuracy · phi: set --vocab-size" and first.traces
         ent_plot = app.query_one("#entropy-plot", MetricPlot)
         gate_lines = [m.x for m in ent_plot.view.marks if m.kind == "vline"]
         assert gate_lines == [float(expected.trigger_step)]
