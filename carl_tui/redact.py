@@ -44,14 +44,14 @@ _PATTERNS = (
     re.compile(r"(?i)(\bx-api-key\b[\"']?\s*[:=]\s*[\"']?)[^\s\"',;}]+"),
     # NAME=value / "name": "value" where the name speaks of a secret.
     re.compile(
-        r"(?i)(\b[A-Za-z0-9_.\-]*(?:token|api[_-]?key|access[_-]?key|secret[_-]?key|private[_-]?key"
-        r"|secret|password|passwd)[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED\])(?![\d.eE+\-]+\b)"
+        r"(?i)(\b[A-Za-z0-9_.\-]*(?:token|apikey|[A-Za-z0-9][_-]key"
+        r"|(?:secret|password|passwd)s?(?:[_.\-][A-Za-z0-9_.\-]*)?)[\"']?\s*[:=]\s*[\"']?)(?!\[REDACTED\])(?![\d.eE+\-]+\b)"
         r"[^\s\"',;}]{4,}"
     ),
     # --name value (a command line) where the name speaks of a secret.
     re.compile(
-        r"(?i)((?<![\w-])--?[A-Za-z0-9_\-]*(?:token|api[_-]?key|access[_-]?key|secret|password"
-        r"|passwd)[\"']?\s+[\"']?)(?!\[REDACTED\])(?![\d.eE+\-]+\b)(?!-)[^\s\"',;}]{4,}"
+        r"(?i)((?<![\w-])--?[A-Za-z0-9_\-]*(?:token|apikey|[A-Za-z0-9][_-]key"
+        r"|(?:secret|password|passwd)s?(?:[_\-][A-Za-z0-9_\-]*)?)[\"']?\s+[\"']?)(?!\[REDACTED\])(?![\d.eE+\-]+\b)(?!-)[^\s\"',;}]{4,}"
     ),
 )
 
@@ -67,7 +67,6 @@ _SECRET_WORDS = frozenset({
     "token", "secret", "secrets", "password", "passwd", "passphrase", "credential",
     "credentials", "apikey", "authorization", "bearer",
 })
-_KEY_QUALIFIERS = frozenset({"api", "access", "secret", "private", "auth", "client", "signing"})
 # Tokenizer settings (`pad_token: <pad>`) name tokens, not credentials.
 _TOKENIZER_WORDS = frozenset({
     "pad", "eos", "bos", "unk", "sep", "cls", "mask", "special", "chat", "start", "end",
@@ -78,9 +77,11 @@ _TOKENIZER_WORDS = frozenset({
 def is_secret_key(name: object) -> bool:
     """Whether a field (a config key, a `--flag`) named `name` holds a secret.
 
-    `hub_token`, `HF_TOKEN`, `WANDB_API_KEY`, `apiKey`, `--hub-token`, `password`,
-    `secrets` do; `max_new_tokens`, `tokenizer_name`, `pad_token`, `key`, `sort_key`
-    do not."""
+    Every `*_key`, `*_token`, `*password*` and `*secret*` name does: `hub_token`,
+    `HF_TOKEN`, `WANDB_API_KEY`, `wandb_key`, `--wandb-key`, `apiKey`, `--hub-token`,
+    `password`, `secrets` (and `sort_key`: masking a sort key costs little, missing a
+    key costs a secret); `max_new_tokens`, `tokenizer_name`, `pad_token`, `key`,
+    `monkey` do not."""
     return isinstance(name, str) and _secret_key(name)
 
 
@@ -92,7 +93,7 @@ def _secret_key(name: str) -> bool:
         before = words[i - 1] if i else ""
         if word in _SECRET_WORDS and not (word == "token" and before in _TOKENIZER_WORDS):
             return True
-        if word == "key" and before in _KEY_QUALIFIERS:
+        if word == "key" and before:  # `wandb_key`, `--wandb-key`: a key of something
             return True
     return False
 

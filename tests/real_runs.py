@@ -25,6 +25,7 @@ from smoothed levels and their standard errors:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -35,6 +36,10 @@ import numpy as np
 from carl_tui.store import roles
 
 CORPUS = Path(__file__).parent / "data" / "real_runs"
+#: Runs gathered for the phase method being built (public SFT and GRPO histories, tiny runs
+#: in new shapes, GRPO made to fail at a known step): read by `python -m tests.phase_checks`;
+#: not yet under the corpus tests of the classifier in use, whose thresholds they break.
+MORE = CORPUS.parent / "real_runs_more"
 ACCURACY = "mean_token_accuracy"
 
 
@@ -51,14 +56,25 @@ class RealRun:
     kind: str  # sft, grpo, sft+grpo, dpo, loss
     rows: list[tuple[int, dict[str, float]]]
     stages: list[Stage] = field(default_factory=list)
+    #: Where it comes from: "Owner/Repo" for a public history, else the run's own name
+    #: (tiny-*: make_tiny.py's runs; demo-*: the demo's streams).
+    repository: str = ""
+    #: What the run was made to do, for runs made to fail (make_tiny.py's "induced").
+    induced: dict | None = None
+
+    @property
+    def half(self) -> str:
+        """The half of the corpus the run belongs to: "tune" or "check" (see `half_of`)."""
+        return half_of(self.repository)
 
     @property
     def length(self) -> int:
         return len(self.rows)
 
 
-def load_runs() -> list[RealRun]:
-    return [load_run(p) for p in sorted(CORPUS.glob("*.json"))]
+def load_runs(*, more: bool = False) -> list[RealRun]:
+    paths = sorted(CORPUS.glob("*.json")) + (sorted(MORE.glob("*.json")) if more else [])
+    return [load_run(p) for p in paths]
 
 
 def load_run(path: Path) -> RealRun:
@@ -68,7 +84,19 @@ def load_run(path: Path) -> RealRun:
         vals = {k: float(v) for k, v in r.items() if k != "step" and isinstance(v, (int, float))
                 and not isinstance(v, bool) and math.isfinite(v)}
         rows.append((int(r["step"]), vals))
-    return RealRun(doc["name"], doc["kind"], rows, _stages(rows))
+    source = doc.get("source", {})
+    repository = source.get("repo") or doc["name"]
+    return RealRun(doc["name"], doc["kind"], rows, _stages(rows), repository, doc.get("induced"))
+
+
+def half_of(repository: str) -> str:
+    """The corpus's split, fixed before any rule was tuned on it: by repository (a public
+    history's "Owner/Repo", lowercased; a run made here by its name), through the first
+    byte of its SHA-256: even is the tuning half, odd the check half. Rules fitted to the
+    corpus (phases, health flags, alerts) are tuned on "tune" only and reported on both;
+    the README's figures are the check half's. `SPLIT` beside the runs lists the result."""
+    digest = hashlib.sha256(repository.lower().encode()).digest()
+    return "tune" if digest[0] % 2 == 0 else "check"
 
 
 def _stages(rows) -> list[Stage]:

@@ -95,7 +95,8 @@ async def open_tab(client, served: Served, *shown: str, timeout: float = 60.0):
 
     import aiohttp
 
-    ws = await client.ws_connect(served.base.replace("http", "ws") + "/ws?width=160&height=45")
+    ws = await client.ws_connect(served.base.replace("http", "ws") + "/ws?width=160&height=45",
+                                 origin=served.base)  # as the page's browser says it
     drawn = ""
     want = ("phase", "metrics", *shown)
     while not all(w in drawn for w in want):

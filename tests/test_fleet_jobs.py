@@ -11,6 +11,7 @@ import time
 import pytest
 from textual.widgets import DataTable
 
+from carl_tui.redact import MASK
 from tests.conftest import dashboard_config, plain_text, spec_trajectory, wait_for
 from tests.test_fleet import (
     assert_agrees_with_summary,
@@ -402,3 +403,15 @@ def test_the_sources_fleet_reads(argv, expected):
         assert req.named() == [] or len(req.named()) == 1
         for name, value in fields.items():
             assert getattr(req, name) == value, name
+
+
+def test_fleet_jobs_json_masks_every_secret_flag_of_a_command(loopback_hub, capsys):
+    _srv, jobs = loopback_hub
+    jobs.add_job("job-keys", flavor="a10g-small", command=[
+        "python", "train.py", "--wandb-key", "wandbPlainValue01", "--hub-token",
+        "hubPlainValue0002", "--db-password=dbPlainValue0003", "--lr", "1e-4"])
+    (row,) = fleet(["--jobs", "--timeout", "20"], capsys)
+    assert row["config"]["command"] == ["python", "train.py", "--wandb-key", MASK,
+                                        "--hub-token", MASK, f"--db-password={MASK}",
+                                        "--lr", "1e-4"]
+    assert "PlainValue" not in json.dumps(row)

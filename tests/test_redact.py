@@ -108,7 +108,8 @@ def test_flags_that_are_not_secrets_are_untouched(text):
 @pytest.mark.parametrize("name", [
     "hub_token", "HF_TOKEN", "WANDB_API_KEY", "apiKey", "accessToken", "HFToken", "--hub-token",
     "password", "db_passwd", "secrets", "client_secret", "private_key", "Authorization",
-    "x-api-key", "refresh_token",
+    "x-api-key", "refresh_token", "wandb_key", "--wandb-key", "wandbKey", "sort_key",
+    "db_password_file", "my_secret_name",
 ])
 def test_secret_field_names(name):
     assert is_secret_key(name)
@@ -116,10 +117,40 @@ def test_secret_field_names(name):
 
 @pytest.mark.parametrize("name", [
     "max_new_tokens", "num_tokens", "tokenizer_name", "pad_token", "eos_token_id", "key",
-    "sort_key", "monkey", "learning_rate", "report_to", "additional_special_tokens", "", 3,
+    "monkey", "keyboard", "--key-steps", "learning_rate", "report_to",
+    "additional_special_tokens", "", 3,
 ])
 def test_ordinary_field_names(name):
     assert not is_secret_key(name)
+
+
+# Every `*_key`, `*_token`, `*password*` and `*secret*` name, in a config, a command line
+# (both spellings of a flag) and text: the value never shows.
+SECRET_NAMES = ("wandb_key", "hub_token", "db_password", "password_file", "my_secret",
+                "secret_sauce", "comet_api_key", "neptune_key")
+
+
+@pytest.mark.parametrize("name", SECRET_NAMES)
+def test_every_secret_name_is_masked_in_config_argv_and_text(name):
+    from carl_tui.events import RunMeta, RunRef
+    from carl_tui.redact import redact_argv
+    from carl_tui.store.sanitize import clean_event
+
+    value = "plainValue12345"
+    flag = "--" + name.replace("_", "-")
+    meta = clean_event(RunMeta(RunRef("jsonl", "p", "run"), {
+        "config": {name: value, "lr": 1e-4},
+        "command": ["python", "t.py", flag, value, "--lr", "1e-4"]})).meta
+    assert meta["config"] == {name: MASK, "lr": 1e-4}
+    assert meta["command"] == ["python", "t.py", flag, MASK, "--lr", "1e-4"]
+    assert redact_argv(["python", "t.py", flag, value, "--seed", "3"]) == (
+        "python", "t.py", flag, MASK, "--seed", "3")
+    assert redact_argv([f"{flag}={value}"]) == (f"{flag}={MASK}",)
+    for text in (f"{name}={value}", f"{name}: {value}", f'{{"{name}": "{value}"}}',
+                 f"python t.py {flag} {value} --lr 1e-4", f"export {name.upper()}={value}"):
+        assert value not in redact(text, env={}), text
+    assert redact(f"python t.py {flag} {value} --lr 1e-4", env={}) == \
+        f"python t.py {flag} {MASK} --lr 1e-4"
 
 
 # -- text that arrives in pieces -----------------------------------------------------------------

@@ -60,7 +60,8 @@ async def test_sessions_are_bounded_end_with_their_tab_and_with_the_server(serve
         for p in tabs:
             assert p.cmdline()[1:3] == ["-m", "carl_tui"] and p.cmdline()[-1] == "--read-only"
         with pytest.raises(aiohttp.WSServerHandshakeError) as full:
-            await client.ws_connect(served.base.replace("http", "ws") + "/ws")
+            await client.ws_connect(served.base.replace("http", "ws") + "/ws",
+                                    origin=served.base)
         assert full.value.status == 503
         async with client.get(served.base + "/") as r:
             assert r.status == 503 and "All 2 sessions" in await r.text()
@@ -205,7 +206,8 @@ async def test_a_dashboard_that_does_not_quit_when_its_tab_closes_is_killed(monk
     port = await asyncio.wait_for(ready, 30)
     try:
         async with aiohttp.ClientSession() as client:
-            ws = await client.ws_connect(f"ws://127.0.0.1:{port}/ws?token={srv.token}")
+            ws = await client.ws_connect(f"ws://127.0.0.1:{port}/ws?token={srv.token}",
+                                         origin=f"http://127.0.0.1:{port}")
             for _ in range(600):
                 pids = [s.pid for s in srv.sessions if s.pid]
                 if pids:

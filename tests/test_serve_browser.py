@@ -13,6 +13,7 @@ import shutil
 
 import pytest
 
+from tests.conftest import wait_until
 from tests.serving import HF_SECRET, RECORDING, start_serving
 
 pytest.importorskip("textual_serve")
@@ -171,3 +172,83 @@ def test_read_only_the_stop_key_does_nothing_and_neither_footer_nor_help_offers_
     tab.wait_for("app.theme", since)
     assert ("actions.stop" in tab.text(since)) is allow_actions
     tab.close()
+
+
+NEIGHBOUR_PAGE = """<!DOCTYPE html><html><body><script>
+const out = {opened: false, bytes: 0, closed: false};
+const report = () => fetch("/report", {method: "POST", body: JSON.stringify(out)});
+const ws = new WebSocket("ws://127.0.0.1:%d/ws?width=80&height=24");
+ws.binaryType = "arraybuffer";
+ws.onopen = () => { out.opened = true; ws.send(JSON.stringify(["stdin", "t"])); };
+ws.onmessage = (e) => { out.bytes += e.data.byteLength || e.data.length || 0; report(); };
+ws.onclose = () => { out.closed = true; report(); };
+</script></body></html>"""
+
+
+class Neighbour:
+    """A web server on another port of 127.0.0.1: what it receives, what its page saw."""
+
+    def __init__(self, port: int):
+        import http.server
+        import json
+        import threading
+
+        self.cookies: list[str] = []
+        self.reports: list[dict] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                outer.cookies.append(self.headers.get("Cookie") or "")
+                body = (NEIGHBOUR_PAGE % port).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                outer.reports.append(json.loads(self.rfile.read(n)))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_page_on_another_port_gets_neither_the_token_nor_the_dashboard(browser, serve):
+    """The printed link opened, then a page on another port of 127.0.0.1 in the same
+    browser: SameSite ignores ports, so that server receives the cookie; it is not the
+    token, and the page's websocket to the dashboard is refused (no session starts)."""
+    srv = serve("--watch", str(RECORDING), "--allow-actions")
+    neighbour = Neighbour(srv.port)
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        own = context.new_page()
+        assert own.goto(srv.url).status == 200
+        wait_until(lambda: srv.sessions(), what="the printed link's dashboard")
+        own.close()  # its dashboard ends with it
+        wait_until(lambda: not srv.sessions(), what="its end")
+        attacker = context.new_page()
+        attacker.goto(neighbour.url)
+        for _ in range(600):
+            if neighbour.reports:
+                break
+            attacker.wait_for_timeout(100)
+        assert neighbour.reports, "the neighbour's page never reported"
+        report = neighbour.reports[-1]
+        assert report == {"opened": False, "bytes": 0, "closed": True}
+        assert srv.sessions() == []
+        assert neighbour.cookies and all(srv.token not in c for c in neighbour.cookies)
+    finally:
+        context.close()
+        neighbour.close()

@@ -31,7 +31,8 @@ def trackio(tmp_path_factory):
 
 class Proxy:
     """Forwards to `upstream`; `mode` "trickle" sends each reply a byte at a time, "redirect"
-    answers 307 to the same path on `upstream`, "same" 307 to its own /fwd/ path."""
+    answers 307 to the same path on `upstream`, "same" 307 to its own /fwd/ path, "pass"
+    forwards as it is."""
 
     def __init__(self, upstream: str, mode: str):
         self.upstream, self.mode = upstream, mode
@@ -48,6 +49,9 @@ class Proxy:
     def _handle(self, req: Request) -> Response:
         if self.mode == "redirect":
             return Response(307, b"", {"Location": self.upstream + req.path})
+        if self.mode == "pass":
+            r = self._forward(req, req.path)
+            return Response(r.status_code, r.content, {"Content-Type": "application/json"})
         if self.mode == "same":
             if not req.path.startswith("/fwd/"):
                 return Response(307, b"", {"Location": "/fwd" + req.path})
@@ -81,7 +85,8 @@ def test_a_reply_that_trickles_is_given_up_on_and_said(trackio):
         runner = SourceRunner(src, lambda events: statuses.extend(
             e for e in events if isinstance(e, SourceStatus)))
         runner.poll_once()
-    (status,) = statuses
+    waiting, status = statuses  # waiting once the timeout passed (never live), then:
+    assert waiting.state == "connecting" and "still waiting" in waiting.message
     assert status.state == "retrying", status
     assert status.message == (f"{proxy.server.url} is answering too slowly: no whole reply "
                               "within 3 s (it still sends)")
@@ -144,3 +149,25 @@ def test_headers_that_trickle_are_given_up_on_too(tmp_path):
         stop.set()
         srv.close()
         thread.join(5)
+
+
+def test_a_server_that_starts_to_trickle_is_not_live_while_its_reply_trickles(trackio):
+    """Live after a good poll; then the server trickles: before it is given up on (3x the
+    timeout) the source is said to be waiting once the timeout has passed, never live."""
+    srv, project = trackio
+    with Proxy(srv.url, "pass") as proxy:
+        src = TrackioRemoteSource(proxy.server.url, project=project, timeout=1.0)
+        statuses: list[SourceStatus] = []
+        runner = SourceRunner(src, lambda events: statuses.extend(
+            e for e in events if isinstance(e, SourceStatus)))
+        while src.behind or not statuses:
+            runner.poll_once()
+        assert statuses[-1].state == "live"
+        said = len(statuses)
+        proxy.mode = "trickle"
+        runner.poll_once()
+    trickled = [(s.state, s.message) for s in statuses[said:]]
+    assert trickled == [
+        ("connecting", "no whole reply within 1 s; still waiting"),
+        ("retrying", (f"{proxy.server.url} is answering too slowly: no whole reply within "
+                     "3 s (it still sends)"))]

@@ -672,3 +672,18 @@ def test_jobs_dialog_snapshot(hub, snap_compare):
                 and "2 jobs in alice" in plain_text(s.query_one("#jobs-status")))
 
     assert snap_compare(app, terminal_size=SIZE, run_before=opened(app, "j", JobsScreen, listed))
+
+
+async def test_a_repo_name_with_brackets_is_shown_as_typed_not_read_as_markup(hub, tmp_path):
+    srv, _repos, _ = hub
+    app = make_app(srv, output_dir=str(make_output(tmp_path / "out")),
+                   push_repo="alice/carl-ckpt")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("p")
+        screen = app.screen
+        screen.query_one("#repo", Input).value = "x/[/oops]/[bold red]y[/]"
+        await pilot.press("ctrl+u")
+        await pilot.pause()
+        assert app.screen is screen and app.return_code is None
+        assert ("The target repo 'x/[/oops]/[bold red]y[/]' is not of the form user/name."
+                in plain_text(screen.query_one("#push-error"), 200))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,13 @@ from carl_tui.errors import CarlError
 
 #: Bytes read from a growing file per scan.
 CHUNK = 8 << 20
+#: A line (a printed panel) longer than a read is read again whole, up to this size;
+#: a longer one is skipped and counted. Either way what follows it is read.
+MAX_LINE = 512 << 20
+
+LINE_TOO_LONG = "line too long"
+NOT_UTF8 = "not UTF-8"
+NOT_JSON = "not JSON"
 
 
 class _Tail:
@@ -31,7 +39,7 @@ class _Tail:
         self.offset = 0
         self._ident: tuple[int, int] | None = None
 
-    def new_bytes(self) -> bytes:
+    def new_bytes(self, size: int = CHUNK) -> bytes:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
@@ -43,7 +51,21 @@ class _Tail:
             return b""
         with open(self.path, "rb") as f:
             f.seek(self.offset)
-            return f.read(CHUNK)
+            return f.read(size)
+
+    def skip_line(self) -> bool:
+        """Move past the line at the offset, read piece by piece; False while it has
+        no end yet (still being written)."""
+        pos = self.offset
+        with open(self.path, "rb") as f:
+            f.seek(pos)
+            while piece := f.read(CHUNK):
+                nl = piece.find(b"\n")
+                if nl >= 0:
+                    self.offset = pos + nl + 1
+                    return True
+                pos += len(piece)
+        return False
 
     def read_range(self, start: int, end: int) -> bytes:
         with open(self.path, "rb") as f:
@@ -70,16 +92,27 @@ class _TailReader:
 
     def __init__(self, path: str | Path):
         self._tail = _Tail(path)
+        self.skipped: Counter[str] = Counter()  # lines left out, by reason
 
     def scan(self) -> list[tuple[int, Any, CompletionTable | None]]:
         return _to_the_end(self._tail, self._chunk)
 
     def _chunk(self) -> list[tuple[int, Any, CompletionTable | None]]:
-        base = self._tail.offset
-        data = self._tail.new_bytes()
-        if self._tail.offset != base:  # started over
-            base = 0
-        out, consumed = self._index(data, base)
+        size = CHUNK
+        while True:
+            base = self._tail.offset
+            data = self._tail.new_bytes(size)
+            if self._tail.offset != base:  # started over
+                base = 0
+            out, consumed = self._index(data, base)
+            if consumed or len(data) < size:  # moved on, or a line not ended yet
+                break
+            # Nothing whole in a full read: one line (a panel) is longer than it.
+            if size >= MAX_LINE:
+                if self._tail.skip_line():
+                    self.skipped[LINE_TOO_LONG] += 1
+                return out
+            size = min(size * 4, MAX_LINE)  # read it again, whole
         self._tail.offset = base + consumed
         return out
 
@@ -134,7 +167,9 @@ class StreamReader(_TailReader):
             line = data[pos:nl]
             if b'"completions"' in line and b'"event"' in line:
                 step = _step_of_line(line)
-                if step is not None:  # the table is made when it is looked at
+                if isinstance(step, str):
+                    self.skipped[step] += 1
+                elif step is not None:  # the table is made when it is looked at
                     out.append((step, (base + pos, base + nl), None))
             pos = nl + 1
         return out, pos
@@ -143,11 +178,17 @@ class StreamReader(_TailReader):
         return _table_of_line(self._tail.read_range(*locator))
 
 
-def _step_of_line(line: bytes) -> int | None:
+def _step_of_line(line: bytes) -> int | str | None:
+    """The step of a completions line; why it is skipped (a reason) when it cannot be
+    read; None when it is not a completions line after all."""
     try:
-        obj = json.loads(line)
-    except (ValueError, UnicodeDecodeError):
-        return None
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return NOT_UTF8
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return NOT_JSON
     if not isinstance(obj, dict) or obj.get("event") != "completions":
         return None
     step = obj.get("step")
@@ -174,6 +215,7 @@ class _FolderReader:
     def __init__(self, folder: str | Path):
         self.folder = Path(folder)
         self._seen: dict[str, int] = {}
+        self.skipped: Counter[str] = Counter()  # a file is read whole: none so far
 
     def _files(self) -> list[tuple[str, int]]:
         try:

@@ -16,7 +16,7 @@ newest table.
 from __future__ import annotations
 
 import bisect
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from typing import Any, Protocol
 
 from carl_tui.completions.model import CompletionTable
@@ -26,6 +26,7 @@ DEFAULT_KEEP = 32
 
 class Reader(Protocol):
     origin: str
+    skipped: Counter[str]  # lines (rows) left out, by reason: counted, never silent
 
     def scan(self) -> list[tuple[int, Any, CompletionTable | None]]: ...
 
@@ -86,6 +87,22 @@ class CompletionLog:
         self._cache.move_to_end(step)
         while len(self._cache) > self.keep:
             self._cache.popitem(last=False)
+
+    def skipped(self) -> Counter[str]:
+        """What the readers left out, by reason (a line too long, not UTF-8, not JSON)."""
+        total: Counter[str] = Counter()
+        for reader in self.readers:
+            total.update(reader.skipped)
+        return total
+
+    def skipped_text(self) -> str:
+        """`skipped 2 completions lines (1 not UTF-8, 1 line too long)`, or ""."""
+        counts = self.skipped()
+        n = sum(counts.values())
+        if not n:
+            return ""
+        why = ", ".join(f"{k} {reason}" for reason, k in sorted(counts.items()))
+        return f"skipped {n} completions line{'s' if n != 1 else ''} ({why})"
 
     def cached_steps(self) -> list[int]:
         return sorted(self._cache)

@@ -1,7 +1,9 @@
 """One completion and one step's table of them.
 
-Text passes through `redact()` as a row is made: nothing downstream (the view,
-the export) sees a secret a prompt or completion held.
+Text passes through `logged_text()` as a row is made (`redact()`, then `clean_text()`,
+the cleaning every other logged text gets): nothing downstream (the view, the
+export, a served browser's terminal) sees a secret a prompt or completion held, or
+an escape sequence it carried (OSC 52, `ESC[2J`, a DSR query, a C1 control).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 from carl_tui.metric_names import finite_number
 from carl_tui.redact import redact
+from carl_tui.sources.rows import clean_text
 
 #: Columns of TRL's table that are not rewards.
 TEXT_COLUMNS = ("prompt", "completion")
@@ -60,13 +63,20 @@ class Completion:
         return sum(vals) if vals else None
 
 
+def logged_text(text: str) -> str:
+    """Logged text as it may be shown: secrets masked, control characters (but tab and
+    newline) replaced by U+FFFD."""
+    return clean_text(redact(text))
+
+
 def make_row(prompt: Any, completion: Any, rewards: Mapping[str, Any],
              advantage: Any = None, carl: Any = None) -> Completion:
-    """A `Completion` from raw values: text redacted, numbers checked."""
+    """A `Completion` from raw values: text (reward names too) made `logged_text`,
+    numbers checked."""
     return Completion(
-        prompt=redact(text_of(prompt)),
-        completion=redact(text_of(completion)),
-        rewards=tuple((str(k), finite_number(v)) for k, v in rewards.items()),
+        prompt=logged_text(text_of(prompt)),
+        completion=logged_text(text_of(completion)),
+        rewards=tuple((logged_text(str(k)), finite_number(v)) for k, v in rewards.items()),
         advantage=finite_number(advantage),
         carl=finite_number(carl),
     )

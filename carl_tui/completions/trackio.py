@@ -11,6 +11,7 @@ counter) only when the rows have none.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ class _TableRows:
     origin = "trackio"
 
     def __init__(self, run: str):
+        self.skipped: Counter[str] = Counter()  # rows are read whole: none so far
         self.run = run
         self.last_id = 0
 

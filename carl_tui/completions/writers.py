@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -38,9 +39,24 @@ def rows(log: CompletionLog) -> Iterator[dict[str, Any]]:
 def write_jsonl(out: IO[str], log: CompletionLog) -> int:
     n = 0
     for row in rows(log):
-        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        line = json.dumps(row, ensure_ascii=False)
+        if _has_surrogate(line):  # a lone surrogate (`"\ud800"`, valid JSON): kept as its
+            line = json.dumps(row)  # escape, which UTF-8 cannot carry as a character
+        out.write(line + "\n")
         n += 1
     return n
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")  # in a str, a surrogate is always alone
+
+
+def _has_surrogate(text: str) -> bool:
+    return _SURROGATE.search(text) is not None
+
+
+def _utf8(text: str) -> str:
+    """`text` with each lone surrogate (which no UTF-8 file can hold) as U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def write_csv(out: IO[str], log: CompletionLog) -> int:
@@ -50,14 +66,14 @@ def write_csv(out: IO[str], log: CompletionLog) -> int:
         for name in table.reward_names:
             names.setdefault(name, None)
         carl = carl or any(r.carl is not None for r in table.rows)
-    header = ["step", "prompt", "completion", *names, "advantage",
+    header = ["step", "prompt", "completion", *map(_utf8, names), "advantage",
               *(["carl_score"] if carl else [])]
     w = csv.writer(out)
     w.writerow(header)
     n = 0
     for row in rows(log):
         rewards = row["rewards"]
-        w.writerow([row["step"], row["prompt"], row["completion"],
+        w.writerow([row["step"], _utf8(row["prompt"]), _utf8(row["completion"]),
                     *(_cell(rewards.get(k)) for k in names), _cell(row["advantage"]),
                     *([_cell(row.get("carl_score"))] if carl else [])])
         n += 1

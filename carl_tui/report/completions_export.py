@@ -49,7 +49,7 @@ def export_completions(args: Any, opened: Any, run: Any, meta: Any) -> int:
 
 
 def _write(args: Any, log: CompletionLog, run: Any) -> int:
-    for err in log.errors:
+    for err in [*log.errors, *filter(None, [log.skipped_text()])]:
         print(f"carl-tui: {err}", file=sys.stderr)
     if not log.steps:
         print(f"carl-tui: run {run.label} has no completions: TRL logs them with "

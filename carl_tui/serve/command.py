@@ -56,6 +56,16 @@ def _sessions(text: str) -> int:
     return v
 
 
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = 0.0
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds > 0")
+    return v
+
+
 def build_serve_parser() -> argparse.ArgumentParser:
     p = Parser(prog="carl-tui serve", description=DESCRIPTION, epilog=EPILOG,
                 allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -67,6 +77,9 @@ def build_serve_parser() -> argparse.ArgumentParser:
                         "jobs, save (default: read-only)")
     p.add_argument("--max-sessions", type=_sessions, default=8,
                    help="dashboards (browser tabs) at once (default 8)")
+    p.add_argument("--idle-timeout", type=_seconds, default=15.0, metavar="SECONDS",
+                   help="close a connection that sends nothing, or no whole request, for "
+                        "this long (default 15)")
     return p
 
 
@@ -169,7 +182,8 @@ def serve(argv: list[str], opts: argparse.Namespace) -> int:
     from carl_tui.serve.server import CarlServer
 
     logging.basicConfig(level=logging.INFO, format="carl-tui serve: %(message)s")
-    server = CarlServer(argv, host=opts.host, port=opts.port, max_sessions=opts.max_sessions)
+    server = CarlServer(argv, host=opts.host, port=opts.port, max_sessions=opts.max_sessions,
+                        idle_timeout=opts.idle_timeout)
     try:
         asyncio.run(server.run(lambda port: announce(argv, opts, server.token, port)))
     except OSError as exc:

@@ -86,6 +86,9 @@ class Source:
       finished, failed, queued); a run it sends data for and said nothing of is live.
       `take_lives(events)` gives what was said since, as `RunLife` events (the engine
       calls it after each poll).
+    - `slow_after_s`: a poll still running after this many seconds is said to be
+      waiting, not live (a server that trickles its reply: given up on only later);
+      None (the default): no poll of it is watched.
     """
 
     name: str = ""
@@ -98,6 +101,7 @@ class Source:
     previews: bool = False
     preview: bool = False
     hold: threading.Event | None = None
+    slow_after_s: float | None = None
 
     def poll(self) -> list[Event]:
         raise NotImplementedError
@@ -350,6 +354,9 @@ class SourceRunner:
         self.slow = False  # the last poll was slow (SLOW_POLL_S): "answering slowly"
         # True while the source reports a backlog (interval 0): history is loading.
         self.catching_up = False
+        # A watched poll (slow_after_s): its number, and one status at a time.
+        self._polls = 0
+        self._said = threading.Lock()
 
     def start(self) -> SourceRunner:
         self._thread = threading.Thread(
@@ -376,13 +383,43 @@ class SourceRunner:
             self._thread.join(timeout)
 
     def _status(self, state: str, message: str = "", **kw) -> None:
-        self.last_state = state
-        self.emit([status_of(self.source, state, message, last_good=self.last_good, **kw)])
+        with self._said:
+            self.last_state = state
+            self.emit([status_of(self.source, state, message, last_good=self.last_good,
+                                 **kw)])
+
+    def _slow(self, poll: int, after: float) -> None:
+        """A watched poll still running after `after` s: the source is waiting, not live
+        (said only while that poll runs; its outcome is said after it)."""
+        with self._said:
+            if poll != self._polls:
+                return
+            self.last_state = "connecting"
+            self.emit([status_of(
+                self.source, "connecting", f"no whole reply within {after:g} s; still "
+                "waiting", last_good=self.last_good)])
+
+    def _watched_poll(self) -> Outcome:
+        after = self.source.slow_after_s
+        if not after:
+            return self.poller.poll()
+        with self._said:
+            self._polls += 1
+            poll = self._polls
+        timer = threading.Timer(after, self._slow, (poll, after))
+        timer.daemon = True
+        timer.start()
+        try:
+            return self.poller.poll()
+        finally:
+            timer.cancel()
+            with self._said:
+                self._polls += 1  # a late timer of this poll says nothing
 
     def poll_once(self) -> float:
         """One poll; returns how long to wait before the next one."""
         began = time.monotonic()
-        out = self.poller.poll()
+        out = self._watched_poll()
         slow = time.monotonic() - began > SLOW_POLL_S
         if out.error is not None:
             if self._stop.is_set():

@@ -140,6 +140,11 @@ class TrackioRemoteSource(PolledSource):
         return self._http.timeout
 
     @property
+    def slow_after_s(self) -> float:  # type: ignore[override]
+        """A poll longer than the timeout is waiting (a trickling reply), not live."""
+        return self._http.timeout
+
+    @property
     def requests(self) -> int:
         return self._http.requests
 
@@ -262,9 +267,10 @@ class TrackioRemoteSource(PolledSource):
 
     def _pages(self) -> list[Event]:
         """New metrics rows, page by page by id, at most MAX_PAGES_PER_POLL pages and
-        the timeout; `behind` when more are waiting."""
+        half the timeout (a poll past the timeout is said to be waiting); `behind` when
+        more are waiting."""
         events: list[Event] = []
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + self.timeout / 2
         self.behind = False
         for page in range(MAX_PAGES_PER_POLL):
             try:

@@ -25,6 +25,7 @@ from carl_tui.completions.log import CompletionLog
 from carl_tui.completions.model import CompletionTable
 from carl_tui.ui import completions_view as cv
 from carl_tui.ui.widgets.key_footer import KeyFooter
+from carl_tui.ui.widgets.text_table import TextTable
 
 TEXT_WIDTH = 48  # the widest a prompt or completion cell is drawn (the detail shows all)
 
@@ -97,7 +98,7 @@ class CompletionsScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="compl-head")
-        yield DataTable(id="compl-table", cursor_type="row", zebra_stripes=True)
+        yield TextTable(id="compl-table", cursor_type="row", zebra_stripes=True)
         yield Static("", id="compl-detail")
         yield Input(placeholder="search prompts and completions (enter; empty: all)",
                     id="compl-search")
@@ -127,7 +128,7 @@ class CompletionsScreen(Screen[None]):
             target = steps[-1] if want is None and steps else want
             reload = changed or have is None or target != have.step
             table = log.table(target) if reload and target is not None else None
-            errors = list(log.errors)
+            errors = [*log.errors, *filter(None, [log.skipped_text()])]
         self.app.call_from_thread(self._arrived, steps, table, errors, asked)
 
     def _load(self, step: int, *, find: int = 0) -> None:

@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from carl_tui.store import Notice, RunSnapshot
 from carl_tui.ui.screens.info import InfoScreen
+from carl_tui.ui.widgets.text_table import PlainTable
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "information": ""}
 
@@ -32,7 +32,7 @@ class EventsScreen(InfoScreen):
         own = self.own_events()
         if not self.others:
             return own
-        table = Table(title="other runs (told as a count)", expand=True, show_edge=False)
+        table = PlainTable(title="other runs (told as a count)", expand=True, show_edge=False)
         table.add_column("run", no_wrap=True)
         table.add_column("step", justify="right", no_wrap=True)
         table.add_column("", overflow="fold")
@@ -41,11 +41,11 @@ class EventsScreen(InfoScreen):
                           Text(n.text, style=SEVERITY_STYLE.get(n.severity, "")))
         return Group(own, Text(), table)
 
-    def own_events(self) -> Table | Text:
+    def own_events(self) -> PlainTable | Text:
         events = sorted(self.snap.events, key=lambda e: -1 if e.step is None else e.step)
         if not events:
             return Text(f"{self.snap.run.label}: nothing to report yet.")
-        table = Table(title=f"{self.snap.run.label}: events", expand=True, show_edge=False)
+        table = PlainTable(title=f"{self.snap.run.label}: events", expand=True, show_edge=False)
         table.add_column("step", justify="right", no_wrap=True)
         table.add_column("what", no_wrap=True)
         table.add_column("", overflow="fold")

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import ClassVar
 
-from rich.table import Table
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -17,6 +16,7 @@ from carl_tui.ui.keys import READ_ONLY_HIDDEN
 from carl_tui.ui.screens.dashboard import DashboardScreen
 from carl_tui.ui.screens.dialog import dialog_css
 from carl_tui.ui.settings import Settings
+from carl_tui.ui.widgets.text_table import PlainTable
 
 
 class HelpScreen(ModalScreen[None]):
@@ -33,7 +33,7 @@ class HelpScreen(ModalScreen[None]):
         self._rows = bindings
 
     def compose(self) -> ComposeResult:
-        table = Table(title="carl-tui keys", expand=True, show_edge=False)
+        table = PlainTable(title="carl-tui keys", expand=True, show_edge=False)
         table.add_column("key", style="bold", no_wrap=True)
         table.add_column("action")
         table.add_column("binding id (remappable)", style="dim", no_wrap=True)

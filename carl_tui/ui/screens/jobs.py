@@ -19,6 +19,7 @@ from carl_tui.ui.messages import JobsListed, failure
 from carl_tui.ui.screens.dialog import dialog_css
 from carl_tui.ui.settings import Services
 from carl_tui.ui.widgets.job_bar import STAGE_STYLE
+from carl_tui.ui.widgets.text_table import TextTable
 
 COLUMNS = ("status", "flavor", "age", "job id", "label")
 
@@ -52,11 +53,11 @@ class JobsScreen(ModalScreen[Job | None]):
         with Vertical():
             yield Label("Your Hugging Face jobs and this machine's runs (enter follows, "
                         "r reloads, esc closes)", classes="title")
-            yield DataTable(id="jobs", cursor_type="row", zebra_stripes=True)
+            yield TextTable(id="jobs", cursor_type="row", zebra_stripes=True)
             yield Static("Listing jobs…", id="jobs-status")
 
     def on_mount(self) -> None:
-        table = self.query_one(DataTable)
+        table = self.query_one(TextTable)
         table.add_columns(*COLUMNS)  # the header while the jobs are listed
         table.focus()
         self.action_reload()
@@ -85,7 +86,7 @@ class JobsScreen(ModalScreen[Job | None]):
         if msg.error and not msg.rows:
             self._status(msg.error, error=True)
             return
-        table = self.query_one(DataTable)
+        table = self.query_one(TextTable)
         self.rows = {r.run.key: r for r in msg.rows}
         cells = {r.run.key: (
             Text(("● " if r.run.key == self._current else "") + r.stage,

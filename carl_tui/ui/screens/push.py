@@ -120,7 +120,7 @@ class PushScreen(ModalScreen[PushResult | None]):
             error.update("Choose a folder first.")
             return
         if repo.count("/") != 1 or not all(repo.split("/")):
-            error.update(f"The target repo {repo!r} is not of the form user/name.")
+            error.update(Text(f"The target repo {repo!r} is not of the form user/name."))
             return
         error.update("")
         files = list_files(folder) if folder.is_dir() else []
@@ -143,7 +143,7 @@ class PushScreen(ModalScreen[PushResult | None]):
         bar = self.query_one("#bar", ProgressBar)
         bar.update(total=100, progress=0)
         bar.remove_class("-hidden")
-        self.query_one("#push-status", Static).update(f"Pushing {folder.name} to {repo}…")
+        self.query_one("#push-status", Static).update(Text(f"Pushing {folder.name} to {repo}…"))
         self._upload(folder, repo)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="push",
@@ -164,7 +164,7 @@ class PushScreen(ModalScreen[PushResult | None]):
         if p.phase == "done":  # the result message says so, with the URL
             return
         self.query_one("#bar", ProgressBar).update(progress=round(100 * p.fraction, 1))
-        self.query_one("#push-status", Static).update(p.text())
+        self.query_one("#push-status", Static).update(Text(p.text()))
 
     def on_push_finished(self, msg: PushFinished) -> None:
         self.busy = False
@@ -179,5 +179,5 @@ class PushScreen(ModalScreen[PushResult | None]):
         self.result = r
         bar.update(progress=100)
         self.query_one("#push-status", Static).update(
-            f"Pushed {r.files} files ({human_bytes(r.bytes)}) to {r.repo_id}.")
+            Text(f"Pushed {r.files} files ({human_bytes(r.bytes)}) to {r.repo_id}."))
         self.query_one("#push-result", Static).update(Text(f"Commit: {r.commit_url}"))

@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from carl_tui.redact import redact
@@ -18,6 +17,7 @@ from carl_tui.store.run_summary import SUMMARY, SUMMARY_STEP
 from carl_tui.ui.fleet_columns import config_text
 from carl_tui.ui.format import DASH, age_text, duration_text
 from carl_tui.ui.screens.info import InfoScreen
+from carl_tui.ui.widgets.text_table import PlainTable
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store import RunSnapshot, RunStore
@@ -28,8 +28,8 @@ MAX_VALUE = 60  # characters of one config value
 JOB_META = frozenset({"job_id", "flavor", "command", "labels", "url"})  # a job's, not config
 
 
-def _pairs(title: str, items: Sequence[tuple[str, Any]]) -> Table:
-    table = Table(title=title, title_justify="left", show_header=False, show_edge=False,
+def _pairs(title: str, items: Sequence[tuple[str, Any]]) -> PlainTable:
+    table = PlainTable(title=title, title_justify="left", show_header=False, show_edge=False,
                   expand=True, box=None, padding=(0, 1))
     table.add_column("key", style="bold", no_wrap=True, ratio=1)
     table.add_column("value", overflow="fold", ratio=3)
@@ -83,8 +83,8 @@ def job_lines(snap: RunSnapshot, row: FleetRow | None, now: float) -> list[tuple
     return out
 
 
-def events_table(snap: RunSnapshot) -> Table:
-    table = Table(title="events", title_justify="left", show_edge=False, expand=True,
+def events_table(snap: RunSnapshot) -> PlainTable:
+    table = PlainTable(title="events", title_justify="left", show_edge=False, expand=True,
                   box=None, padding=(0, 1))
     table.add_column("step", justify="right", no_wrap=True)
     table.add_column("what", no_wrap=True)
@@ -96,14 +96,14 @@ def events_table(snap: RunSnapshot) -> Table:
     return table
 
 
-def side_by_side(rows: Sequence[FleetRow]) -> Table | None:
+def side_by_side(rows: Sequence[FleetRow]) -> PlainTable | None:
     """The config keys that differ between `rows`, one column per run."""
     from carl_tui.store.fleet import differing_keys
 
     keys = differing_keys(rows)
     if len(rows) < 2 or not keys:
         return None
-    table = Table(title="config that differs", title_justify="left", show_edge=False,
+    table = PlainTable(title="config that differs", title_justify="left", show_edge=False,
                   expand=True, box=None, padding=(0, 1))
     table.add_column("key", style="bold", no_wrap=True)
     for r in rows:

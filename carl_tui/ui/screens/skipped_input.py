@@ -3,12 +3,12 @@ and the valid data the dashboard does not plot."""
 
 from __future__ import annotations
 
-from rich.table import Table
 from rich.text import Text
 
 from carl_tui.store import StoreSummary
 from carl_tui.store.skipped import unit
 from carl_tui.ui.screens.info import InfoScreen
+from carl_tui.ui.widgets.text_table import PlainTable
 
 
 class SkippedScreen(InfoScreen):
@@ -19,11 +19,11 @@ class SkippedScreen(InfoScreen):
         super().__init__()
         self.summary = summary
 
-    def render_body(self) -> Table | Text:
+    def render_body(self) -> PlainTable | Text:
         sources = self.summary.sources
         if not any(st.skip_reasons or st.not_plotted for st in sources.values()):
             return Text("Nothing was skipped: every line and value was read.")
-        table = Table(title=f"skipped input: {self.summary.skipped_text(most=6)}", expand=True,
+        table = PlainTable(title=f"skipped input: {self.summary.skipped_text(most=6)}", expand=True,
                       show_edge=False)
         table.add_column("source", style="bold", no_wrap=True)
         table.add_column("reason")

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from textual.widgets import DataTable
 from textual.widgets.data_table import CellKey, RowKey
 
+from carl_tui.ui.widgets.text_table import TextTable
 
-class FixedWidthTable(DataTable):
+
+class FixedWidthTable(TextTable):
     """`DataTable`, without measuring the cells of columns that have a set width."""
 
     def _widths_set(self) -> bool:

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.text import Text
-from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist
 
 from carl_tui.metric_names import display_order
 from carl_tui.ui.format import PROVISIONAL, cut_names, value_text
+from carl_tui.ui.widgets.text_table import TextTable
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store.snapshot import RunSnapshot, SeriesView
@@ -55,7 +55,7 @@ def _label(name: str, s: SeriesView) -> str:
     return f"{name} (derived)" if s.derived else name
 
 
-class MetricsTable(DataTable):
+class MetricsTable(TextTable):
     """Rows keyed by metric name; cells update in place so the cursor stays put."""
 
     DEFAULT_CSS = """

@@ -6,11 +6,11 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
 from carl_tui.ui.format import PROVISIONAL, short_value
+from carl_tui.ui.widgets.text_table import PlainTable
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store.snapshot import RunSnapshot
@@ -76,7 +76,7 @@ class PhasePanel(Static):
             at = f"@{seen[name]}" if name in seen else ""
             strip.append(f"{mark}{name}{at}", style=style)
 
-        t = Table.grid(padding=(0, 1))
+        t = PlainTable.grid(padding=(0, 1))
         t.add_column(style="dim", no_wrap=True, min_width=12)  # labels never squeezed
         t.add_column(overflow="fold")
         for label, text, style in _gate_rows(snap):
