@@ -16,13 +16,10 @@ from rich.text import Text
 
 from carl_tui.store.fleet import FleetRow
 from carl_tui.store.fleet_filter import as_number, value_of
-from carl_tui.ui.format import DASH, PROVISIONAL, age_text, value_text
+from carl_tui.ui.format import DASH, PROVISIONAL, STATE_COLORS, age_text, value_text
 
 SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 10
-# Each state's colour: the status bar's theme variables (readable in every theme).
-STATE_COLORS = {"live": "status-good", "finished": "status-done", "stalled": "status-wait",
-                "failed": "status-bad", "queued": "status-wait", "stopped": "status-bad"}
 CONFIG_PRIORITY = 5
 
 

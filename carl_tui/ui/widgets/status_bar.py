@@ -10,9 +10,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.widgets import Static
 
-from carl_tui.store.fleet import run_state
-from carl_tui.ui.fleet_columns import STATE_COLORS
-from carl_tui.ui.format import age_text
+from carl_tui.ui.format import STATE_COLORS, age_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store.snapshot import RunSnapshot, StoreSummary
@@ -49,6 +47,9 @@ class StatusBar(Static):
         for name, st in trouble:
             _source(t, name, st, now, colors)
         if snap is not None:
+            # Loaded here: a snapshot means the store is loaded (the first frame is not).
+            from carl_tui.store.fleet import run_state
+
             t.append("run ", style="dim")
             t.append(snap.run.label, style="bold")
             t.append(f" · step {snap.last_step if snap.last_step is not None else '–'}")
