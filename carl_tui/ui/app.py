@@ -333,37 +333,9 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
         self.open_fleet(self.dashboard.compare)
 
     def action_pick_project(self) -> None:
-        if self.services.list_projects is None or self.services.open_project is None:
-            self.notify("this source has no projects to choose from", severity="warning")
-            return
-        self.run_worker(self._load_projects, thread=True, exclusive=True, group="projects",
-                        exit_on_error=False, description="listing projects")
+        from carl_tui.ui.screens.pickers import pick_project
 
-    def _load_projects(self) -> None:
-        names = self.services.list_projects()  # type: ignore[misc]
-        self.call_from_thread(self._show_project_picker, names)
-
-    def _show_project_picker(self, names: list[str]) -> None:
-        """`P`: choose a project; one already open is switched to, another is opened as
-        a new source and followed."""
-        from carl_tui.ui.screens.pickers import ProjectPicker
-
-        if not names:
-            self.notify("no projects found", severity="warning")
-            return
-        current = self.snapshot.run.project if self.snapshot else None
-        self.push_screen(ProjectPicker([(n, n) for n in names], current), self._open_project)
-
-    def _open_project(self, name: str | None) -> None:
-        if not name:
-            return
-        runs = [r for r in self.store.runs() if r.project == name]
-        if runs:  # already open: just show it
-            self.switch_run(runs[0].key)
-            return
-        self.follower.add_source(self.services.open_project(name))  # type: ignore[misc]
-        self.follower.follow_project(name)
-        self.notify(f"opening project {name}", timeout=3)
+        pick_project(self)
 
     def action_cycle_theme(self) -> None:
         names = self._theme_names or ["textual-dark", "textual-light"]

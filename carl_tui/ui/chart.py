@@ -229,6 +229,30 @@ def to_x(steps: np.ndarray, x_map: SeriesView | None, x_axis: str) -> np.ndarray
 # -- the view --------------------------------------------------------------------------------
 
 
+def _traces(snap: RunSnapshot, main: SeriesView | None, x_map: SeriesView | None,
+            overlays: Sequence[Overlay], settings: ChartSettings, color_var: str,
+            log_y: bool) -> _Frame:
+    """The traces of a plot: the overlaid runs first, the run's own last (drawn on top)."""
+    lo_step = None
+    if settings.last_n and snap.last_step is not None:
+        lo_step = snap.last_step - settings.last_n
+    frame = _Frame()
+    for o in overlays:
+        _add_trace(frame, o.label, o.series, o.x_map, o.color_var, settings, lo_step, log_y)
+    if main is not None:
+        _add_trace(frame, snap.run.label, main, x_map, color_var, settings, lo_step, log_y)
+    return frame
+
+
+def _empty_text(metric: str, snap: RunSnapshot, main: SeriesView | None) -> str:
+    """What a plot with no point to draw says instead."""
+    if main is not None:
+        return "no points in this range"
+    if metric == mn.PHI and snap.vocab_size is None and mn.ENTROPY in snap.series:
+        return "phi needs the vocabulary size: set --vocab-size"
+    return "waiting for data…"
+
+
 def build_view(
     metric: str,
     snap: RunSnapshot | None,
@@ -253,25 +277,14 @@ def build_view(
         return replace(view, title=f"{task} · {hint}")
     x_axis = settings.x_axis
     main = snap.series.get(metric)
-    lo_step = None
-    if settings.last_n and snap.last_step is not None:
-        lo_step = snap.last_step - settings.last_n
     log_y = metric in settings.log_y
     x_map = x_map_for(snap, x_axis)
     if main is not None and x_axis != "step" and (x_map is None or x_map.steps.size < 1):
         need = "wall times" if x_axis == "time" else TOKENS  # (to_x would give None)
         return PlotView(title=title, empty=f"this run logs no {need}: press x for another axis")
-    frame = _Frame()
-    for o in overlays:
-        _add_trace(frame, o.label, o.series, o.x_map, o.color_var, settings, lo_step, log_y)
-    if main is not None:
-        _add_trace(frame, snap.run.label, main, x_map, color_var, settings, lo_step, log_y)
+    frame = _traces(snap, main, x_map, overlays, settings, color_var, log_y)
     if not frame.xs or not any(x.size for x in frame.xs):
-        empty = "waiting for data…" if main is None else "no points in this range"
-        if metric == mn.PHI and main is None and snap.vocab_size is None \
-                and mn.ENTROPY in snap.series:
-            empty = "phi needs the vocabulary size: set --vocab-size"
-        return PlotView(title=title, empty=empty, log_y=log_y)
+        return PlotView(title=title, empty=_empty_text(metric, snap, main), log_y=log_y)
     xs = np.concatenate(frame.xs)
     ys = np.concatenate(frame.ys)
     lo, hi = float(xs.min()), float(xs.max())
