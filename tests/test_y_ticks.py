@@ -71,3 +71,22 @@ async def test_tick_labels_sit_on_the_rows_of_their_values(size, theme):
                 # the row of a value: a tick's row is where its value falls
                 assert abs((row - rows[0]) - (values[0] - value) / step * next(iter(gaps))) \
                     < 1e-6
+
+
+def test_a_small_plot_spends_its_rows_on_the_data():
+    """A 4-row phi plot of 0.0143 .. 0.9756 (the demo at 80x24) spans at most 1.5, not -1 .. 2:
+    the range is the data's rounded out to its ticks, with no padding on top."""
+    from carl_tui.store import RunStore
+    from carl_tui.ui.chart import build_view
+
+    run = RunRef("jsonl", "p", "r", "r")
+    n = 40
+    phi = np.linspace(0.0143, 0.9756, n)
+    store = RunStore()
+    store.apply([RunMeta(run, {"name": "r"}),
+                 ScalarBatch(run, np.arange(n, dtype=np.int64), {"phi": phi})])
+    snap = store.snapshot(run.key)
+    view = build_view("phi", snap, width=70, height=4 + 4)
+    y0, y1 = view.ylim
+    assert y0 <= 0.0143 and y1 >= 0.9756 and y1 - y0 <= 1.5, view.ylim
+    assert len(view.yticks[0]) >= 2

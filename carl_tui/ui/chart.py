@@ -389,12 +389,13 @@ def _add_trace(frame: _Frame, label: str, s: SeriesView, x_map: SeriesView | Non
 
 
 def _fit(lo: float, hi: float) -> tuple[float, float]:
-    """A y range with a little room around the data."""
+    """The data's y range, widened only where it is one value (`row_aligned` rounds the
+    range out to its ticks: room enough; a 5% pad on top of that cost a 4-row plot of
+    0..0.98 the range -1..2 instead of 0..1)."""
     if hi == lo:
         pad = abs(hi) * 0.05 or 0.5
         return lo - pad, hi + pad
-    pad = (hi - lo) * 0.05
-    return lo - pad, hi + pad
+    return lo, hi
 
 
 def _decorations(metric, snap, x_map, settings, xlim, ylim, log_y):
