@@ -71,3 +71,20 @@ def test_an_axis_the_run_cannot_give_says_so(axis, need, kw):
     view = build_view("loss", snap, settings=ChartSettings(x_axis=axis))
     assert view.traces == ()
     assert view.empty == f"this run logs no {need}: press x for another axis"
+
+
+def test_tokens_are_counted_across_stages():
+    """TRL's num_tokens restarts at the GRPO stage: the tokens axis goes on from the SFT
+    stage's total, so the GRPO curve follows the SFT one and a later step is never drawn
+    left of an earlier one (CARL on @ 340 was left of crystallised @ 277)."""
+    steps = np.arange(1, 201, dtype=np.int64)
+    sft = np.cumsum(np.full(100, 500.0))  # 500 .. 50,000
+    grpo = np.cumsum(np.full(100, 300.0))  # restarts: 300 .. 30,000
+    store = RunStore()
+    store.apply([ScalarBatch(RUN, steps, {"loss": np.linspace(2, 1, 200),
+                                          "num_tokens": np.concatenate([sft, grpo])})])
+    snap = store.snapshot(RUN.key)
+    trace = main_trace(build_view("loss", snap, settings=ChartSettings(x_axis="tokens")))
+    assert np.all(np.diff(trace.xs) > 0)
+    assert trace.xs[99] == pytest.approx(50_000) and trace.xs[100] == pytest.approx(50_300)
+    assert trace.xs[-1] == pytest.approx(80_000)

@@ -210,6 +210,24 @@ def x_map_for(snap: RunSnapshot, x_axis: str) -> SeriesView | None:
     return None
 
 
+def tokens_across_stages(tokens: np.ndarray) -> np.ndarray:
+    """Tokens seen by step, counted across a run's stages: TRL's `num_tokens` restarts at
+    each trainer (an SFT stage then a GRPO one), so where it falls, the next stage's count
+    goes on from the last one's total (the stages' curves overlapped, and the GRPO stage's
+    CARL step was drawn left of the SFT gate)."""
+    values = np.asarray(tokens, dtype=np.float64)
+    if values.size < 2:
+        return values
+    prev = values[:-1]
+    drops = np.flatnonzero(values[1:] < prev)  # the last step of each stage but the last
+    if drops.size == 0:
+        return values
+    offset = np.zeros(values.size)
+    for i in drops:
+        offset[i + 1:] += values[i]
+    return values + offset
+
+
 def to_x(steps: np.ndarray, x_map: SeriesView | None, x_axis: str) -> np.ndarray | None:
     """Steps on the x axis; None when the run does not log what the axis needs."""
     if x_axis == "step":
@@ -221,6 +239,8 @@ def to_x(steps: np.ndarray, x_map: SeriesView | None, x_axis: str) -> np.ndarray
     mv = x_map.values[order][idx]
     if x_axis == "time":
         mv = mv - np.nanmin(mv)
+    else:
+        mv = tokens_across_stages(mv)
     if ms.size == 1:
         return np.full(steps.shape, mv[0], dtype=np.float64)
     return np.interp(steps.astype(np.float64), ms, mv)
