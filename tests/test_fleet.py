@@ -317,8 +317,39 @@ def test_differing_keys_are_the_sweeps_axes():
         row("c", learning_rate=1e-4, seed=1, model="m", output_dir="out/c", run_name="c",
             lora={"r": 8}, beta=0.1),
     ]
-    assert differing_keys(rows) == ["learning_rate", "seed", "lora", "beta"]
+    # beta is c's alone: not an axis (a key only one run has is that run's own)
+    assert differing_keys(rows) == ["learning_rate", "seed", "lora"]
     assert differing_keys(rows[:1]) == []
+
+
+def test_an_sft_and_a_grpo_run_differ_only_in_what_they_share(tmp_path, capsys):
+    """One SFT and one GRPO run of a project: each trainer has dozens of keys the other
+    lacks (96 config columns before); the axes are the keys both have with different
+    values, and a tracker's `_` keys are in neither the table nor --json."""
+    t0 = 1_760_000_000.0
+    shared = {"model": "tiny", "seed": 0, "_Username": "someone", "_Created": "2025-10-09",
+              "_Group": "g"}
+    own = {"sft": {f"sft_key_{i}": i for i in range(48)} | {"learning_rate": 2e-5},
+           "grpo": {f"grpo_key_{i}": i for i in range(48)} | {"learning_rate": 1e-6}}
+    paths = []
+    for name, keys in own.items():
+        path = tmp_path / f"{name}.jsonl"
+        with open(path, "w") as f:
+            f.write(json.dumps({"event": "meta", "name": name, "project": "p",
+                                "config": {**shared, **keys}}) + "\n")
+            f.writelines(json.dumps({"step": step, "time": t0 + step, "loss": 2 - step / 10})
+                         + "\n" for step in range(10))
+        paths += ["--watch", str(path)]
+    rc, out, _ = cli(["fleet", *paths], capsys)
+    assert rc == 0
+    assert out.splitlines()[0].split() == ["run", "source", "state", "step", "updated",
+                                           "phase", "gate", "task", "last", "best",
+                                           "learning_rate"]
+    rows = fleet(paths, capsys)
+    assert len(rows) == 2
+    for row in rows:
+        assert not [k for k in row["config"] if k.startswith("_")], row["config"]
+        assert row["config"]["model"] == "tiny"
 
 
 # -- Hugging Face jobs, on the loopback fake -------------------------------------------------

@@ -327,6 +327,38 @@ async def test_the_run_card_shows_config_summary_events_and_the_differing_config
         assert ("config that differs" in card_text(app)) == compared
 
 
+async def test_the_differing_config_is_on_screen_above_a_long_config(tmp_path):
+    """An SFT and a GRPO run, each with 170 config keys (and a tracker's `_` keys): with
+    one selected, `i` on the other shows "config that differs" on the drawn screen (it
+    was under some 170 rows), the shared keys with different values only; no `_` key."""
+    from tests.test_run_age import screen_lines
+
+    paths = []
+    for name, kind, lr in (("grpo-a", "grpo", 1e-6), ("sft-c", "sft", 2e-5)):
+        path = tmp_path / f"{name}.jsonl"
+        config = {f"{kind}_key_{i:03d}": i for i in range(170)}
+        config |= {"lr": lr, "model": "tiny", "_Username": "someone", "_Group": "g"}
+        with open(path, "w") as f:
+            f.write(json.dumps({"event": "meta", "run_id": name, "name": name,
+                                "project": "sweep", "config": config}) + "\n")
+        append_rows(path, 0, range(10), 10)
+        paths.append(path)
+    app = fleet_app(paths)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await open_fleet(pilot, app, runs=2)
+        await move_to(pilot, app, "sft-c")
+        await pilot.press("space")
+        await move_to(pilot, app, "grpo-a")
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen))
+        await pilot.pause(0.2)
+        drawn = [" ".join(line.replace("│", " ").split()) for line in screen_lines(app)]
+        at = next(i for i, line in enumerate(drawn) if "config that differs" in line)
+        assert "lr 1e-06 2e-05" in drawn[at + 1:at + 4], drawn
+        assert not any("key_" in line for line in drawn[at + 1:at + 4])
+        assert "_Username" not in card_text(app) and "_Group" not in card_text(app)
+
+
 async def test_other_runs_crystallising_are_one_notice_not_one_each(tmp_path):
     """Six runs of a sweep crystallise, read by six sources' threads: one notice says how
     many did (never a toast each), beside grpo-0's own when it was on screen by then; the

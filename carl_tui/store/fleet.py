@@ -194,7 +194,7 @@ def fleet_row(snap: RunSnapshot, *, now: float,
         flavor=str(flavor) if flavor else None,
         cost_usd=_cost(snap, now, prices),
         created_at=snap.job.created_at if snap.job is not None else None,
-        config=config,
+        config=shown_config(config),
         provisional=snap.phase.provisional,
         newest_read=snap.newest_read,
     )
@@ -322,22 +322,29 @@ def run_config(meta: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if k not in _BOOKKEEPING}
 
 
+def shown_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's config as the table, the card and `fleet --json` show it: without a
+    tracker's own `_` keys (W&B's `_Username`, `_Created`, `_Group`...), which are its
+    bookkeeping, not the run's config."""
+    return {k: v for k, v in config.items() if not str(k).startswith("_")}
+
+
 def differing_keys(rows: Sequence[FleetRow]) -> list[str]:
-    """The config keys whose values differ between the rows (a sweep's axes: learning
-    rate, seed, model...), in the order the runs name them. Keys every run gives the same
-    value are left out, and so are NOISE_KEYS (names, ids, paths, times) and keys that
-    begin with "_". A key a run does
-    not have counts as a value of its own."""
-    missing = object()
+    """The config keys the runs share with different values (a sweep's axes: learning
+    rate, seed, model...), in the order the runs name them: a key counts where at least
+    two runs have it and they give it different values. A key only one run has is that
+    run's own (an SFT run and a GRPO run each have dozens the other lacks: not axes), and
+    keys every run gives the same value are left out, and so are NOISE_KEYS (names, ids,
+    paths, times) and keys that begin with "_"."""
     keys: dict[str, None] = {}
     for r in rows:
         keys.update(dict.fromkeys(r.config))
     out = []
     for key in keys:
-        if key in NOISE_KEYS or key.startswith("_"):
+        if key in NOISE_KEYS or str(key).startswith("_"):
             continue
-        values = {_comparable(r.config.get(key, missing)) for r in rows}
-        if len(values) > 1:
+        values = [_comparable(r.config[key]) for r in rows if key in r.config]
+        if len(values) > 1 and len(set(values)) > 1:
             out.append(key)
     return out
 
