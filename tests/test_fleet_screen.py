@@ -338,9 +338,8 @@ async def test_the_differing_config_is_on_screen_above_a_long_config(tmp_path):
         path = tmp_path / f"{name}.jsonl"
         config = {f"{kind}_key_{i:03d}": i for i in range(170)}
         config |= {"lr": lr, "model": "tiny", "_Username": "someone", "_Group": "g"}
-        with open(path, "w") as f:
-            f.write(json.dumps({"event": "meta", "run_id": name, "name": name,
-                                "project": "sweep", "config": config}) + "\n")
+        path.write_text(json.dumps({"event": "meta", "run_id": name, "name": name,
+                                    "project": "sweep", "config": config}) + "\n")
         append_rows(path, 0, range(10), 10)
         paths.append(path)
     app = fleet_app(paths)
