@@ -271,6 +271,9 @@ def test_a_jobs_row_says_its_jobs_life(stage):
     ({"max_steps": -1, "num_train_epochs": 3}, 3.0, "finished"),  # epochs decide
     ({"max_steps": -1, "num_train_epochs": 3}, 2.5, "stopped"),
     ({"learning_rate": 1e-4}, 1.0, "stopped"),     # no end to compare with
+    ({"kind": "sft", "steps": 20}, 1.0, "finished"),  # a sweep's spec: its own step count
+    ({"total_steps": 20}, 1.0, "finished"),
+    ({"steps": 500}, 1.0, "stopped"),
 ])
 def test_a_run_that_logged_its_last_step_is_finished(config, epochs, state):
     """Trackio keeps no end of a run: a run whose rows reach the end its Trainer's config

@@ -141,28 +141,73 @@ async def test_r_shows_every_run_of_the_sweep_with_its_cells(sweep):
                                              "sft-c": "1e-05", "grpo-d": "0.0001"}
         assert by_name(app, "config:seed")["sft-c"] == "3"
         assert "model" not in headers(app)
-        assert headers(app)[1:] == ["run", "source", "state", "step", "updated", "phase",
-                                    "gate", "task", "best", "trend", "loss", "gpu", "flavor",
-                                    "cost", "lr", "seed"]
+        # (no run is a job: no gpu, flavor or cost column)
+        assert headers(app)[1:] == ["run", "state", "step", "updated", "accuracy", "phase",
+                                    "gate", "best", "trend", "loss", "source", "lr", "seed"]
         assert "fleet · 4 runs" in str(fleet.query_one("#fleet-title").render())
 
 
-async def test_a_narrow_terminal_keeps_the_essential_columns(sweep):
+def drawn_header(app) -> list[str]:
+    """The fleet table's header as drawn on screen: its words."""
+    from tests.test_run_age import screen_lines
+
+    lines = screen_lines(app)
+    return next(line.split() for line in lines if line.split()[:1] == ["run"])
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 36), (160, 45)])
+async def test_a_narrow_terminal_shows_the_essentials_and_scrolls_sideways(sweep, size):
+    """At 80, 120 and 160 columns the drawn table starts with the run, its state, step,
+    age and task metric (named: every run's is accuracy), and right arrows scroll it
+    sideways to the sweep's axes, the run's name staying in place."""
     app = fleet_app(sweep)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=size) as pilot:
         await open_fleet(pilot, app)
-        shown = headers(app)
-        assert {"run", "state", "step", "phase"} <= set(shown)
-        assert not {"loss", "gpu", "flavor", "cost", "lr", "seed"} & set(shown)
-        widths = sum(c.get_render_width(table(app)) for c in table(app).columns.values())
-        assert widths <= 80
+        await pilot.pause(0.1)
+        assert drawn_header(app)[:5] == ["run", "state", "step", "updated", "accuracy"]
+        for _ in range(20):
+            if {"lr", "seed"} <= set(drawn_header(app)):
+                break
+            await pilot.press("right")
+            await pilot.pause(0.01)
+        header = drawn_header(app)
+        assert "lr" in header and "seed" in header and header[0] == "run", header
+
+
+async def test_the_columns_chosen_are_kept(sweep):
+    """`c` chooses the columns: the ones unticked leave the drawn table, and stay hidden
+    in the next session; the run and its state cannot be hidden."""
+    from carl_tui.ui.screens.pickers import ColumnPicker
+
+    app = fleet_app(sweep)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await open_fleet(pilot, app)
+        assert "source" in drawn_header(app) and "loss" in drawn_header(app)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, ColumnPicker))
+        offered = [str(o.prompt) for o in app.screen.query_one("#checklist")._options]
+        assert "run" not in offered and "state" not in offered and "lr" in offered
+        for label in ("loss", "source"):  # untick them
+            await pilot.press(*["down"] * (offered.index(label) - app.screen.query_one(
+                "#checklist").highlighted), "space")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
+        await pilot.pause(0.1)
+        header = drawn_header(app)
+        assert "source" not in header and "loss" not in header and "lr" in header, header
+    again = fleet_app(sweep)
+    async with again.run_test(size=(200, 40)) as pilot:
+        await open_fleet(pilot, again)
+        await pilot.pause(0.1)
+        header = drawn_header(again)
+        assert "source" not in header and "loss" not in header and "state" in header
 
 
 async def test_sort_by_a_column_reverse_and_click_a_header(sweep):
     app = fleet_app(sweep)
     async with app.run_test(size=(120, 36)) as pilot:
         fleet = await open_fleet(pilot, app)
-        for _ in range(4):  # o: the next column (run, source, state, step)
+        for _ in range(3):  # o: the next column (run, state, step)
             await pilot.press("o")
         assert fleet.sort == "step"
         await wait_for(pilot, lambda: column(app, "name") == ["sft-c", "grpo-b", "grpo-d",
@@ -761,3 +806,25 @@ async def test_carl_tui_fleet_reads_its_sources_once_the_rows_read_ahead_are_dra
         await wait_for(pilot, lambda: row_count(app) == len(sweep) and all(
             c != "–" for c in column(app, "step")), timeout=20, what="the sources' rows")
         assert sorted(column(app, "step")) == ["19", "29", "39", "45"]
+
+
+def test_the_task_column_names_its_metric():
+    """Every run's task metric the same: it is the header ("reward"); mixed (GRPO and SFT
+    runs): each cell says which (reward 1.87 beside accuracy 0.9994, unnamed before)."""
+    from carl_tui.events import RunRef
+    from carl_tui.store.fleet import FleetRow
+    from carl_tui.ui.fleet_columns import columns_for, plain
+
+    def row(name, metric, value):
+        return FleetRow(run=RunRef("jsonl", "p", name, name), source="jsonl",
+                        state="finished", task_metric=metric, task_last=value)
+
+    grpo, sft = row("g", "reward", 1.87), row("s", "mean_token_accuracy", 0.9994)
+    (task,) = [c for c in columns_for([], [grpo]) if c.key == "task"]
+    assert task.label == "reward"
+    (task,) = [c for c in columns_for([], [grpo, sft]) if c.key == "task"]
+    assert task.label == "task"
+    assert plain(task.cell(grpo, NOW, {})) == "1.8700 reward"
+    assert plain(task.cell(sft, NOW, {})) == "0.9994 accuracy"
+    grpo = row("g", "rewards/reverse_reward/mean", 0.096)
+    assert plain(task.cell(grpo, NOW, {})) == "0.0960 reverse_reward"

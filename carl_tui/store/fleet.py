@@ -236,12 +236,18 @@ def _bar_full(snap: RunSnapshot) -> bool:
             and snap.last_step is not None and snap.last_step >= bar.total)
 
 
+#: The config keys that set a run's last step, the first one set counting: the Trainer's
+#: `max_steps`, else a script's own (`total_steps`, `num_steps`, `steps`: a sweep's spec).
+END_STEP_KEYS = ("max_steps", "total_steps", "num_steps", "steps")
+
+
 def _reached_its_end(snap: RunSnapshot, config: Mapping[str, Any] | None) -> bool:
     """The run logged the last step its config asks for: `max_steps` (> 0), or, where that
     is unset (-1: epochs decide), `num_train_epochs` by its logged `epoch`."""
     config = run_config(snap.meta) if config is None else config
-    max_steps = mn.finite_number(config.get("max_steps"))
-    if max_steps is not None and max_steps > 0:
+    max_steps = next((n for key in END_STEP_KEYS
+                      if (n := mn.finite_number(config.get(key))) is not None and n > 0), None)
+    if max_steps is not None:
         return snap.last_step is not None and snap.last_step >= max_steps
     epochs, epoch = mn.finite_number(config.get("num_train_epochs")), snap.series.get("epoch")
     return (epochs is not None and epochs > 0 and epoch is not None

@@ -93,6 +93,8 @@ FLEET_KEYS: tuple[Key, ...] = (  # the fleet table's (`r`, `carl-tui fleet`)
         "Filter the runs: phase:crystallisation state:live lr>=1e-4 name~grpo"),
     Key("o", "cycle_sort", "Sort", "fleet.sort", "Sort by the next column (or click its header)"),
     Key("O", "reverse_sort", "Reverse", "fleet.reverse", "Reverse the order", show=False),
+    Key("c", "choose_columns", "Columns", "fleet.columns",
+        "Choose the columns shown (kept for next time); left/right scroll sideways"),
     Key("g", "cycle_group", "Group", "fleet.group",
         "Group the runs by a config key that differs between them (again: the next key)"),
     Key("escape", "close", "Back", "fleet.close", "Back to the run on the dashboard"),
