@@ -451,3 +451,29 @@ def test_fleet_is_in_the_help(capsys):
     assert rc == 0 and "fleet" in out
     rc, out, _ = cli(["fleet", "--help"], capsys)
     assert rc == 0 and "--json" in out and "--tensorboard" in out
+
+
+def test_watch_a_folder_of_streams_and_logs(tmp_path, trainer_logs, capsys):
+    """`--watch DIR`: every JSONL stream and Trainer log in the folder is a source (a
+    sweep needed one flag a run: a folder was refused); a folder with none says so."""
+    import shutil
+
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    t0 = 1_760_000_000.0
+    for i in range(3):
+        with open(sweep / f"run-{i}.jsonl", "w") as f:
+            f.write(json.dumps({"event": "meta", "name": f"run-{i}", "project": "p"}) + "\n")
+            f.writelines(json.dumps({"step": s, "time": t0 + s, "loss": 2 - s / 10 - i})
+                         + "\n" for s in range(10))
+    shutil.copy(trainer_logs["sft_ls5"], sweep / "train.log")
+    (sweep / "notes.md").write_text("not a run\n")
+    rows = fleet(["--watch", str(sweep)], capsys)
+    assert sorted(r["source"] for r in rows) == ["jsonl"] * 3 + ["trainer-log"]
+    assert {r["run"] for r in rows} >= {"run-0", "run-1", "run-2"}
+    rc, out, err = cli(["summary", "--watch", str(sweep), "--run", "run-1", "--json"], capsys)
+    assert rc == 0 and json.loads(out)["run"] == "run-1", err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    rc, out, err = cli(["fleet", "--watch", str(empty)], capsys)
+    assert rc == 2 and "is a directory with no JSONL stream or Trainer log" in err
