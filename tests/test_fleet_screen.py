@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Input, Static
 from carl_tui.sources.open import open_file
 from carl_tui.ui.app import build_app
 from carl_tui.ui.screens import fleet_table
-from carl_tui.ui.screens.fleet_table import FleetScreen
+from carl_tui.ui.screens.fleet_table import MARK, FleetScreen
 from carl_tui.ui.screens.run_card import RunCardScreen
 from tests.conftest import dashboard_config, notices_said, plain_text, spec_trajectory, wait_for
 from tests.test_fleet import hub  # noqa: F401  (the loopback Hub, a fixture)
@@ -828,3 +828,24 @@ def test_the_task_column_names_its_metric():
     assert plain(task.cell(sft, NOW, {})) == "0.9994 accuracy"
     grpo = row("g", "rewards/reverse_reward/mean", 0.096)
     assert plain(task.cell(grpo, NOW, {})) == "0.0960 reverse_reward"
+
+
+async def test_grouped_rows_keep_their_selection_marks(sweep):
+    """`g` groups the rows by a config key: the runs selected to compare keep their mark
+    on the drawn screen, beside their group (the marks were hidden when grouped)."""
+    from tests.test_run_age import screen_lines
+
+    app = fleet_app(sweep)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await open_fleet(pilot, app)
+        for name in ("sft-c", "grpo-a"):
+            await move_to(pilot, app, name)
+            await pilot.press("space")
+        await pilot.press("g")
+        await wait_for(pilot, lambda: app.screen.group == "lr")
+        await pilot.pause(0.2)
+        drawn = screen_lines(app)
+        marked = {name for name in ("sft-c", "grpo-a", "grpo-b", "grpo-d")
+                  for line in drawn if f" {name} " in line and line.lstrip().startswith(MARK)}
+        assert marked == {"sft-c", "grpo-a"}, "\n".join(drawn[:8])
+        assert any("(group)" in line for line in drawn)

@@ -157,6 +157,13 @@ class Follower:
     def catching_up(self) -> bool:
         return any(r.catching_up for r in self.runners)
 
+    @property
+    def all_heard(self) -> bool:
+        """Every source has answered once (with data, nothing, or a fault): only then is
+        the count of runs the count there is (14 sources: "of 5 runs" was said)."""
+        return all(r.last_good is not None or r.last_state not in (None, "connecting")
+                   for r in self.runners)
+
     # -- the run on screen -----------------------------------------------------
 
     def follow(self, run_key: str) -> None:
@@ -331,7 +338,8 @@ class Follower:
     def _tell_choice(self) -> Notice | None:
         """Once the history is read, say which run the screen chose and why (when there
         is a choice): "showing X, the most recently active of N runs"."""
-        if not self._auto or self.catching_up or self.current_run is None:
+        if (not self._auto or self.catching_up or self.current_run is None
+                or not self.all_heard):
             return None
         self._auto = False  # chosen: new data of another run no longer moves the screen
         runs = self.store.runs()
