@@ -492,3 +492,29 @@ async def test_a_source_that_cannot_be_built_is_said_not_raised():
         assert app.is_running and app.snapshot is None
         assert any("Permission denied" in m and "/runs/locked.jsonl" in m for m in said())
         assert "no runs yet" in said()
+
+
+async def test_the_overlay_legend_names_the_run_on_screen_first_and_fits(spec_events, run_ref):
+    """Five long-named runs of a project overlaid at 80 columns: the drawn legend names
+    the run on screen (its line's colour) first and says how many more it could not fit,
+    never cut at its end (the run's own name, listed last, was never shown)."""
+    from tests.test_run_age import screen_lines
+
+    src = ScriptedSource()
+    others = [RunRef("test", "proj", f"run-{i}", f"sweep-lr{i}e-4-seed-{i}-warmup-cosine")
+              for i in range(2, 7)]
+    src.push(spec_events + [ScalarBatch.from_rows(r, [(0, {"phi": 0.1 * i,
+                                                           "entropy": 2.0})])
+                            for i, r in enumerate(others)])
+    app = make_app(src, run="run-1")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None and len(app.store.runs()) == 6)
+        phi_plot = app.query_one("#phi-plot", MetricPlot)
+        await pilot.press("o")
+        await wait_for(pilot, lambda: len(phi_plot.lines) == 6, what="the overlay drawn")
+        await pilot.pause(0.2)
+        r = phi_plot.region
+        bottom = screen_lines(app)[r.y + r.height - 1][r.x:r.x + r.width]
+        assert "━ spec-run" in bottom, bottom
+        assert bottom.index("spec-run") < bottom.index("━ sw"), bottom  # an overlaid one
+        assert "+4 runs" in bottom and "σ = " in bottom, bottom  # not cut at its end

@@ -314,7 +314,9 @@ def build_view(
     marks, legend = _decorations(metric, snap, x_map, settings, xlim, ylim, log_y)
     drawn = [t for t in frame.traces if not t.faint]
     if len(drawn) > 1:  # one run alone is named in the header; several need names
-        legend = [LegendItem("━", t.label, t.color_var) for t in drawn] + legend
+        # The run's own line first (it is drawn last, on top): a cut legend keeps it.
+        runs = [drawn[-1], *drawn[:-1]] if main is not None else drawn
+        legend = [LegendItem("━", t.label, t.color_var, run=True) for t in runs] + legend
     xt = (_time_ticks(*xlim, max(2, width // 12)) if x_axis == "time"
           else nice_ticks(*xlim, max(2, width // 12), integer=True))
     return PlotView(
