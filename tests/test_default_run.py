@@ -116,5 +116,4 @@ async def test_the_count_of_runs_waits_for_every_source():
         Slow.gate.set()
         await wait_for(pilot, lambda: any("most recently" in t for t in said), timeout=10)
         told = [t for t in said if "most recently" in t]
-        assert told == ["showing r13: the most recently active of 14 runs "
-                        "(r or --run picks another)"], told
+        assert told == [f"showing r13: {CHOICE.replace('of 2 runs', 'of 14 runs')}"], told
