@@ -88,3 +88,20 @@ def test_tokens_are_counted_across_stages():
     assert np.all(np.diff(trace.xs) > 0)
     assert trace.xs[99] == pytest.approx(50_000) and trace.xs[100] == pytest.approx(50_300)
     assert trace.xs[-1] == pytest.approx(80_000)
+
+
+def test_the_sigma_line_stays_on_a_log_scale():
+    """phi on a log y scale: σ is drawn at log10(σ), named in the legend (it was dropped)."""
+    import math
+
+    from carl_tui.coherence.constants import SIGMA
+
+    steps = np.arange(1, 101, dtype=np.int64)
+    store = RunStore()
+    store.apply([ScalarBatch(RUN, steps, {"phi": np.linspace(0.01, 0.99, 100)})])
+    snap = store.snapshot(RUN.key)
+    view = build_view("phi", snap, settings=ChartSettings(log_y=frozenset({"phi"})))
+    assert view.log_y
+    (line,) = [m for m in view.marks if m.kind == "hline"]
+    assert line.y == pytest.approx(math.log10(SIGMA))
+    assert any(item.text == f"σ = {SIGMA:g}" for item in view.legend)

@@ -425,12 +425,13 @@ def _decorations(metric, snap, x_map, settings, xlim, ylim, log_y):
     the view, and a legend entry for each (an arrow when it is outside the view)."""
     marks: list[Mark] = []
     legend: list[LegendItem] = []
-    if metric == mn.PHI and not log_y:
-        if ylim[0] <= SIGMA <= ylim[1]:
-            marks.append(Mark("hline", 0.0, SIGMA, "plot-sigma"))
+    if metric == mn.PHI:
+        sigma_y = math.log10(SIGMA) if log_y else SIGMA  # a log plot's y is log10 of it
+        if ylim[0] <= sigma_y <= ylim[1]:
+            marks.append(Mark("hline", 0.0, sigma_y, "plot-sigma"))
             legend.append(LegendItem("┄", f"σ = {SIGMA:g}", "plot-sigma"))
         else:
-            arrow = "↓" if SIGMA < ylim[0] else "↑"  # off the view: an edge arrow, no stretch
+            arrow = "↓" if sigma_y < ylim[0] else "↑"  # off the view: an edge arrow, no stretch
             legend.append(LegendItem("┄", f"σ = {SIGMA:g} {arrow}", "plot-sigma"))
     steps_marks = []
     if snap.gate.fired and snap.gate.trigger_step is not None:
