@@ -105,3 +105,15 @@ def test_the_sigma_line_stays_on_a_log_scale():
     (line,) = [m for m in view.marks if m.kind == "hline"]
     assert line.y == pytest.approx(math.log10(SIGMA))
     assert any(item.text == f"σ = {SIGMA:g}" for item in view.legend)
+
+
+def test_a_metric_not_logged_yet_says_so_while_others_are():
+    """The warm start logs phi, not entropy: the entropy plot says it is not logged yet
+    and where the run is, not "waiting for data…" beside a drawn phi plot."""
+    store = RunStore()
+    store.apply([ScalarBatch(RUN, np.arange(1, 41, dtype=np.int64),
+                             {"phi": np.linspace(0.1, 0.5, 40)})])
+    snap = store.snapshot(RUN.key)
+    assert build_view("phi", snap).traces
+    view = build_view("entropy", snap)
+    assert view.empty == "no entropy logged yet (the run is at step 40)"

@@ -270,6 +270,8 @@ def _empty_text(metric: str, snap: RunSnapshot, main: SeriesView | None) -> str:
         return "no points in this range"
     if metric == mn.PHI and snap.vocab_size is None and mn.ENTROPY in snap.series:
         return "phi needs the vocabulary size: set --vocab-size"
+    if snap.last_step is not None:  # the run logs, not this yet (the demo's warm start)
+        return f"no {metric} logged yet (the run is at step {snap.last_step})"
     return "waiting for data…"
 
 
