@@ -518,3 +518,20 @@ async def test_the_overlay_legend_names_the_run_on_screen_first_and_fits(spec_ev
         assert "━ spec-run" in bottom, bottom
         assert bottom.index("spec-run") < bottom.index("━ sw"), bottom  # an overlaid one
         assert "+4 runs" in bottom and "σ = " in bottom, bottom  # not cut at its end
+
+
+async def test_the_plots_say_their_smoothing_and_range(spec_events):
+    """w and z: the smoothing and the range are written on the plots (under the x axis),
+    not only in a passing notice."""
+    from tests.test_run_age import screen_lines
+
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("w", "z")
+        app.clear_notifications()
+        await wait_for(pilot, lambda: any("step · smoothed (EMA 0.6) · last 100 steps" in line
+                                          for line in screen_lines(app)),
+                       what="the settings drawn on the plot")

@@ -330,7 +330,7 @@ def build_view(
         ylim=ylim,
         xticks=(tuple(xt), tick_labels(xt, x_axis)),
         yticks=(tuple(yt), tick_labels(yt, "log" if log_y else "value")),
-        x_label={"step": "step", "time": "time since start", "tokens": "tokens seen"}[x_axis],
+        x_label=_x_label(settings),
         log_y=log_y,
     )
 
@@ -373,6 +373,18 @@ def phi_stand_in(snap: RunSnapshot) -> tuple[str, str] | None:
     if mn.ENTROPY in snap.series and snap.vocab_size is None:
         return task, "phi: set --vocab-size"
     return task, "phi: log entropy"
+
+
+def _x_label(settings: ChartSettings) -> str:
+    """The x axis's name, and the view's settings where they are not the plain ones
+    (smoothing, the range): written on the plot, not only said in a passing notice."""
+    parts = [{"step": "step", "time": "time since start", "tokens": "tokens seen"}[
+        settings.x_axis]]
+    if settings.smoothing:
+        parts.append(f"smoothed (EMA {settings.smoothing:g})")
+    if settings.last_n:
+        parts.append(f"last {count_text(settings.last_n)} steps")
+    return " · ".join(parts)
 
 
 def _title(metric: str, snap: RunSnapshot | None) -> str:
