@@ -535,3 +535,25 @@ async def test_the_plots_say_their_smoothing_and_range(spec_events):
         await wait_for(pilot, lambda: any("step · smoothed (EMA 0.6) · last 100 steps" in line
                                           for line in screen_lines(app)),
                        what="the settings drawn on the plot")
+
+
+async def test_ctrl_s_saves_the_help_and_the_fleet_table(spec_events, tmp_path):
+    """ctrl+s did nothing in help or in the fleet table: it saves the screen shown as SVG
+    (the dashboard's own also writes the plotted data)."""
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = make_app(src, save_dir=str(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: list(tmp_path.glob("carl-tui-help-*.svg")),
+                       what="the help saved")
+        svg = next(tmp_path.glob("carl-tui-help-*.svg")).read_text(encoding="utf-8")
+        assert "Close" in svg or "Help" in svg
+        await pilot.press("escape", "r")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "FleetScreen")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: list(tmp_path.glob("carl-tui-fleet-*.svg")),
+                       what="the fleet table saved")

@@ -422,7 +422,8 @@ async def test_diagnosis_without_a_key_or_with_an_api_error(hub, monkeypatch):
         screen = app.screen
         await wait_for(pilot, lambda: not screen.busy, what="no-key answer")
         status = plain_text(screen.query_one("#diag-status"), 300)
-        assert "export ANTHROPIC_API_KEY=" in status
+        assert "Export ANTHROPIC_API_KEY, set to your key" in status
+        assert "[REDACTED]" not in status  # the hint's own placeholder was redacted
         assert "ANTHROPIC_API_KEY" in screen.query_one("#answer", Markdown).source
         assert claude.bodies == []
         await pilot.press("escape")

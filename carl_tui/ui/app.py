@@ -31,7 +31,13 @@ from carl_tui.errors import describe
 from carl_tui.redact import redact
 from carl_tui.ui.attention import announce, load_alert_config
 from carl_tui.ui.fleet_part import FleetPart
-from carl_tui.ui.keys import ACTION_KEYS, APP_KEYS, READ_ONLY_HIDDEN, normalize_keymap
+from carl_tui.ui.keys import (
+    ACTION_KEYS,
+    APP_KEYS,
+    READ_ONLY_HIDDEN,
+    SCREEN_KEYS,
+    normalize_keymap,
+)
 from carl_tui.ui.messages import (
     CompareChanged,
     DashboardReady,
@@ -74,7 +80,7 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
     TITLE = "carl-tui"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(k.key, k.action, k.description, id=k.id, tooltip=k.tooltip, show=k.show)
-        for k in APP_KEYS + ACTION_KEYS
+        for k in APP_KEYS + ACTION_KEYS + SCREEN_KEYS
     ]
 
     def __init__(self, config: DashboardConfig):
@@ -336,6 +342,17 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
         from carl_tui.ui.screens.pickers import pick_project
 
         pick_project(self)
+
+    def action_save_screen(self) -> None:
+        """ctrl+s where the dashboard's own is not (help, the fleet table, a card)."""
+        from carl_tui.ui.save import save_screen
+
+        try:
+            svg = save_screen(self, self.settings.save_dir)
+        except OSError as exc:
+            self.notify(f"could not save: {describe(exc)}", severity="error")
+            return
+        self.notify(f"saved the screen to {svg}", timeout=8)
 
     def action_cycle_theme(self) -> None:
         names = self._theme_names or ["textual-dark", "textual-light"]

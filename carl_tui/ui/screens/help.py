@@ -23,6 +23,9 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark", "dismiss", "Close", id="help.close",
                 tooltip="Close help"),
+        # A modal screen hides the app's keys: its ctrl+s is asked for here.
+        Binding("ctrl+s", "app.save_screen", "Save", id="help.save", show=False,
+                tooltip="Save the screen as SVG"),
     ]
     DEFAULT_CSS = dialog_css("HelpScreen", inner="VerticalScroll", width="90%", max_width="130",
                              border="round $primary", padding="1 2", title="")
@@ -80,7 +83,8 @@ class KeyHelp(App[None]):
         """The app's keys, the dashboard's and the actions' (read-only: less READ_ONLY_HIDDEN)."""
         hidden = READ_ONLY_HIDDEN if self.settings.read_only else frozenset()
         return [b for b in (*self.BINDINGS, *DashboardScreen.BINDINGS)
-                if isinstance(b, Binding) and b.action not in hidden]
+                if isinstance(b, Binding) and b.action not in hidden
+                and b.id != "app.save_screen"]  # the dashboard's ctrl+s, listed, says it
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Every dashboard action is in the command palette."""
