@@ -96,6 +96,7 @@ def _config(args, opened, *, completions=None, fleet: bool = False, first_rows=N
         push_repo=getattr(args, "push_repo", None),
         title=opened.title,
         read_only=getattr(args, "read_only", False),
+        recording=getattr(args, "command", None) == "replay",
         fleet=fleet,
     )
     services = Services(list_projects=opened.list_projects, open_project=opened.open_project,

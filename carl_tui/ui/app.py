@@ -35,6 +35,7 @@ from carl_tui.ui.keys import (
     ACTION_KEYS,
     APP_KEYS,
     READ_ONLY_HIDDEN,
+    RECORDING_HIDDEN,
     SCREEN_KEYS,
     normalize_keymap,
 )
@@ -221,8 +222,10 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
         self.exit()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # Read-only: no key that acts (absent from the footer, refused).
-        return not (self.settings.read_only and action in READ_ONLY_HIDDEN)
+        # Read-only: no key that acts (absent from the footer, refused); a recording:
+        # none that acts on its run.
+        return not (self.settings.read_only and action in READ_ONLY_HIDDEN
+                    or self.settings.recording and action in RECORDING_HIDDEN)
 
     async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
         if self._quitting:

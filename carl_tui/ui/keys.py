@@ -117,6 +117,10 @@ READ_ONLY_HIDDEN: frozenset[str] = frozenset(k.action for k in ACTION_KEYS) | {
     "save_view", "save_screen"}
 
 
+# What a recording played back leaves out: the keys that act on the run on screen.
+RECORDING_HIDDEN: frozenset[str] = frozenset({"stop_job", "push_checkpoint"})
+
+
 # The dashboard's keys had `app.` ids before they became the screen's own (`view.`): a
 # keymap that names the old id still works.
 RENAMED_IDS: dict[str, str] = {
