@@ -342,7 +342,7 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart):
         self.open_fleet(self.dashboard.compare)
 
     def action_pick_project(self) -> None:
-        from carl_tui.ui.screens.pickers import pick_project
+        from carl_tui.ui.projects import pick_project
 
         pick_project(self)
 

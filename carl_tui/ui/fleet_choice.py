@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 from carl_tui.ui.attention import config_path
-
-if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.ui.screens.fleet_table import FleetScreen
 
 
 def choice_path() -> Path:
@@ -40,9 +37,10 @@ def save_hidden(hidden: set[str], path: Path | None = None) -> str:
     return ""
 
 
-def choose_columns(screen: FleetScreen) -> None:
-    """`c` in the fleet table: tick the columns shown (the run and its state always are);
-    the choice is kept. A column not offered now (another sweep's axis) keeps its own."""
+def choose_columns(screen: Any) -> None:
+    """`c` in the fleet table (`screen`: the `FleetScreen`): tick the columns shown (the
+    run and its state always are); the choice is kept. A column not offered now (another
+    sweep's axis) keeps its own."""
     from carl_tui.ui.fleet_columns import ALWAYS, columns_for
     from carl_tui.ui.screens.pickers import ColumnPicker
 

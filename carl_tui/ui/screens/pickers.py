@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -14,9 +14,6 @@ from textual.widgets.option_list import Option
 
 from carl_tui.ui.format import cut_names
 from carl_tui.ui.screens.dialog import dialog_css
-
-if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.ui.app import CarlApp
 
 
 def _css(name: str) -> str:
@@ -119,35 +116,3 @@ class ColumnPicker(ChecklistPicker):
 class ComparePicker(ChecklistPicker):
     TITLE = "Runs to overlay on every plot (space toggles, enter applies, esc cancels)"
 
-
-def pick_project(app: CarlApp) -> None:
-    """`P`: list the source's projects (in a worker), then choose one: one already open is
-    switched to, another is opened as a new source and followed."""
-    services = app.services
-    if services.list_projects is None or services.open_project is None:
-        app.notify("this source has no projects to choose from", severity="warning")
-        return
-
-    def opened(name: str | None) -> None:
-        if not name:
-            return
-        runs = [r for r in app.store.runs() if r.project == name]
-        if runs:  # already open: just show it
-            app.switch_run(runs[0].key)
-            return
-        app.follower.add_source(services.open_project(name))  # type: ignore[misc]
-        app.follower.follow_project(name)
-        app.notify(f"opening project {name}", timeout=3)
-
-    def show(names: list[str]) -> None:
-        if not names:
-            app.notify("no projects found", severity="warning")
-            return
-        current = app.snapshot.run.project if app.snapshot else None
-        app.push_screen(ProjectPicker([(n, n) for n in names], current), opened)
-
-    def load() -> None:
-        app.call_from_thread(show, services.list_projects())  # type: ignore[misc]
-
-    app.run_worker(load, thread=True, exclusive=True, group="projects",
-                   exit_on_error=False, description="listing projects")
