@@ -576,18 +576,3 @@ async def test_a_recording_offers_no_key_that_acts_on_its_run(spec_events):
         await pilot.press("s")
         await pilot.pause(0.1)
         assert app.screen is app.dashboard
-
-
-async def test_the_footer_at_80_columns_shows_help_and_runs(spec_events):
-    """At 80x24 the footer is compact: help and the runs key are drawn whole (it was cut
-    at "r Run" with its wider spacing)."""
-    from tests.test_run_age import screen_lines
-
-    src = ScriptedSource()
-    src.push(spec_events)
-    app = make_app(src)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.snapshot is not None)
-        await pilot.pause(0.2)
-        footer = screen_lines(app)[-1]
-        assert "? Help" in footer and "r Runs" in footer, footer

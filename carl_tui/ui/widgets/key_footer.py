@@ -16,9 +16,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from textual.screen import Screen
 
 
-COMPACT_BELOW = 120
-
-
 def shown_keys(screen: Screen) -> tuple:
     """(key, description, enabled, tooltip) of each binding the footer shows."""
     return tuple((b.key, b.description, enabled, tooltip)
@@ -29,11 +26,6 @@ class KeyFooter(Footer):
     def __init__(self, *args, **kw) -> None:
         super().__init__(*args, **kw)
         self._composed: tuple | None = None  # the keys of the last rebuild asked for
-
-    def on_resize(self) -> None:
-        # Compact (one space around each key) below 120 columns: at 80 the footer was
-        # cut after a third of its keys.
-        self.compact = self.size.width < COMPACT_BELOW
 
     def bindings_changed(self, screen: Screen) -> None:
         will_compose = screen.app.app_focus and self.is_attached and screen is self.screen
