@@ -124,7 +124,7 @@ async def test_the_status_bar_says_finished_and_the_files_age_not_live(tmp_path)
                        and app.snapshot.last_step == 12, what="the log read")
         await pilot.pause(0.3)
         bar = screen_lines(app)[-2] + screen_lines(app)[-1]
-        status = next(line for line in screen_lines(app) if "run " in line and "step" in line)
+        status = next(line for line in screen_lines(app) if line.lstrip().startswith("run "))
         assert "step 12/12 · finished · updated 6.5d ago" in status, status
         assert " live" not in status and " live" not in bar
         assert "train.log following" in status
