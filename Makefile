@@ -96,6 +96,8 @@ bench: install
 screenshots: install
 	$(BIN)/python screenshots/make.py
 	$(BIN)/python screenshots/fleet.py
+	$(BIN)/python screenshots/health.py
+	$(BIN)/python screenshots/phases_figure.py
 
 # The README's picture of `carl-tui serve` in a browser (needs Chromium: see browser).
 screenshot-browser: install browser

@@ -156,7 +156,8 @@ def _add_source_options(p: argparse.ArgumentParser, many: bool = False) -> None:
     append = {"action": "append"} if many else {}
     src.add_argument("--watch", metavar="FILE", type=_path, **append,
                      help="follow a file another process writes: a JSONL stream or a Trainer's "
-                          "stdout log (told apart by content)")
+                          "stdout log (told apart by content), or a folder of them (a sweep: "
+                          "each *.jsonl, *.log, *.out, *.txt in it)")
     src.add_argument("--file-format", choices=("auto", "jsonl", "trainer-log"), default="auto",
                      help="what the watched file holds (default: decided by its content)")
     src.add_argument("--trackio", metavar="URL", type=_text,

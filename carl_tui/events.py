@@ -251,6 +251,24 @@ class SourceStatus:
     limitation: str = ""
     skip_reasons: tuple[tuple[str, int, str], ...] = ()
     not_plotted: tuple[tuple[str, int], ...] = ()
+    follows: bool = False  # it follows a local file or folder (else a server, a job)
+    slow: bool = False  # its last poll took longer than SLOW_POLL_S
+
+    @property
+    def word(self) -> str:
+        """The source's connection in one word, never a run's state (a run is live,
+        stalled, finished...; its source is "following" its file, "connected" to its
+        server, "answering slowly", "retrying", or has "read all" there will be)."""
+        if self.state == "live":
+            if self.slow:
+                return "answering slowly"
+            return "following" if self.follows else "connected"
+        return CONNECTION_WORDS.get(self.state, self.state)
+
+
+#: A poll slower than this (seconds) has its source said to be "answering slowly".
+SLOW_POLL_S = 3.0
+CONNECTION_WORDS = {"finished": "read all"}
 
 
 

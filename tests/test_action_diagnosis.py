@@ -8,6 +8,8 @@ import socket
 
 import pytest
 
+from carl_tui.redact import redact
+
 anthropic = pytest.importorskip("anthropic")
 
 from carl_tui.actions.action_error import ActionError
@@ -180,7 +182,10 @@ def test_no_key_is_a_clear_message_and_sends_nothing(claude, monkeypatch):
     with pytest.raises(ActionError) as ei:
         Diagnoser().stream("S")
     assert ei.value.kind == "no_key"
-    assert "export ANTHROPIC_API_KEY=" in str(ei.value)
+    assert "Export ANTHROPIC_API_KEY, set to your key" in str(ei.value)
+    # shown whole: every text on screen is redacted, and the hint has nothing to hide
+    # (its placeholder was shown as `export ANTHROPIC_API_KEY=[REDACTED]`)
+    assert redact(str(ei.value)) == str(ei.value)
     assert srv.requests == []
 
 

@@ -88,8 +88,10 @@ async def test_crystallisation_is_flagged_at_the_gate_step(run_ref):
         assert flagged[-1][1]
         flags = [t for t in said if t.startswith("Crystallised")]
         assert len(flags) == 1 and f"at step {expected.trigger_step}" in flags[0]
-        # No vocabulary size: phi cannot be derived, and its plot says so.
-        assert "vocabulary size" in app.query_one("#phi-plot", MetricPlot).view.empty
+        # No vocabulary size: phi cannot be derived; the first plot is the task metric,
+        # and says how to get phi (test_first_plot.py).
+        first = app.query_one("#phi-plot", MetricPlot).view
+        assert first.title == "mean_token_accuracy · phi: set --vocab-size" and first.traces
         ent_plot = app.query_one("#entropy-plot", MetricPlot)
         gate_lines = [m.x for m in ent_plot.view.marks if m.kind == "vline"]
         assert gate_lines == [float(expected.trigger_step)]
@@ -490,3 +492,87 @@ async def test_a_source_that_cannot_be_built_is_said_not_raised():
         assert app.is_running and app.snapshot is None
         assert any("Permission denied" in m and "/runs/locked.jsonl" in m for m in said())
         assert "no runs yet" in said()
+
+
+async def test_the_overlay_legend_names_the_run_on_screen_first_and_fits(spec_events, run_ref):
+    """Five long-named runs of a project overlaid at 80 columns: the drawn legend names
+    the run on screen (its line's colour) first and says how many more it could not fit,
+    never cut at its end (the run's own name, listed last, was never shown)."""
+    from tests.test_run_age import screen_lines
+
+    src = ScriptedSource()
+    others = [RunRef("test", "proj", f"run-{i}", f"sweep-lr{i}e-4-seed-{i}-warmup-cosine")
+              for i in range(2, 7)]
+    src.push(spec_events + [ScalarBatch.from_rows(r, [(0, {"phi": 0.1 * i,
+                                                           "entropy": 2.0})])
+                            for i, r in enumerate(others)])
+    app = make_app(src, run="run-1")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None and len(app.store.runs()) == 6)
+        phi_plot = app.query_one("#phi-plot", MetricPlot)
+        await pilot.press("o")
+        await wait_for(pilot, lambda: len(phi_plot.lines) == 6, what="the overlay drawn")
+        await pilot.pause(0.2)
+        r = phi_plot.region
+        bottom = screen_lines(app)[r.y + r.height - 1][r.x:r.x + r.width]
+        assert "━ spec-run" in bottom, bottom
+        assert bottom.index("spec-run") < bottom.index("━ sw"), bottom  # an overlaid one
+        assert "+4 runs" in bottom and "σ = " in bottom, bottom  # not cut at its end
+
+
+async def test_the_plots_say_their_smoothing_and_range(spec_events):
+    """w and z: the smoothing and the range are written on the plots (under the x axis),
+    not only in a passing notice."""
+    from tests.test_run_age import screen_lines
+
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = make_app(src)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("w", "z")
+        app.clear_notifications()
+        await wait_for(pilot, lambda: any("step · smoothed (EMA 0.6) · last 100 steps" in line
+                                          for line in screen_lines(app)),
+                       what="the settings drawn on the plot")
+
+
+async def test_ctrl_s_saves_the_help_and_the_fleet_table(spec_events, tmp_path):
+    """ctrl+s did nothing in help or in the fleet table: it saves the screen shown as SVG
+    (the dashboard's own also writes the plotted data)."""
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = make_app(src, save_dir=str(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: list(tmp_path.glob("carl-tui-help-*.svg")),
+                       what="the help saved")
+        svg = next(tmp_path.glob("carl-tui-help-*.svg")).read_text(encoding="utf-8")
+        assert "Close" in svg or "Help" in svg
+        await pilot.press("escape", "r")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "FleetScreen")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: list(tmp_path.glob("carl-tui-fleet-*.svg")),
+                       what="the fleet table saved")
+
+
+async def test_a_recording_offers_no_key_that_acts_on_its_run(spec_events):
+    """replay: the run played back has no job to stop and no checkpoint here to push: the
+    drawn footer and the help leave s and p out, and the keys do nothing."""
+    from tests.test_run_age import screen_lines
+
+    src = ScriptedSource()
+    src.push(spec_events)
+    app = make_app(src, recording=True)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.pause(0.1)
+        footer = screen_lines(app)[-1]
+        assert "Launch" in footer and "Stop" not in footer and "Push" not in footer, footer
+        assert not {"actions.stop", "actions.push"} & {row[3] for row in app.key_help()}
+        await pilot.press("s")
+        await pilot.pause(0.1)
+        assert app.screen is app.dashboard

@@ -71,3 +71,49 @@ def test_an_axis_the_run_cannot_give_says_so(axis, need, kw):
     view = build_view("loss", snap, settings=ChartSettings(x_axis=axis))
     assert view.traces == ()
     assert view.empty == f"this run logs no {need}: press x for another axis"
+
+
+def test_tokens_are_counted_across_stages():
+    """TRL's num_tokens restarts at the GRPO stage: the tokens axis goes on from the SFT
+    stage's total, so the GRPO curve follows the SFT one and a later step is never drawn
+    left of an earlier one (CARL on @ 340 was left of crystallised @ 277)."""
+    steps = np.arange(1, 201, dtype=np.int64)
+    sft = np.cumsum(np.full(100, 500.0))  # 500 .. 50,000
+    grpo = np.cumsum(np.full(100, 300.0))  # restarts: 300 .. 30,000
+    store = RunStore()
+    store.apply([ScalarBatch(RUN, steps, {"loss": np.linspace(2, 1, 200),
+                                          "num_tokens": np.concatenate([sft, grpo])})])
+    snap = store.snapshot(RUN.key)
+    trace = main_trace(build_view("loss", snap, settings=ChartSettings(x_axis="tokens")))
+    assert np.all(np.diff(trace.xs) > 0)
+    assert trace.xs[99] == pytest.approx(50_000) and trace.xs[100] == pytest.approx(50_300)
+    assert trace.xs[-1] == pytest.approx(80_000)
+
+
+def test_the_sigma_line_stays_on_a_log_scale():
+    """phi on a log y scale: σ is drawn at log10(σ), named in the legend (it was dropped)."""
+    import math
+
+    from carl_tui.coherence.constants import SIGMA
+
+    steps = np.arange(1, 101, dtype=np.int64)
+    store = RunStore()
+    store.apply([ScalarBatch(RUN, steps, {"phi": np.linspace(0.01, 0.99, 100)})])
+    snap = store.snapshot(RUN.key)
+    view = build_view("phi", snap, settings=ChartSettings(log_y=frozenset({"phi"})))
+    assert view.log_y
+    (line,) = [m for m in view.marks if m.kind == "hline"]
+    assert line.y == pytest.approx(math.log10(SIGMA))
+    assert any(item.text == f"σ = {SIGMA:g}" for item in view.legend)
+
+
+def test_a_metric_not_logged_yet_says_so_while_others_are():
+    """The warm start logs phi, not entropy: the entropy plot says it is not logged yet
+    and where the run is, not "waiting for data…" beside a drawn phi plot."""
+    store = RunStore()
+    store.apply([ScalarBatch(RUN, np.arange(1, 41, dtype=np.int64),
+                             {"phi": np.linspace(0.1, 0.5, 40)})])
+    snap = store.snapshot(RUN.key)
+    assert build_view("phi", snap).traces
+    view = build_view("entropy", snap)
+    assert view.empty == "no entropy logged yet (the run is at step 40)"

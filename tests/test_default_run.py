@@ -80,3 +80,40 @@ def test_run_answers_to_its_key_id_name_or_its_last_folders():
     named = ("tensorboard:logs:exp/Nov26_host", "exp/Nov26_host", "Nov26_host", "Nov26_host/")
     assert [w for w in named if not ref.answers_to(w)] == []
     assert [w for w in ("26_host", "exp", "/", "", "Nov26") if ref.answers_to(w)] == []
+
+
+async def test_the_count_of_runs_waits_for_every_source():
+    """Fourteen sources, one slow to answer: the choice is told once every source has
+    answered, with the count of every run ("of 5 runs" was said with 14 loaded)."""
+    import threading
+
+    import numpy as np
+
+    from carl_tui.events import RunMeta, RunRef, ScalarBatch
+    from tests.conftest import ScriptedSource
+
+    class Slow(ScriptedSource):
+        gate = threading.Event()
+
+        def poll(self):
+            self.gate.wait(10)
+            return super().poll()
+
+    sources = []
+    for i in range(14):
+        run = RunRef("jsonl", "sweep", f"r{i}", f"r{i}")
+        src = (Slow if i == 13 else ScriptedSource)(f"s{i}")
+        src.push([RunMeta(run, {"name": f"r{i}"}),
+                  ScalarBatch(run, np.arange(5, dtype=np.int64), {"loss": np.ones(5)},
+                              wall_time=1_000.0 + i, times=1_000.0 + i + np.arange(5))])
+        sources.append(src)
+    app = build_app(DashboardConfig(sources=sources, settings=Settings(refresh_interval=0.05)))
+    said = notices_said(app)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for(pilot, lambda: len(app.store.runs()) == 13, timeout=10)
+        await pilot.pause(0.5)
+        assert not [t for t in said if "most recently" in t]
+        Slow.gate.set()
+        await wait_for(pilot, lambda: any("most recently" in t for t in said), timeout=10)
+        told = [t for t in said if "most recently" in t]
+        assert told == [f"showing r13: {CHOICE.replace('of 2 runs', 'of 14 runs')}"], told

@@ -221,7 +221,7 @@ def test_fleet_of_a_trainer_log_and_a_stream(trainer_logs, tmp_path, capsys):
         f.writelines(json.dumps({"step": step, "time": t0 + 30 * step, **values}) + "\n"
                      for step, values in spec_trajectory(n=46, seed=2))
     (row,) = fleet([str(path)], capsys)
-    assert row["state"] == "stalled"  # its rows are dated 2025: long without an update
+    assert row["state"] == "stopped"  # its rows are dated 2025: silent far beyond its beat
     assert row["updated_at"] == t0 + 30 * 45 and row["config"]["learning_rate"] == 1e-4
     assert_agrees_with_summary(row, summary([str(path)], capsys))
 
@@ -268,10 +268,13 @@ def test_a_jobs_row_says_its_jobs_life(stage):
 @pytest.mark.parametrize(("config", "epochs", "state"), [
     ({"max_steps": 20}, 1.0, "finished"),          # its last step is the one asked for
     ({"max_steps": "20"}, 1.0, "finished"),        # a YAML config's string
-    ({"max_steps": 500}, 1.0, "stalled"),          # stopped short of it: long without news
+    ({"max_steps": 500}, 1.0, "stopped"),          # short of it: silent for 6,000 s
     ({"max_steps": -1, "num_train_epochs": 3}, 3.0, "finished"),  # epochs decide
-    ({"max_steps": -1, "num_train_epochs": 3}, 2.5, "stalled"),
-    ({"learning_rate": 1e-4}, 1.0, "stalled"),     # no end to compare with
+    ({"max_steps": -1, "num_train_epochs": 3}, 2.5, "stopped"),
+    ({"learning_rate": 1e-4}, 1.0, "stopped"),     # no end to compare with
+    ({"kind": "sft", "steps": 20}, 1.0, "finished"),  # a sweep's spec: its own step count
+    ({"total_steps": 20}, 1.0, "finished"),
+    ({"steps": 500}, 1.0, "stopped"),
 ])
 def test_a_run_that_logged_its_last_step_is_finished(config, epochs, state):
     """Trackio keeps no end of a run: a run whose rows reach the end its Trainer's config
@@ -318,8 +321,39 @@ def test_differing_keys_are_the_sweeps_axes():
         row("c", learning_rate=1e-4, seed=1, model="m", output_dir="out/c", run_name="c",
             lora={"r": 8}, beta=0.1),
     ]
-    assert differing_keys(rows) == ["learning_rate", "seed", "lora", "beta"]
+    # beta is c's alone: not an axis (a key only one run has is that run's own)
+    assert differing_keys(rows) == ["learning_rate", "seed", "lora"]
     assert differing_keys(rows[:1]) == []
+
+
+def test_an_sft_and_a_grpo_run_differ_only_in_what_they_share(tmp_path, capsys):
+    """One SFT and one GRPO run of a project: each trainer has dozens of keys the other
+    lacks (96 config columns before); the axes are the keys both have with different
+    values, and a tracker's `_` keys are in neither the table nor --json."""
+    t0 = 1_760_000_000.0
+    shared = {"model": "tiny", "seed": 0, "_Username": "someone", "_Created": "2025-10-09",
+              "_Group": "g"}
+    own = {"sft": {f"sft_key_{i}": i for i in range(48)} | {"learning_rate": 2e-5},
+           "grpo": {f"grpo_key_{i}": i for i in range(48)} | {"learning_rate": 1e-6}}
+    paths = []
+    for name, keys in own.items():
+        path = tmp_path / f"{name}.jsonl"
+        with open(path, "w") as f:
+            f.write(json.dumps({"event": "meta", "name": name, "project": "p",
+                                "config": {**shared, **keys}}) + "\n")
+            f.writelines(json.dumps({"step": step, "time": t0 + step, "loss": 2 - step / 10})
+                         + "\n" for step in range(10))
+        paths += ["--watch", str(path)]
+    rc, out, _ = cli(["fleet", *paths], capsys)
+    assert rc == 0
+    assert out.splitlines()[0].split() == ["run", "source", "state", "step", "updated",
+                                           "phase", "gate", "task", "last", "best",
+                                           "learning_rate"]
+    rows = fleet(paths, capsys)
+    assert len(rows) == 2
+    for row in rows:
+        assert not [k for k in row["config"] if k.startswith("_")], row["config"]
+        assert row["config"]["model"] == "tiny"
 
 
 # -- Hugging Face jobs, on the loopback fake -------------------------------------------------
@@ -418,3 +452,29 @@ def test_fleet_is_in_the_help(capsys):
     assert rc == 0 and "fleet" in out
     rc, out, _ = cli(["fleet", "--help"], capsys)
     assert rc == 0 and "--json" in out and "--tensorboard" in out
+
+
+def test_watch_a_folder_of_streams_and_logs(tmp_path, trainer_logs, capsys):
+    """`--watch DIR`: every JSONL stream and Trainer log in the folder is a source (a
+    sweep needed one flag a run: a folder was refused); a folder with none says so."""
+    import shutil
+
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    t0 = 1_760_000_000.0
+    for i in range(3):
+        with open(sweep / f"run-{i}.jsonl", "w") as f:
+            f.write(json.dumps({"event": "meta", "name": f"run-{i}", "project": "p"}) + "\n")
+            f.writelines(json.dumps({"step": s, "time": t0 + s, "loss": 2 - s / 10 - i})
+                         + "\n" for s in range(10))
+    shutil.copy(trainer_logs["sft_ls5"], sweep / "train.log")
+    (sweep / "notes.md").write_text("not a run\n")
+    rows = fleet(["--watch", str(sweep)], capsys)
+    assert sorted(r["source"] for r in rows) == ["jsonl"] * 3 + ["trainer-log"]
+    assert {r["run"] for r in rows} >= {"run-0", "run-1", "run-2"}
+    rc, out, err = cli(["summary", "--watch", str(sweep), "--run", "run-1", "--json"], capsys)
+    assert rc == 0 and json.loads(out)["run"] == "run-1", err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    rc, out, err = cli(["fleet", "--watch", str(empty)], capsys)
+    assert rc == 2 and "is a directory with no JSONL stream or Trainer log" in err

@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Input, Static
 from carl_tui.sources.open import open_file
 from carl_tui.ui.app import build_app
 from carl_tui.ui.screens import fleet_table
-from carl_tui.ui.screens.fleet_table import FleetScreen
+from carl_tui.ui.screens.fleet_table import MARK, FleetScreen
 from carl_tui.ui.screens.run_card import RunCardScreen
 from tests.conftest import dashboard_config, notices_said, plain_text, spec_trajectory, wait_for
 from tests.test_fleet import hub  # noqa: F401  (the loopback Hub, a fixture)
@@ -142,28 +142,74 @@ async def test_r_shows_every_run_of_the_sweep_with_its_cells(sweep):
         assert by_name(app, "config:seed")["sft-c"] == "3"
         assert "model" not in headers(app)
         assert by_name(app, "health") == dict.fromkeys(by_name(app, "step"), "ok")
-        assert headers(app)[1:] == ["run", "source", "state", "step", "updated", "phase",
-                                    "health", "gate", "task", "best", "trend", "loss", "gpu",
-                                    "flavor", "cost", "lr", "seed"]
+        # (no run is a job: no gpu, flavor or cost column)
+        assert headers(app)[1:] == ["run", "state", "step", "updated", "accuracy", "phase",
+                                    "health", "gate", "best", "trend", "loss", "source", "lr",
+                                    "seed"]
         assert "fleet · 4 runs" in str(fleet.query_one("#fleet-title").render())
 
 
-async def test_a_narrow_terminal_keeps_the_essential_columns(sweep):
+def drawn_header(app) -> list[str]:
+    """The fleet table's header as drawn on screen: its words."""
+    from tests.test_run_age import screen_lines
+
+    lines = screen_lines(app)
+    return next(line.split() for line in lines if line.split()[:1] == ["run"])
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 36), (160, 45)])
+async def test_a_narrow_terminal_shows_the_essentials_and_scrolls_sideways(sweep, size):
+    """At 80, 120 and 160 columns the drawn table starts with the run, its state, step,
+    age and task metric (named: every run's is accuracy), and right arrows scroll it
+    sideways to the sweep's axes, the run's name staying in place."""
     app = fleet_app(sweep)
-    async with app.run_test(size=(80, 24)) as pilot:
+    async with app.run_test(size=size) as pilot:
         await open_fleet(pilot, app)
-        shown = headers(app)
-        assert {"run", "state", "step", "phase"} <= set(shown)
-        assert not {"loss", "gpu", "flavor", "cost", "lr", "seed"} & set(shown)
-        widths = sum(c.get_render_width(table(app)) for c in table(app).columns.values())
-        assert widths <= 80
+        await pilot.pause(0.1)
+        assert drawn_header(app)[:5] == ["run", "state", "step", "updated", "accuracy"]
+        for _ in range(20):
+            if {"lr", "seed"} <= set(drawn_header(app)):
+                break
+            await pilot.press("right")
+            await pilot.pause(0.01)
+        header = drawn_header(app)
+        assert "lr" in header and "seed" in header and header[0] == "run", header
+
+
+async def test_the_columns_chosen_are_kept(sweep):
+    """`c` chooses the columns: the ones unticked leave the drawn table, and stay hidden
+    in the next session; the run and its state cannot be hidden."""
+    from carl_tui.ui.screens.pickers import ColumnPicker
+
+    app = fleet_app(sweep)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await open_fleet(pilot, app)
+        assert "source" in drawn_header(app) and "loss" in drawn_header(app)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, ColumnPicker))
+        offered = [str(o.prompt) for o in app.screen.query_one("#checklist")._options]
+        assert "run" not in offered and "state" not in offered and "lr" in offered
+        for label in ("loss", "source"):  # untick them
+            await pilot.press(*["down"] * (offered.index(label) - app.screen.query_one(
+                "#checklist").highlighted), "space")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, FleetScreen))
+        await pilot.pause(0.1)
+        header = drawn_header(app)
+        assert "source" not in header and "loss" not in header and "lr" in header, header
+    again = fleet_app(sweep)
+    async with again.run_test(size=(200, 40)) as pilot:
+        await open_fleet(pilot, again)
+        await pilot.pause(0.1)
+        header = drawn_header(again)
+        assert "source" not in header and "loss" not in header and "state" in header
 
 
 async def test_sort_by_a_column_reverse_and_click_a_header(sweep):
     app = fleet_app(sweep)
     async with app.run_test(size=(120, 36)) as pilot:
         fleet = await open_fleet(pilot, app)
-        for _ in range(4):  # o: the next column (run, source, state, step)
+        for _ in range(3):  # o: the next column (run, state, step)
             await pilot.press("o")
         assert fleet.sort == "step"
         await wait_for(pilot, lambda: column(app, "name") == ["sft-c", "grpo-b", "grpo-d",
@@ -328,6 +374,37 @@ async def test_the_run_card_shows_config_summary_events_and_the_differing_config
         assert ("config that differs" in card_text(app)) == compared
 
 
+async def test_the_differing_config_is_on_screen_above_a_long_config(tmp_path):
+    """An SFT and a GRPO run, each with 170 config keys (and a tracker's `_` keys): with
+    one selected, `i` on the other shows "config that differs" on the drawn screen (it
+    was under some 170 rows), the shared keys with different values only; no `_` key."""
+    from tests.test_run_age import screen_lines
+
+    paths = []
+    for name, kind, lr in (("grpo-a", "grpo", 1e-6), ("sft-c", "sft", 2e-5)):
+        path = tmp_path / f"{name}.jsonl"
+        config = {f"{kind}_key_{i:03d}": i for i in range(170)}
+        config |= {"lr": lr, "model": "tiny", "_Username": "someone", "_Group": "g"}
+        path.write_text(json.dumps({"event": "meta", "run_id": name, "name": name,
+                                    "project": "sweep", "config": config}) + "\n")
+        append_rows(path, 0, range(10), 10)
+        paths.append(path)
+    app = fleet_app(paths)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await open_fleet(pilot, app, runs=2)
+        await move_to(pilot, app, "sft-c")
+        await pilot.press("space")
+        await move_to(pilot, app, "grpo-a")
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, RunCardScreen))
+        await pilot.pause(0.2)
+        drawn = [" ".join(line.replace("│", " ").split()) for line in screen_lines(app)]
+        at = next(i for i, line in enumerate(drawn) if "config that differs" in line)
+        assert "lr 1e-06 2e-05" in drawn[at + 1:at + 4], drawn
+        assert not any("key_" in line for line in drawn[at + 1:at + 4])
+        assert "_Username" not in card_text(app) and "_Group" not in card_text(app)
+
+
 async def test_other_runs_crystallising_are_one_notice_not_one_each(tmp_path):
     """Six runs of a sweep crystallise, read by six sources' threads: one notice says how
     many did (never a toast each), beside grpo-0's own when it was on screen by then; the
@@ -343,6 +420,8 @@ async def test_other_runs_crystallising_are_one_notice_not_one_each(tmp_path):
     # however loaded the machine (one burst, one group).
     now = [0.0]
     app.follower.grouper.clock = lambda: now[0]
+    # Open since before these rows were written: news, not history (test_history.py)
+    app.follower.opened_at = NOW - 3600
     said = notices_said(app)
     async with app.run_test(size=(160, 45)) as pilot:
         await wait_for(pilot, lambda: len(app.store.runs()) == 6 and all(
@@ -729,3 +808,46 @@ async def test_carl_tui_fleet_reads_its_sources_once_the_rows_read_ahead_are_dra
         await wait_for(pilot, lambda: row_count(app) == len(sweep) and all(
             c != "–" for c in column(app, "step")), timeout=20, what="the sources' rows")
         assert sorted(column(app, "step")) == ["19", "29", "39", "45"]
+
+
+def test_the_task_column_names_its_metric():
+    """Every run's task metric the same: it is the header ("reward"); mixed (GRPO and SFT
+    runs): each cell says which (reward 1.87 beside accuracy 0.9994, unnamed before)."""
+    from carl_tui.events import RunRef
+    from carl_tui.store.fleet import FleetRow
+    from carl_tui.ui.fleet_columns import columns_for, plain
+
+    def row(name, metric, value):
+        return FleetRow(run=RunRef("jsonl", "p", name, name), source="jsonl",
+                        state="finished", task_metric=metric, task_last=value)
+
+    grpo, sft = row("g", "reward", 1.87), row("s", "mean_token_accuracy", 0.9994)
+    (task,) = [c for c in columns_for([], [grpo]) if c.key == "task"]
+    assert task.label == "reward"
+    (task,) = [c for c in columns_for([], [grpo, sft]) if c.key == "task"]
+    assert task.label == "task"
+    assert plain(task.cell(grpo, NOW, {})) == "1.8700 reward"
+    assert plain(task.cell(sft, NOW, {})) == "0.9994 accuracy"
+    grpo = row("g", "rewards/reverse_reward/mean", 0.096)
+    assert plain(task.cell(grpo, NOW, {})) == "0.0960 reverse_reward"
+
+
+async def test_grouped_rows_keep_their_selection_marks(sweep):
+    """`g` groups the rows by a config key: the runs selected to compare keep their mark
+    on the drawn screen, beside their group (the marks were hidden when grouped)."""
+    from tests.test_run_age import screen_lines
+
+    app = fleet_app(sweep)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await open_fleet(pilot, app)
+        for name in ("sft-c", "grpo-a"):
+            await move_to(pilot, app, name)
+            await pilot.press("space")
+        await pilot.press("g")
+        await wait_for(pilot, lambda: app.screen.group == "lr")
+        await pilot.pause(0.2)
+        drawn = screen_lines(app)
+        marked = {name for name in ("sft-c", "grpo-a", "grpo-b", "grpo-d")
+                  for line in drawn if f" {name} " in line and line.lstrip().startswith(MARK)}
+        assert marked == {"sft-c", "grpo-a"}, "\n".join(drawn[:8])
+        assert any("(group)" in line for line in drawn)

@@ -422,7 +422,8 @@ async def test_diagnosis_without_a_key_or_with_an_api_error(hub, monkeypatch):
         screen = app.screen
         await wait_for(pilot, lambda: not screen.busy, what="no-key answer")
         status = plain_text(screen.query_one("#diag-status"), 300)
-        assert "export ANTHROPIC_API_KEY=" in status
+        assert "Export ANTHROPIC_API_KEY, set to your key" in status
+        assert "[REDACTED]" not in status  # the hint's own placeholder was redacted
         assert "ANTHROPIC_API_KEY" in screen.query_one("#answer", Markdown).source
         assert claude.bodies == []
         await pilot.press("escape")
@@ -687,3 +688,31 @@ async def test_a_repo_name_with_brackets_is_shown_as_typed_not_read_as_markup(hu
         assert app.screen is screen and app.return_code is None
         assert ("The target repo 'x/[/oops]/[bold red]y[/]' is not of the form user/name."
                 in plain_text(screen.query_one("#push-error"), 200))
+
+
+async def test_j_without_a_token_lists_the_demos_own_job(hub, monkeypatch, tmp_path, sleeper):
+    """The demo's training (a process this dashboard watches, not in the registry) is
+    listed by `j` when the Hub cannot be (no token): the list was empty; enter shows it."""
+    from carl_tui.identity import demo_run
+
+    srv, _, _ = hub
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
+    stream = tmp_path / "demo.jsonl"
+    stream.write_text("")
+    job = LocalJob(sleeper, ["python", "-m", "carl_tui", "demo"], stream, tmp_path / "d.log")
+    run = demo_run(0)
+    app = make_app(srv, local_jobs=[(run, job)])
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("j")
+        screen = app.screen
+        await wait_for(pilot, lambda: len(screen.rows) == 1, what="the demo's job listed")
+        (row,) = screen.rows.values()
+        assert row.run.key == run.key and row.stage == "RUNNING" and row.flavor == "local"
+        await pilot.pause(0.1)
+        from tests.test_run_age import screen_lines
+
+        assert any("RUNNING" in line and "local" in line for line in screen_lines(app))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is not screen, what="the list closed")
+        assert app.current_run == run.key

@@ -366,3 +366,29 @@ async def test_a_poll_that_ran_beside_a_step_back_does_not_undo_it(spec_events, 
         await pilot.pause()
         assert view.step == 2 and cells(app)[0][2] == "said at 2"
         assert "(2 of 3)" in head(app) and "following" not in head(app)
+
+
+async def test_a_carl_reward_beside_the_carl_score_says_why_they_differ(tmp_path):
+    """A GRPO run rewarded by CARL: its completions' `carl` reward (0.833) and CARL score
+    (0.897) differ; the view says in one line what each is (there was no word why)."""
+    from tests.test_run_age import screen_lines
+
+    stream = tmp_path / "grpo.jsonl"
+    rows = [{"prompt": f"p{i}", "completion": f"c{i}",
+             "rewards": {"reverse_reward": 0.5, "carl": 0.833}, "advantage": 0.1,
+             "carl": 0.897} for i in range(3)]
+    stream.write_text(
+        json.dumps({"event": "meta", "name": "grpo", "vocab_size": 20}) + "\n"
+        + "".join(json.dumps({"step": s, "loss": 1.0 / s, "reward": 0.5}) + "\n"
+                  for s in range(1, 6))
+        + json.dumps({"event": "completions", "step": 5, "rows": rows}) + "\n")
+    req = SourceRequest(watch=str(stream), file_format="jsonl")
+    async with app_for(req).run_test(size=SIZE) as pilot:
+        app = pilot.app
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: getattr(app.screen, "step", None) == 5)
+        await pilot.pause(0.2)
+        drawn = " ".join(" ".join(line.split()) for line in screen_lines(app))
+        assert ("carl: the reward the trainer gave at generation · CARL score: the CARL "
+                "composite scored again when the step was logged") in drawn, drawn[:800]

@@ -254,10 +254,11 @@ def has_key() -> bool:
     return bool(os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN"))
 
 
+# Worded with no `NAME=value` in it: every text on screen is redacted, and the hint's
+# own placeholder was shown as `export ANTHROPIC_API_KEY=[REDACTED]`.
 NO_KEY_MESSAGE = (
-    "No Anthropic API key. Set one in the shell that starts carl-tui, "
-    "e.g. `export ANTHROPIC_API_KEY=sk-ant-...` "
-    "(keys: https://console.anthropic.com/settings/keys), "
+    "No Anthropic API key. Export ANTHROPIC_API_KEY, set to your key (one from "
+    "https://console.anthropic.com/settings/keys), in the shell that starts carl-tui, "
     "then press d again."
 )
 

@@ -4,7 +4,7 @@ The JSON array holds one object per run (keys always present, null where the run
 such value), most recently updated first:
 
     {"run": str, "id": str, "source": str,
-     "state": "live" | "finished" | "stalled" | "failed" | "queued",
+     "state": "live" | "finished" | "stalled" | "failed" | "queued" | "stopped",
      "first_step": int, "last_step": int, "updated_at": float (epoch seconds),
      "phase": {"phase": str, "stage": "accuracy" | "reward", "from_step": int,
                "seen_at": int},

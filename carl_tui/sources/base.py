@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import random
+import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -28,7 +29,16 @@ from carl_tui.errors import (
     SourceError,  # noqa: F401  (sources import it from here)
     describe,
 )
-from carl_tui.events import Event, Life, RunLife, RunMeta, RunRef, ScalarBatch, SourceStatus
+from carl_tui.events import (
+    SLOW_POLL_S,
+    Event,
+    Life,
+    RunLife,
+    RunMeta,
+    RunRef,
+    ScalarBatch,
+    SourceStatus,
+)
 from carl_tui.sources.tally import InputTally
 
 #: SourceError.kind of a wait for a local file or folder to appear: looked at again
@@ -145,6 +155,16 @@ class Source:
         if said.get(run.key) != life:
             said[run.key] = pending[run.key] = life
 
+    def data_time(self) -> float | None:
+        path = self.path
+        if path is None:
+            return None
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        return st.st_mtime if stat.S_ISREG(st.st_mode) else None
+
     def say_training_ends(self, events: Sequence[Event]) -> None:
         """A run whose end-of-training record is among `events` is finished: a Trainer's
         summary (`train_runtime`: a metrics line of a stream, a log's `train_summary`)."""
@@ -155,11 +175,18 @@ class Source:
 
     def take_lives(self, events: Sequence[Event] = ()) -> list[RunLife]:
         """The lives said since the last call; a run in `events` that was never said is
-        live."""
+        live. A run with data in `events` is said with the source's `data_time()` (its
+        file's time), where it has one."""
         said, pending = self._lives()
-        for ev in events:
-            if not isinstance(ev, (SourceStatus, RunLife)) and ev.run.key not in said:
-                self.say_life(ev.run, "live")
+        runs = {ev.run.key: ev.run for ev in events
+                if not isinstance(ev, (SourceStatus, RunLife))}
+        when = self.data_time() if runs else None
+        for key, run in runs.items():
+            life = said.get(key)
+            if life is None:
+                self.say_life(run, "live", when)
+            elif when is not None and life.updated_at != when:
+                self.say_life(life.run, life.state, when, life.reason)
         taken = list(pending.values())
         pending.clear()
         return taken
@@ -209,6 +236,7 @@ def status_of(source: Source, state: str, message: str = "", **kw) -> SourceStat
         limitation=source.limitation,
         skip_reasons=tuple((r.reason, r.count, r.example) for r in tally.reasons()),
         not_plotted=tally.notes(),
+        follows=source.path is not None,
         **kw,
     )
 
@@ -323,6 +351,7 @@ class SourceRunner:
         self.last_good: float | None = None
         self.last_state: str | None = None
         self._last_skipped = 0
+        self.slow = False  # the last poll was slow (SLOW_POLL_S): "answering slowly"
         # True while the source reports a backlog (interval 0): history is loading.
         self.catching_up = False
         # A watched poll (slow_after_s): its number, and one status at a time.
@@ -389,7 +418,9 @@ class SourceRunner:
 
     def poll_once(self) -> float:
         """One poll; returns how long to wait before the next one."""
+        began = time.monotonic()
         out = self._watched_poll()
+        slow = time.monotonic() - began > SLOW_POLL_S
         if out.error is not None:
             if self._stop.is_set():
                 return 0.0  # stopped mid-poll (the source was closed under it): not a fault
@@ -410,9 +441,10 @@ class SourceRunner:
         skipped = self.source.skipped
         # Report health on every change, and whenever new data arrived (fresh
         # last-update time) or more input was skipped.
-        if state != self.last_state or out.events or skipped != self._last_skipped:
-            self._last_skipped = skipped
-            self._status(state)
+        if (state != self.last_state or out.events or skipped != self._last_skipped
+                or slow != self.slow):
+            self._last_skipped, self.slow = skipped, slow
+            self._status(state, slow=slow)
         return self.source.interval
 
     def run(self) -> None:

@@ -136,11 +136,37 @@ def _check_file(flag: str, path: str, must_exist: bool) -> None:
         raise RequestError(f"{flag}: cannot read {path}: {exc.strerror}", "not_found") from None
     if stat.S_ISDIR(st.st_mode):
         hint = _directory_hint(Path(path))
-        raise RequestError(f"{flag}: {path} is a directory; give a file{hint}")
+        if hint or flag != "--watch":
+            raise RequestError(f"{flag}: {path} is a directory; give a file{hint}")
+        if watched_files(Path(path)):
+            return  # a folder of streams or logs (a sweep): each file a source
+        raise RequestError(f"{flag}: {path} is a directory with no JSONL stream or Trainer "
+                           f"log in it (*{', *'.join(WATCHED_SUFFIXES)})")
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode)):
         raise RequestError(f"{flag}: {path} is not a regular file or a pipe")
     if not os.access(path, os.R_OK):
         raise RequestError(f"{flag}: {path} is not readable", "not_found")
+
+
+#: The files `--watch DIR` follows: JSONL streams and Trainer logs (stdout, SLURM .out).
+WATCHED_SUFFIXES = (".jsonl", ".log", ".out", ".txt")
+
+
+def watched_files(folder: Path) -> list[Path]:
+    """The streams and logs in `folder` (not below it), in name order: what `--watch DIR`
+    follows, one source each (a sweep of 14 runs: one flag, not 14)."""
+    try:
+        children = sorted(folder.iterdir())
+    except OSError:
+        return []
+    return [c for c in children if c.suffix in WATCHED_SUFFIXES
+            and not c.name.startswith(".") and c.is_file()]
+
+
+def _watched(path: str) -> list[str]:
+    """A watched path as files: a folder's streams and logs, else the path itself."""
+    p = Path(path)
+    return [str(f) for f in watched_files(p)] if p.is_dir() else [path]
 
 
 def _check_dir(flag: str, path: str, must_exist: bool) -> None:
@@ -165,7 +191,8 @@ def _directory_hint(p: Path) -> str:
         n.startswith("events.out.tfevents") for n in _walk_names(p, 3)
     ):
         return f" (it holds TensorBoard logs: use --tensorboard {p})"
-    if "wandb" in names or any(n.startswith(("run-", "offline-run-")) for n in names):
+    if "wandb" in names or any(n.startswith(("run-", "offline-run-")) and (p / n).is_dir()
+                               for n in names):  # W&B's run folders (not run-0.jsonl)
         return f" (it holds W&B runs: use --wandb {p})"
     return ""
 
@@ -202,7 +229,7 @@ def _plan(req: SourceRequest) -> Opened:
         return _open_replay(req)
     if req.watch is not None:
         watch, fmt, settled = req.watch, req.file_format, req.must_exist
-        return Opened(lambda: [open_file(watch, fmt, settled=settled)],
+        return Opened(lambda: [open_file(w, fmt, settled=settled) for w in _watched(watch)],
                       f"carl-tui · {req.watch}", req.run)
     if req.trackio is not None:
         return _open_trackio_remote(req)

@@ -69,7 +69,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import time
 from collections.abc import Callable, Iterable, Sequence
 
 from carl_tui.events import Event, LogLines, Progress, RunMeta, RunRef, ScalarBatch
@@ -722,9 +721,9 @@ def trainer_events(
                 estimated = estimated or not item.step_known
     if estimated:
         out.append(RunMeta(run, {"steps_estimated": True}))
-    if rows:
-        when = time.time() if wall_time is None else wall_time
-        out.append(ScalarBatch.from_rows(run, rows, wall_time=when, nonfinite=nonfinite))
+    if rows:  # no time of their own: the run's age is its file's (`Source.data_time`)
+        out.append(ScalarBatch.from_rows(run, rows, wall_time=wall_time,
+                                          nonfinite=nonfinite))
     if bar is not None:
         out.append(Progress(run, bar.step, bar.total, bar.eta_s))
     return out

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: live: it may still log; finished: its end was read; stalled: live, but no update for
 #: several times its usual interval; failed: its job errored or was cancelled; queued: its
 #: job is not running yet.
-FleetState = Literal["live", "finished", "stalled", "failed", "queued"]
+FleetState = Literal["live", "finished", "stalled", "failed", "queued", "stopped"]
 
 
 @dataclass(frozen=True)
@@ -84,9 +84,14 @@ class FleetRow:
 STALL_FACTOR = 5.0
 STALL_MIN_S = 60.0
 STALL_UNKNOWN_S = 600.0
+#: A run its source cannot see end (a file, Trackio's store) that stays silent far longer
+#: (STOP_FACTOR times its usual interval, and at least STOP_MIN_S) has "stopped": it will
+#: not come back (W&B calls such a run crashed when its heartbeat stops).
+STOP_FACTOR = 60.0
+STOP_MIN_S = 3600.0
 TREND_POINTS = 32  # values across the run for a row's sparkline
 #: The series a row reads (with its current progress metric): its task metric where the
-#: stage has none of its own (`_task_metric`), its loss, its epoch (`_reached_its_end`).
+#: stage has none of its own (`task_metric`), its loss, its epoch (`_reached_its_end`).
 ROW_SERIES = (mn.ACCURACY, mn.REWARD, "loss", "epoch")
 
 #: The store's sizes for reading many runs for their rows only (`carl-tui fleet`): each
@@ -174,7 +179,7 @@ def fleet_row(snap: RunSnapshot, *, now: float,
     """The row of one run's snapshot (see `fleet_rows`)."""
     phase, from_step, seen_at, stage = (snap.phase.dated[-1] if snap.phase.dated
                                         else (None,) * 4)
-    task = _task_metric(snap)
+    task = task_metric(snap)
     series = snap.series.get(task) if task else None
     loss = snap.series.get("loss")
     flavor = (snap.job.flavor if snap.job is not None else "") or snap.meta.get("flavor")
@@ -202,7 +207,7 @@ def fleet_row(snap: RunSnapshot, *, now: float,
         flavor=str(flavor) if flavor else None,
         cost_usd=_cost(snap, now, prices),
         created_at=snap.job.created_at if snap.job is not None else None,
-        config=config,
+        config=shown_config(config),
         provisional=snap.phase.provisional,
         newest_read=snap.newest_read,
         health=tuple(f.flag for f in flags),
@@ -216,10 +221,12 @@ def run_state(snap: RunSnapshot, now: float,
     its job's stage, else "finished" once its end of training was read (the Trainer's
     end-of-training values, a W&B exit record) or its last step reached the end its config
     sets (`max_steps`, else `num_train_epochs` by the logged epoch: a Trainer's config, as
-    TRL's `report_to` logs it; Trackio keeps no end of a run), else "live" (a source that
-    cannot tell, such as Trackio's store, says "live" of every run it reads); a live run
-    with no update for long is "stalled" (STALL_FACTOR). `config`: the run's
-    (`run_config`), where the caller has it."""
+    TRL's `report_to` logs it; Trackio keeps no end of a run) or its progress bar its
+    total, else "live" (a source that cannot tell, such as Trackio's store, says "live"
+    of every run it reads); a live run with no update for long is "stalled"
+    (STALL_FACTOR), and for far longer "stopped" (STOP_FACTOR): the age is its data's
+    own time (`updated_at`), never the time it was read. `config`: the run's
+    (`run_config`), where the caller has it. One word, the same on every screen."""
     said = snap.life.state if snap.life is not None else "live"
     if said != "live":
         state: FleetState = said
@@ -227,21 +234,35 @@ def run_state(snap: RunSnapshot, now: float,
         state = snap.job.life
     elif "exit_code" in snap.meta:
         state = "finished" if snap.meta["exit_code"] in (0, None) else "failed"
-    elif snap.meta.get("train_summary") or _reached_its_end(snap, config):
+    elif (snap.meta.get("train_summary") or _reached_its_end(snap, config)
+          or _bar_full(snap)):
         state = "finished"
     else:
         state = "live"
-    if state == "live" and _stalled(snap, now):
-        return "stalled"
+    if state == "live":
+        return _silence(snap, now)
     return state
+
+
+def _bar_full(snap: RunSnapshot) -> bool:
+    """A Trainer's progress bar reached its total, and the run logged that step."""
+    bar = snap.progress
+    return (bar is not None and bool(bar.total) and bar.step >= bar.total
+            and snap.last_step is not None and snap.last_step >= bar.total)
+
+
+#: The config keys that set a run's last step, the first one set counting: the Trainer's
+#: `max_steps`, else a script's own (`total_steps`, `num_steps`, `steps`: a sweep's spec).
+END_STEP_KEYS = ("max_steps", "total_steps", "num_steps", "steps")
 
 
 def _reached_its_end(snap: RunSnapshot, config: Mapping[str, Any] | None) -> bool:
     """The run logged the last step its config asks for: `max_steps` (> 0), or, where that
     is unset (-1: epochs decide), `num_train_epochs` by its logged `epoch`."""
     config = run_config(snap.meta) if config is None else config
-    max_steps = mn.finite_number(config.get("max_steps"))
-    if max_steps is not None and max_steps > 0:
+    max_steps = next((n for key in END_STEP_KEYS
+                      if (n := mn.finite_number(config.get(key))) is not None and n > 0), None)
+    if max_steps is not None:
         return snap.last_step is not None and snap.last_step >= max_steps
     epochs, epoch = mn.finite_number(config.get("num_train_epochs")), snap.series.get("epoch")
     return (epochs is not None and epochs > 0 and epoch is not None
@@ -261,16 +282,20 @@ def usual_interval(snap: RunSnapshot) -> float | None:
     return float(np.median(gaps)) if gaps.size else None
 
 
-def _stalled(snap: RunSnapshot, now: float) -> bool:
+def _silence(snap: RunSnapshot, now: float) -> FleetState:
+    """A run said live, by how long it has been silent: "live", "stalled" or "stopped"."""
     updated, interval = updated_at(snap), usual_interval(snap)
     if updated is None:
-        return False
+        return "live"
+    silent = now - updated
+    if silent > max(STOP_FACTOR * (interval or STALL_UNKNOWN_S / STALL_FACTOR), STOP_MIN_S):
+        return "stopped"
     if interval is None:
-        return now - updated > STALL_UNKNOWN_S
-    return now - updated > max(STALL_FACTOR * interval, STALL_MIN_S)
+        return "stalled" if silent > STALL_UNKNOWN_S else "live"
+    return "stalled" if silent > max(STALL_FACTOR * interval, STALL_MIN_S) else "live"
 
 
-def _task_metric(snap: RunSnapshot) -> str | None:
+def task_metric(snap: RunSnapshot) -> str | None:
     """The progress metric of the run's current stage (token accuracy, the task reward)
     where the run logs it as one series; else accuracy or reward when it logs one."""
     if snap.phase.metric in snap.series:
@@ -318,22 +343,29 @@ def run_config(meta: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if k not in _BOOKKEEPING}
 
 
+def shown_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's config as the table, the card and `fleet --json` show it: without a
+    tracker's own `_` keys (W&B's `_Username`, `_Created`, `_Group`...), which are its
+    bookkeeping, not the run's config."""
+    return {k: v for k, v in config.items() if not str(k).startswith("_")}
+
+
 def differing_keys(rows: Sequence[FleetRow]) -> list[str]:
-    """The config keys whose values differ between the rows (a sweep's axes: learning
-    rate, seed, model...), in the order the runs name them. Keys every run gives the same
-    value are left out, and so are NOISE_KEYS (names, ids, paths, times) and keys that
-    begin with "_". A key a run does
-    not have counts as a value of its own."""
-    missing = object()
+    """The config keys the runs share with different values (a sweep's axes: learning
+    rate, seed, model...), in the order the runs name them: a key counts where at least
+    two runs have it and they give it different values. A key only one run has is that
+    run's own (an SFT run and a GRPO run each have dozens the other lacks: not axes), and
+    keys every run gives the same value are left out, and so are NOISE_KEYS (names, ids,
+    paths, times) and keys that begin with "_"."""
     keys: dict[str, None] = {}
     for r in rows:
         keys.update(dict.fromkeys(r.config))
     out = []
     for key in keys:
-        if key in NOISE_KEYS or key.startswith("_"):
+        if key in NOISE_KEYS or str(key).startswith("_"):
             continue
-        values = {_comparable(r.config.get(key, missing)) for r in rows}
-        if len(values) > 1:
+        values = [_comparable(r.config[key]) for r in rows if key in r.config]
+        if len(values) > 1 and len(set(values)) > 1:
             out.append(key)
     return out
 

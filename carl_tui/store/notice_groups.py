@@ -100,3 +100,59 @@ class NoticeGrouper:
         told = group_other_runs(held, None)
         self.grouped.extend(n for n in held if n not in told)  # those told as a count
         return told
+
+
+# -- history: what happened before the dashboard opened ---------------------------------
+
+#: A notice dated more than this before the dashboard opened is history (a little room
+#: for a clock of the training machine a few seconds behind this one's).
+HISTORY_SLACK_S = 30.0
+#: Runs whose every notice is history: a recording played back (`carl-tui replay`).
+HISTORY_SOURCES = ("replay",)
+#: How a kind reads in the history line ("history: crystallised at 315, 6.5d ago").
+HISTORY_WORDS = {"phase_transition": "crystallised", "cascade": "CARL on"}
+HISTORY_NAMED = 2  # kinds named in the line; the rest counted (the events view has all)
+
+
+def is_history(notice: Notice, opened_at: float,
+               data_time: Callable[[str], float | None]) -> bool:
+    """Whether `notice` tells of something that happened before the dashboard opened at
+    `opened_at`: its data's own time (`Notice.at`, else the run's newest data time,
+    `data_time(run_key)`: a file's time where its records carry none) is older, or its
+    run is a recording played back. A notice of no step (a warning about the data, not
+    an event of the run) and one of unknown time are news."""
+    if notice.run.source in HISTORY_SOURCES:
+        return True
+    if notice.step is None:
+        return False
+    at = notice.at if notice.at is not None else data_time(notice.run.key)
+    return at is not None and at < opened_at - HISTORY_SLACK_S
+
+
+def history_line(notices: list[Notice], now: float,
+                 age: Callable[[float | None, float], str]) -> str:
+    """One quiet line of a run's history: each kind's latest notice by its step, the
+    gate's and the cascade's first, at most HISTORY_NAMED, then the age of the newest
+    ("history: crystallised at 315, CARL on at 340, 6.5d ago"); "" when none."""
+    latest: dict[str, Notice] = {}
+    for n in notices:
+        latest[n.kind] = n
+    kinds = sorted(latest, key=lambda k: (k not in HISTORY_WORDS, latest[k].seq))
+    parts = []
+    for kind in kinds[:HISTORY_NAMED]:
+        n = latest[kind]
+        word = HISTORY_WORDS.get(kind) or _phase_word(n) or kind.replace("_", " ")
+        parts.append(f"{word} at {n.step}" if n.step is not None else word)
+    if not parts:
+        return ""
+    times = [n.at for n in latest.values() if n.at is not None]
+    when = f", {age(max(times), now)}" if times else ""
+    more = len(kinds) - HISTORY_NAMED
+    return "history: " + ", ".join(parts) + when + (f" (+{more} more: e)" if more > 0 else "")
+
+
+def _phase_word(n: Notice) -> str:
+    """A phase notice's phase ("Phase: CONVERGED since step 35" -> "converged")."""
+    if n.kind != "phase" or ": " not in n.text:
+        return ""
+    return n.text.split(": ", 1)[1].split(" since", 1)[0].strip().lower()

@@ -5,7 +5,6 @@ its story (gates, phases, alerts and events: `story.py`). `snapshot()` reads it
 from __future__ import annotations
 
 import math
-import time
 from collections import deque
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
@@ -74,7 +73,11 @@ class RunState:
         self.progress: Progress | None = None
         self.system = SystemTrack()  # machine samples (GPUs, CPU, RAM)
         self.version = 0
+        # The wall time of the run's newest record that carries one (never the time it
+        # was read); `newest_timeless`: a newer record carried none (a log line, a Trainer
+        # dict), so its time is its file's (`RunLife.updated_at`, see `updated_at`).
         self.updated_at: float | None = None
+        self.newest_timeless = False
         self._steps = StepCount()  # distinct steps logged
         self.last_step: int | None = None
         self.first_step: int | None = None
@@ -126,10 +129,17 @@ class RunState:
 
     def _touch(self, wall_time: float | None = None, *, fresh: bool = True) -> None:
         """Something changed; `fresh`: the run itself produced it (its data or log lines),
-        so "updated N ago" moves (metadata and the run's markers do not)."""
+        so "updated N ago" moves to its time (metadata and the run's markers do not). A
+        record with no time of its own leaves the age to its file's time: never the time
+        it was read."""
         self.version += 1
-        if fresh:
-            self.updated_at = wall_time or time.time()
+        if not fresh:
+            return
+        if wall_time is None:
+            self.newest_timeless = True
+        elif self.updated_at is None or wall_time >= self.updated_at:
+            self.updated_at = wall_time
+            self.newest_timeless = False
 
     # -- events --------------------------------------------------------------
 
@@ -280,6 +290,22 @@ class RunState:
         self._notify(self.run, kind, step, text, severity)
 
     # -- reading -------------------------------------------------------------
+
+    def time_at(self, step: int | None) -> float | None:
+        """The wall time of the run at `step`, where it dates its rows: the newest time at
+        a step up to it, else the first dated after it (no later than that); None where
+        no row is dated."""
+        if step is None or not len(self.wall):
+            return None
+        steps, times = self.wall.display(max_points=1 << 30)
+        ok = np.isfinite(times)
+        steps, times = steps[ok], times[ok]
+        if not steps.size:
+            return None
+        before = steps <= step
+        if before.any():
+            return float(times[before].max())
+        return float(times.min())
 
     def snapshot(self, max_points: int = 2000,
                  series: Collection[str] | None = None) -> RunSnapshot:

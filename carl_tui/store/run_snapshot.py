@@ -31,7 +31,7 @@ from carl_tui.store.snapshot import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.events import Job, Marker, Progress, RunRef
+    from carl_tui.events import Job, Marker, Progress, RunLife, RunRef
     from carl_tui.store.cascade import CascadeTracker
     from carl_tui.store.health import HealthWatch
     from carl_tui.store.snapshot import RunEvent
@@ -55,6 +55,8 @@ class RunParts(Protocol):
     last_step: int | None
     first_step: int | None
     updated_at: float | None
+    newest_timeless: bool
+    life: RunLife | None
     system: SystemTrack
 
     @property
@@ -73,6 +75,19 @@ class RunParts(Protocol):
     def phi_derived(self) -> bool: ...
     @property
     def steps_logged(self) -> int: ...
+
+
+def data_time(record_time: float | None, newest_timeless: bool,
+              life: RunLife | None) -> float | None:
+    """When a run was last updated, by its data's own time: its newest record's time, or,
+    where a newer record carried none (a log line, a Trainer dict) or none carried one,
+    its file's time as its source said it (`RunLife.updated_at`). Never a read's time."""
+    said = life.updated_at if life is not None else None
+    if record_time is None:
+        return said
+    if newest_timeless and said is not None:
+        return max(record_time, said)
+    return record_time
 
 
 TAIL_POINTS = 64  # raw values a view carries for the table's (smoothed) trend
@@ -103,7 +118,7 @@ def build_snapshot(state: RunParts, max_points: int = 2000,
         job=state.job,
         progress=state.progress,
         last_step=_newest(state.last_step, pv),
-        updated_at=state.updated_at,
+        updated_at=data_time(state.updated_at, state.newest_timeless, state.life),
         vocab_size=state.vocab_size,
         phi_derived=state.phi_derived,
         steps_logged=state.steps_logged,

@@ -121,6 +121,9 @@ class Notice:
     step: int | None
     text: str
     severity: str = "information"
+    # The wall time of the data it is about (its step's time, where the run dates it;
+    # None: unknown): what happened before the dashboard opened is history, never news.
+    at: float | None = None
 
 
 @dataclass(frozen=True)

@@ -32,16 +32,16 @@ from carl_tui.events import (
 )
 from carl_tui.store.health import HealthFlag
 from carl_tui.store.run import RunState
+from carl_tui.store.run_snapshot import data_time
 from carl_tui.store.sanitize import clean_events
 from carl_tui.store.snapshot import Notice, RunSnapshot, StoreSummary
 
 
 def updated_at(run: RunState | RunSnapshot) -> float | None:
     """When a run (its state, or a snapshot of it) was last updated: the wall time of its
-    newest record, else the time of its source's word on its life (None: neither)."""
-    if run.updated_at is not None:
-        return run.updated_at
-    return run.life.updated_at if run.life is not None else None
+    newest record, else the time of its source's word on its life (a file's time, for
+    records with none: None where neither is known). Never the time it was read."""
+    return data_time(run.updated_at, getattr(run, "newest_timeless", False), run.life)
 
 
 def newest_first(updated: float | None) -> float:
@@ -86,7 +86,9 @@ class RunStore:
 
     def _notice(self, run: RunRef, kind: str, step: int | None, text: str, severity: str) -> None:
         self._seq += 1
-        self._notices.append(Notice(self._seq, run, kind, step, text, severity))
+        st = self._runs.get(run.key)
+        at = st.time_at(step) if st is not None else None
+        self._notices.append(Notice(self._seq, run, kind, step, text, severity, at))
 
     def apply(self, events: Iterable[Event]) -> None:
         """Apply a source's events in order. The lock is taken for each event, not for
@@ -214,6 +216,12 @@ class RunStore:
                 return []
             out, self._flags = self._flags, []
             return out
+
+    def data_time(self, run_key: str) -> float | None:
+        """When the run was last updated, by its data's own time (`updated_at`)."""
+        with self._lock:
+            st = self._runs.get(run_key)
+            return None if st is None else updated_at(st)
 
     def take_notices(self) -> list[Notice]:
         with self._lock:

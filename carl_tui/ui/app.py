@@ -32,7 +32,14 @@ from carl_tui.redact import redact
 from carl_tui.ui.attention import announce, load_alert_config
 from carl_tui.ui.fleet_part import FleetPart
 from carl_tui.ui.guard import GuardPart
-from carl_tui.ui.keys import ACTION_KEYS, APP_KEYS, READ_ONLY_HIDDEN, normalize_keymap
+from carl_tui.ui.keys import (
+    ACTION_KEYS,
+    APP_KEYS,
+    READ_ONLY_HIDDEN,
+    RECORDING_HIDDEN,
+    SCREEN_KEYS,
+    normalize_keymap,
+)
 from carl_tui.ui.messages import (
     CompareChanged,
     DashboardReady,
@@ -75,7 +82,7 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
     TITLE = "carl-tui"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(k.key, k.action, k.description, id=k.id, tooltip=k.tooltip, show=k.show)
-        for k in APP_KEYS + ACTION_KEYS
+        for k in APP_KEYS + ACTION_KEYS + SCREEN_KEYS
     ]
 
     def __init__(self, config: DashboardConfig):
@@ -121,7 +128,7 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
                     self._source_problem = f"could not open the source: {describe(exc)}"
                     sources = []
             self._follower = Follower(self.post_message, self.store, sources,
-                                      self.settings.run)
+                                      self.settings.run, self.services.clock)
         return self._follower
 
     @property
@@ -215,8 +222,10 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
         self.exit()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # Read-only: no key that acts (absent from the footer, refused).
-        return not (self.settings.read_only and action in READ_ONLY_HIDDEN)
+        # Read-only: no key that acts (absent from the footer, refused); a recording:
+        # none that acts on its run.
+        return not (self.settings.read_only and action in READ_ONLY_HIDDEN
+                    or self.settings.recording and action in RECORDING_HIDDEN)
 
     async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
         if self._quitting:
@@ -273,8 +282,9 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
         """The status bar and the job line (ages tick every second)."""
         if self._showing and not self.follower.hidden:
             # After any update queued before it: the follower's snapshot is the one shown.
+            now = self.services.clock()
             self.dashboard.post_message(StatusTick(self.store.summary(), self.follower.snapshot,
-                                                   self.services.clock()))
+                                                   now, self.follower.history_line(now)))
 
     # -- what other parts call -------------------------------------------------------
 
@@ -333,37 +343,20 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
         self.open_fleet(self.dashboard.compare)
 
     def action_pick_project(self) -> None:
-        if self.services.list_projects is None or self.services.open_project is None:
-            self.notify("this source has no projects to choose from", severity="warning")
-            return
-        self.run_worker(self._load_projects, thread=True, exclusive=True, group="projects",
-                        exit_on_error=False, description="listing projects")
+        from carl_tui.ui.projects import pick_project
 
-    def _load_projects(self) -> None:
-        names = self.services.list_projects()  # type: ignore[misc]
-        self.call_from_thread(self._show_project_picker, names)
+        pick_project(self)
 
-    def _show_project_picker(self, names: list[str]) -> None:
-        """`P`: choose a project; one already open is switched to, another is opened as
-        a new source and followed."""
-        from carl_tui.ui.screens.pickers import ProjectPicker
+    def action_save_screen(self) -> None:
+        """ctrl+s where the dashboard's own is not (help, the fleet table, a card)."""
+        from carl_tui.ui.save import save_screen
 
-        if not names:
-            self.notify("no projects found", severity="warning")
+        try:
+            svg = save_screen(self, self.settings.save_dir)
+        except OSError as exc:
+            self.notify(f"could not save: {describe(exc)}", severity="error")
             return
-        current = self.snapshot.run.project if self.snapshot else None
-        self.push_screen(ProjectPicker([(n, n) for n in names], current), self._open_project)
-
-    def _open_project(self, name: str | None) -> None:
-        if not name:
-            return
-        runs = [r for r in self.store.runs() if r.project == name]
-        if runs:  # already open: just show it
-            self.switch_run(runs[0].key)
-            return
-        self.follower.add_source(self.services.open_project(name))  # type: ignore[misc]
-        self.follower.follow_project(name)
-        self.notify(f"opening project {name}", timeout=3)
+        self.notify(f"saved the screen to {svg}", timeout=8)
 
     def action_cycle_theme(self) -> None:
         names = self._theme_names or ["textual-dark", "textual-light"]

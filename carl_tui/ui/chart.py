@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from carl_tui import metric_names as mn
 from carl_tui.coherence.constants import SIGMA
 from carl_tui.store import RunSnapshot, SeriesView
+from carl_tui.store.fleet import task_metric
 from carl_tui.ui.format import count_text, duration_text
 from carl_tui.ui.plot_view import (
     DEFAULT_SETTINGS,
@@ -109,6 +110,44 @@ def nice_ticks(lo: float, hi: float, target: int = 5, integer: bool = False) -> 
     return ticks
 
 
+#: Rows of a plot that are not its canvas: the axes' top and bottom lines, the x ticks'
+#: labels and the x axis's name (plotext's layout, as `MetricPlot` sets it).
+PLOT_FRAME_ROWS = 4
+
+
+def row_aligned(lo: float, hi: float, rows: int, integer: bool = False
+                ) -> tuple[tuple[float, float], list[float]]:
+    """A y range covering [lo, hi] on a canvas of `rows` character rows, and round ticks
+    in it, such that every tick falls exactly on a row (plotext puts a value v on row
+    round((rows - 1) * (v - y0) / (y1 - y0))) and the ticks are evenly spaced in rows:
+    a tick's label sits on the row of its value, and a point is above a label only when
+    it is greater. Ticks 2 to 5 rows apart (1 to 3 on a small canvas), the range the
+    tightest such one."""
+    if rows < 3 or not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        return (lo, hi), nice_ticks(lo, hi, max(2, rows // 2), integer)
+    span, gaps = hi - lo, rows - 1
+    mag = 10 ** math.floor(math.log10(span / gaps))
+    best: tuple[float, float, float, float, int] | None = None  # span, y0, y1, d, count
+    for d in (m * mag * 10 ** e for e in range(4) for m in (1, 2, 2.5, 5)):
+        if integer and (d < 1 or d != round(d)):
+            continue
+        for k in (2, 3, 4, 5) if gaps >= 12 else (2, 3) if gaps >= 6 else (1, 2, 3):
+            unit = d / k  # the value of one row
+            y0 = math.floor(lo / unit + 1e-9) * unit
+            y1 = y0 + gaps * unit
+            first = math.ceil(y0 / d - 1e-9) * d
+            count = int((y1 - first) / d + 1e-9) + 1
+            if y1 < hi - 1e-9 * span or count < 2:
+                continue
+            if best is None or y1 - y0 < best[0] - 1e-12 * span:
+                best = (y1 - y0, y0, y1, d, count)
+    if best is not None:
+        _, y0, y1, d, count = best
+        first = math.ceil(y0 / d - 1e-9) * d
+        return (y0, y1), [round(first + i * d, 12) for i in range(count)]
+    return (lo, hi), nice_ticks(lo, hi, max(2, rows // 2), integer)
+
+
 def _decimals(step: float) -> int:
     """Decimals that show every multiple of `step` exactly (0.25 -> 2, 0.1 -> 1, 5 -> 0)."""
     for d in range(7):
@@ -171,6 +210,24 @@ def x_map_for(snap: RunSnapshot, x_axis: str) -> SeriesView | None:
     return None
 
 
+def tokens_across_stages(tokens: np.ndarray) -> np.ndarray:
+    """Tokens seen by step, counted across a run's stages: TRL's `num_tokens` restarts at
+    each trainer (an SFT stage then a GRPO one), so where it falls, the next stage's count
+    goes on from the last one's total (the stages' curves overlapped, and the GRPO stage's
+    CARL step was drawn left of the SFT gate)."""
+    values = np.asarray(tokens, dtype=np.float64)
+    if values.size < 2:
+        return values
+    prev = values[:-1]
+    drops = np.flatnonzero(values[1:] < prev)  # the last step of each stage but the last
+    if drops.size == 0:
+        return values
+    offset = np.zeros(values.size)
+    for i in drops:
+        offset[i + 1:] += values[i]
+    return values + offset
+
+
 def to_x(steps: np.ndarray, x_map: SeriesView | None, x_axis: str) -> np.ndarray | None:
     """Steps on the x axis; None when the run does not log what the axis needs."""
     if x_axis == "step":
@@ -182,12 +239,40 @@ def to_x(steps: np.ndarray, x_map: SeriesView | None, x_axis: str) -> np.ndarray
     mv = x_map.values[order][idx]
     if x_axis == "time":
         mv = mv - np.nanmin(mv)
+    else:
+        mv = tokens_across_stages(mv)
     if ms.size == 1:
         return np.full(steps.shape, mv[0], dtype=np.float64)
     return np.interp(steps.astype(np.float64), ms, mv)
 
 
 # -- the view --------------------------------------------------------------------------------
+
+
+def _traces(snap: RunSnapshot, main: SeriesView | None, x_map: SeriesView | None,
+            overlays: Sequence[Overlay], settings: ChartSettings, color_var: str,
+            log_y: bool) -> _Frame:
+    """The traces of a plot: the overlaid runs first, the run's own last (drawn on top)."""
+    lo_step = None
+    if settings.last_n and snap.last_step is not None:
+        lo_step = snap.last_step - settings.last_n
+    frame = _Frame()
+    for o in overlays:
+        _add_trace(frame, o.label, o.series, o.x_map, o.color_var, settings, lo_step, log_y)
+    if main is not None:
+        _add_trace(frame, snap.run.label, main, x_map, color_var, settings, lo_step, log_y)
+    return frame
+
+
+def _empty_text(metric: str, snap: RunSnapshot, main: SeriesView | None) -> str:
+    """What a plot with no point to draw says instead."""
+    if main is not None:
+        return "no points in this range"
+    if metric == mn.PHI and snap.vocab_size is None and mn.ENTROPY in snap.series:
+        return "phi needs the vocabulary size: set --vocab-size"
+    if snap.last_step is not None:  # the run logs, not this yet (the demo's warm start)
+        return f"no {metric} logged yet (the run is at step {snap.last_step})"
+    return "waiting for data…"
 
 
 def build_view(
@@ -201,43 +286,41 @@ def build_view(
     height: int = 20,
     xlim: tuple[float, float] | None = None,
 ) -> PlotView:
-    """`xlim`: an x range to cover at least (stacked plots share it: `shared_xlim`)."""
+    """`xlim`: an x range to cover at least (stacked plots share it: `shared_xlim`). The
+    phi plot of a run where phi cannot be shown is its task metric's (`phi_stand_in`)."""
     title = _title(metric, snap)
     if snap is None:
         return PlotView(title=title, empty=WAITING)
+    stand_in = phi_stand_in(snap) if metric == mn.PHI else None
+    if stand_in is not None:
+        task, hint = stand_in
+        view = build_view(task, snap, (), settings, color_var=color_var, width=width,
+                          height=height, xlim=xlim)
+        return replace(view, title=f"{task} · {hint}")
     x_axis = settings.x_axis
     main = snap.series.get(metric)
-    lo_step = None
-    if settings.last_n and snap.last_step is not None:
-        lo_step = snap.last_step - settings.last_n
     log_y = metric in settings.log_y
     x_map = x_map_for(snap, x_axis)
     if main is not None and x_axis != "step" and (x_map is None or x_map.steps.size < 1):
         need = "wall times" if x_axis == "time" else TOKENS  # (to_x would give None)
         return PlotView(title=title, empty=f"this run logs no {need}: press x for another axis")
-    frame = _Frame()
-    for o in overlays:
-        _add_trace(frame, o.label, o.series, o.x_map, o.color_var, settings, lo_step, log_y)
-    if main is not None:
-        _add_trace(frame, snap.run.label, main, x_map, color_var, settings, lo_step, log_y)
+    frame = _traces(snap, main, x_map, overlays, settings, color_var, log_y)
     if not frame.xs or not any(x.size for x in frame.xs):
-        empty = "waiting for data…" if main is None else "no points in this range"
-        if metric == mn.PHI and main is None and snap.vocab_size is None \
-                and mn.ENTROPY in snap.series:
-            empty = "phi needs the vocabulary size: set --vocab-size"
-        return PlotView(title=title, empty=empty, log_y=log_y)
+        return PlotView(title=title, empty=_empty_text(metric, snap, main), log_y=log_y)
     xs = np.concatenate(frame.xs)
     ys = np.concatenate(frame.ys)
     lo, hi = float(xs.min()), float(xs.max())
     xlim = (lo, hi) if xlim is None else (min(lo, xlim[0]), max(hi, xlim[1]))
-    ylim = _fit(float(np.nanmin(ys)), float(np.nanmax(ys)))
+    ylim, yt = row_aligned(*_fit(float(np.nanmin(ys)), float(np.nanmax(ys))),
+                           height - PLOT_FRAME_ROWS, integer=log_y)
     marks, legend = _decorations(metric, snap, x_map, settings, xlim, ylim, log_y)
     drawn = [t for t in frame.traces if not t.faint]
     if len(drawn) > 1:  # one run alone is named in the header; several need names
-        legend = [LegendItem("━", t.label, t.color_var) for t in drawn] + legend
+        # The run's own line first (it is drawn last, on top): a cut legend keeps it.
+        runs = [drawn[-1], *drawn[:-1]] if main is not None else drawn
+        legend = [LegendItem("━", t.label, t.color_var, run=True) for t in runs] + legend
     xt = (_time_ticks(*xlim, max(2, width // 12)) if x_axis == "time"
           else nice_ticks(*xlim, max(2, width // 12), integer=True))
-    yt = nice_ticks(*ylim, max(2, (height - 4) // 2), integer=log_y)  # a tick per 2 rows
     return PlotView(
         title=title,
         traces=tuple(frame.traces),
@@ -247,7 +330,7 @@ def build_view(
         ylim=ylim,
         xticks=(tuple(xt), tick_labels(xt, x_axis)),
         yticks=(tuple(yt), tick_labels(yt, "log" if log_y else "value")),
-        x_label={"step": "step", "time": "time since start", "tokens": "tokens seen"}[x_axis],
+        x_label=_x_label(settings),
         log_y=log_y,
     )
 
@@ -273,6 +356,35 @@ def shared_xlim(snap: RunSnapshot, plots: Iterable[tuple[str, Sequence[Overlay]]
                 if xs is not None:
                     ends += xs.tolist()
     return (min(ends), max(ends)) if ends else None
+
+
+def phi_stand_in(snap: RunSnapshot) -> tuple[str, str] | None:
+    """Where phi cannot be shown (the run logs none, and it cannot be derived), the
+    metric the first plot shows instead, the run's task metric (`task_metric`: token
+    accuracy, the reward), and one line on how to get phi; None where phi is shown, or
+    there is no task metric either."""
+    if mn.PHI in snap.series:
+        return None
+    task = task_metric(snap)
+    if task is None:
+        return None
+    if task != mn.REWARD and mn.REWARD in snap.series and mn.ACCURACY not in snap.series:
+        task = mn.REWARD  # a GRPO run's reward, not one of its components
+    if mn.ENTROPY in snap.series and snap.vocab_size is None:
+        return task, "phi: set --vocab-size"
+    return task, "phi: log entropy"
+
+
+def _x_label(settings: ChartSettings) -> str:
+    """The x axis's name, and the view's settings where they are not the plain ones
+    (smoothing, the range): written on the plot, not only said in a passing notice."""
+    parts = [{"step": "step", "time": "time since start", "tokens": "tokens seen"}[
+        settings.x_axis]]
+    if settings.smoothing:
+        parts.append(f"smoothed (EMA {settings.smoothing:g})")
+    if settings.last_n:
+        parts.append(f"last {count_text(settings.last_n)} steps")
+    return " · ".join(parts)
 
 
 def _title(metric: str, snap: RunSnapshot | None) -> str:
@@ -313,12 +425,13 @@ def _add_trace(frame: _Frame, label: str, s: SeriesView, x_map: SeriesView | Non
 
 
 def _fit(lo: float, hi: float) -> tuple[float, float]:
-    """A y range with a little room around the data."""
+    """The data's y range, widened only where it is one value (`row_aligned` rounds the
+    range out to its ticks: room enough; a 5% pad on top of that cost a 4-row plot of
+    0..0.98 the range -1..2 instead of 0..1)."""
     if hi == lo:
         pad = abs(hi) * 0.05 or 0.5
         return lo - pad, hi + pad
-    pad = (hi - lo) * 0.05
-    return lo - pad, hi + pad
+    return lo, hi
 
 
 def _decorations(metric, snap, x_map, settings, xlim, ylim, log_y):
@@ -326,12 +439,13 @@ def _decorations(metric, snap, x_map, settings, xlim, ylim, log_y):
     the view, and a legend entry for each (an arrow when it is outside the view)."""
     marks: list[Mark] = []
     legend: list[LegendItem] = []
-    if metric == mn.PHI and not log_y:
-        if ylim[0] <= SIGMA <= ylim[1]:
-            marks.append(Mark("hline", 0.0, SIGMA, "plot-sigma"))
+    if metric == mn.PHI:
+        sigma_y = math.log10(SIGMA) if log_y else SIGMA  # a log plot's y is log10 of it
+        if ylim[0] <= sigma_y <= ylim[1]:
+            marks.append(Mark("hline", 0.0, sigma_y, "plot-sigma"))
             legend.append(LegendItem("┄", f"σ = {SIGMA:g}", "plot-sigma"))
         else:
-            arrow = "↓" if SIGMA < ylim[0] else "↑"  # off the view: an edge arrow, no stretch
+            arrow = "↓" if sigma_y < ylim[0] else "↑"  # off the view: an edge arrow, no stretch
             legend.append(LegendItem("┄", f"σ = {SIGMA:g} {arrow}", "plot-sigma"))
     steps_marks = []
     if snap.gate.fired and snap.gate.trigger_step is not None:

@@ -14,6 +14,7 @@ them at loopback servers. Screens, the Hub and Claude are imported on first use.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -301,10 +302,21 @@ class ActionController:
             rows.append(r.job())
             registry[rows[-1].run.key] = r
         self._local_registry = registry  # whole, at once: this runs in a worker thread
+        # The processes this dashboard watches (the demo's training, a run started with
+        # `l`), listed even where the registry does not hold them: without a Hub token
+        # the list was empty, the demo's own job missing.
+        pids = {row.job_id for row in rows}
+        for key, local in list(self.local_jobs.items()):
+            row = local.status_event(self._local_runs[key])
+            if row.job_id not in pids:
+                rows.append(replace(row, label=f"{row.name} · {local.stream_path}"))
         return rows
 
     def _job_chosen(self, row) -> None:
         if row is None:
+            return
+        if row.run.key in self.local_jobs:  # watched here already: show it
+            self.follower.follow(row.run.key)
             return
         local = self._local_registry.get(row.run.key)
         if local is not None:  # a run of this machine: follow its stream

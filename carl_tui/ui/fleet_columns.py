@@ -8,8 +8,8 @@ them out.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.text import Text
@@ -17,13 +17,10 @@ from rich.text import Text
 from carl_tui.store.fleet import FleetRow
 from carl_tui.store.fleet_filter import as_number, value_of
 from carl_tui.store.health import SEVERITY_RANK
-from carl_tui.ui.format import DASH, PROVISIONAL, age_text, value_text
+from carl_tui.ui.format import DASH, PROVISIONAL, STATE_COLORS, age_text, value_text
 
 SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 10
-# Each state's colour: the status bar's theme variables (readable in every theme).
-STATE_COLORS = {"live": "status-good", "finished": "status-done", "stalled": "status-wait",
-                "failed": "status-bad", "queued": "status-wait"}
 # A health flag's colour by its severity (as on the phase panel); "ok" when none stands.
 HEALTH_COLORS = {"error": "status-bad", "warning": "status-wait", "information": "status-done"}
 CONFIG_PRIORITY = 5
@@ -125,32 +122,64 @@ def _trend(row: FleetRow, *_: Any) -> str | Text:
 #: cell up to this (a cut number reads as another number).
 VALUE_WIDTH = 11
 
+def _task_named(row: FleetRow, now: float, colors: Mapping[str, str]) -> str | Text:
+    """The task metric's last value, and which metric it is (`task_name`): for runs that
+    do not all have the same one (a sweep of GRPO and SFT runs: reward 1.87 beside
+    accuracy 0.9994)."""
+    cell = _value(lambda r: r.task_last, newest=True)(row, now, colors)
+    if not row.task_metric or row.task_last is None:
+        return cell
+    return Text.assemble(as_cell(cell), (f" {task_name(row.task_metric)}", "dim"))
+
+
+def as_cell(cell: str | Text) -> Text:
+    return cell if isinstance(cell, Text) else Text(cell)
+
+
+def task_name(metric: str) -> str:
+    """A task metric's short name: reward, accuracy, or its last part that names it
+    (`rewards/reverse_reward/mean`: reverse_reward)."""
+    if metric in TASK_NAMES:
+        return TASK_NAMES[metric]
+    parts = [p for p in metric.split("/") if p not in ("mean", "avg", "value", "")]
+    return parts[-1] if parts else metric
+
+
+TASK_NAMES = {"reward": "reward", "mean_token_accuracy": "accuracy",
+              "eval_mean_token_accuracy": "eval accuracy"}
+
+# In the order shown: what tells a run's state and progress first (an 80-column terminal
+# shows run, state, step, updated, the task metric and the phase), the rest to the right,
+# reached by scrolling sideways (left/right).
 BASE_COLUMNS: tuple[Column, ...] = (
     Column("name", "run", 0, lambda r, *_: r.run.label, lambda r: r.run.label, 28),
-    Column("source", "source", 2, lambda r, *_: r.source, lambda r: r.source, 12),
     Column("state", "state", 0, _state, lambda r: r.state, 8),
     Column("step", "step", 1, _value(lambda r: r.last_step, newest=True),
            lambda r: r.last_step, 9),
     Column("updated", "updated", 1, lambda r, now, _c: age_text(r.updated_at, now),
            lambda r: -(r.updated_at or 0.0) if r.updated_at else None, 9),
+    Column("task", "task", 1, _value(lambda r: r.task_last, newest=True),
+           lambda r: r.task_last, VALUE_WIDTH),
     Column("phase", "phase", 0, _phase, lambda r: r.phase, 28),
     Column("health", "health", 1, _health,
            _health_sort, 21),
     Column("gate", "gate", 2, _value(lambda r: r.gate_step),
            lambda r: r.gate_step, 9),
-    Column("task", "task", 1, _value(lambda r: r.task_last, newest=True),
-           lambda r: r.task_last, VALUE_WIDTH),
     Column("best", "best", 2, _value(lambda r: r.task_best),
            lambda r: r.task_best, VALUE_WIDTH),
     Column("trend", "trend", 2, _trend, lambda r: r.task_last, SPARK_WIDTH),
     Column("loss", "loss", 3, _value(lambda r: r.loss, newest=True), lambda r: r.loss,
            VALUE_WIDTH),
+    Column("source", "source", 2, lambda r, *_: r.source, lambda r: r.source, 12),
     Column("gpu", "gpu", 4, lambda r, *_: _num(r.gpu_percent, "{:.0f}%"),
            lambda r: r.gpu_percent, 5),
     Column("flavor", "flavor", 4, lambda r, *_: r.flavor or DASH, lambda r: r.flavor, 12),
     Column("cost", "cost", 4, lambda r, *_: _num(r.cost_usd, "${:.2f}"),
            lambda r: r.cost_usd, 8),
 )
+
+
+TASK_COLUMN = next(c for c in BASE_COLUMNS if c.key == "task")
 
 
 def config_text(v: Any) -> str:
@@ -168,28 +197,34 @@ def config_column(key: str) -> Column:
                   lambda r: value_of(r, key) if key in r.config else None, 14)
 
 
-def columns_for(config_keys: Sequence[str]) -> list[Column]:
-    return [*BASE_COLUMNS, *(config_column(k) for k in config_keys)]
+def columns_for(config_keys: Sequence[str], rows: Sequence[FleetRow] = ()) -> list[Column]:
+    """Every column there is for `rows`: the base ones, the task metric's named (its name
+    in the header where every run has the same one, else in each cell), then one for each
+    config key (`config_keys`: the runs' axes)."""
+    metrics = {r.task_metric for r in rows if r.task_metric}
+    if len(metrics) == 1:
+        task = replace(TASK_COLUMN, label=task_name(next(iter(metrics))))
+    elif metrics:
+        task = replace(TASK_COLUMN, cell=_task_named, width=VALUE_WIDTH + 14)
+    else:
+        task = TASK_COLUMN
+    return [task if c.key == "task" else c for c in BASE_COLUMNS] + [
+        config_column(k) for k in config_keys]
 
 
-def fit_columns(columns: Sequence[Column], rows: Sequence[FleetRow], width: int,
-                now: float) -> list[Column]:
-    """The columns that fit `width` cells, in their order: priority 0 always, then each
-    priority in turn until one does not fit (at 80 wide, config, GPU, cost, flavor and loss
-    give way first); a column no run has a value for gives way before any other."""
-    widths = {c.key: column_width(c, rows, now) for c in columns}
-    empty = {c.key for c in columns
-             if c.priority and all(plain(c.cell(r, now, {})) in ("", DASH) for r in rows)}
-    kept: set[str] = set()
-    used = 3 + 2  # the selection mark, and the scrollbar
-    ranked = sorted(columns, key=lambda c: (c.key in empty, c.priority))
-    for c in ranked:
-        need = widths[c.key] + 2  # a cell's padding
-        if c.priority and used + need > width:
-            break
-        kept.add(c.key)
-        used += need
-    return [c for c in columns if c.key in kept]
+def shown_columns(columns: Sequence[Column], rows: Sequence[FleetRow], now: float,
+                  hidden: Collection[str] = ()) -> list[Column]:
+    """The columns shown, in their order: those the user has not hidden (`hidden`: column
+    keys, chosen with `c`; the run and its state always) and that some run has a value
+    for. As many as there are: the table scrolls sideways (left/right), the run's name
+    staying in place."""
+    empty = {c.key for c in columns if rows and c.priority
+             and all(plain(c.cell(r, now, {})) in ("", DASH) for r in rows)}
+    return [c for c in columns
+            if c.key in ALWAYS or (c.key not in hidden and c.key not in empty)]
+
+
+ALWAYS = frozenset({"name", "state"})  # columns that cannot be hidden
 
 
 def column_width(column: Column, rows: Sequence[FleetRow], now: float) -> int:

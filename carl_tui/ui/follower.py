@@ -30,7 +30,12 @@ from typing import TYPE_CHECKING
 from carl_tui.events import SourceStatus
 from carl_tui.sources.base import Source, SourceRunner
 from carl_tui.store import Notice, RunSnapshot, RunStore
-from carl_tui.store.notice_groups import NoticeGrouper
+from carl_tui.store.notice_groups import (
+    HISTORY_SOURCES,
+    NoticeGrouper,
+    history_line,
+    is_history,
+)
 from carl_tui.ui.messages import SnapshotUpdated, StoreChanged
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,6 +43,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
     from carl_tui.events import Event
 
+MAX_HISTORY = 50  # notices of history kept per run (the line names each kind's latest)
 # Notices from runs not on screen interrupt only for these.
 ALWAYS_SHOWN = ("phase_transition", "job")
 
@@ -58,9 +64,14 @@ HIDDEN_PULL_S = 1.0
 
 class Follower:
     def __init__(self, post: Callable[[Message], object], store: RunStore,
-                 sources: Sequence[Source], preferred: str | None):
+                 sources: Sequence[Source], preferred: str | None,
+                 clock: Callable[[], float] = time.time):
         self.post = post  # where its messages go (the app's queue: thread-safe)
         self.store = store
+        # What happened before the dashboard opened is history: recorded (the events
+        # view) and said in one quiet line, never rung, toasted or sent to the desktop.
+        self.opened_at = clock()
+        self.history: dict[str, list[Notice]] = {}  # run key -> its notices of history
         self.preferred = preferred
         self.painted = threading.Event()  # the first snapshot of a run is on screen
         self.runners = [SourceRunner(enable_preview(s, self.painted), self.emit)
@@ -146,6 +157,13 @@ class Follower:
     def catching_up(self) -> bool:
         return any(r.catching_up for r in self.runners)
 
+    @property
+    def all_heard(self) -> bool:
+        """Every source has answered once (with data, nothing, or a fault): only then is
+        the count of runs the count there is (14 sources: "of 5 runs" was said)."""
+        return all(r.last_good is not None or r.last_state not in (None, "connecting")
+                   for r in self.runners)
+
     # -- the run on screen -----------------------------------------------------
 
     def follow(self, run_key: str) -> None:
@@ -221,7 +239,7 @@ class Follower:
         self._choose_run()
         self._view()
         told = self._tell_choice()
-        shown = [n for n in store.take_notices()
+        shown = [n for n in self._news(store.take_notices())
                  if self.current_run is None or n.run.key == self.current_run
                  or n.kind in ALWAYS_SHOWN]
         notices = (due + ([told] if told is not None else [])
@@ -236,6 +254,29 @@ class Follower:
         self.post(SnapshotUpdated(snap, others, tuple(store.runs()), tuple(notices),
                                   tuple(self.grouper.grouped)))
         return True
+
+    def _news(self, notices: list[Notice]) -> list[Notice]:
+        """`notices` less those of history (kept per run for `history_line`)."""
+        news = []
+        for n in notices:
+            if is_history(n, self.opened_at, self.store.data_time):
+                kept = self.history.setdefault(n.run.key, [])
+                if n.run.source in HISTORY_SOURCES:  # a recording's times are shifted to
+                    n = replace(n, at=None)         # now: no age worth saying
+                elif n.at is None:
+                    n = replace(n, at=self.store.data_time(n.run.key))
+                kept.append(n)
+                del kept[:-MAX_HISTORY]
+            else:
+                news.append(n)
+        return news
+
+    def history_line(self, now: float) -> str:
+        """The run on screen's history in one quiet line ("" when none)."""
+        from carl_tui.ui.format import age_text
+
+        kept = self.history.get(self.current_run or "", [])
+        return history_line(kept, now, age_text)
 
     def _take_snapshot(self, max_points: int, render_cost: float
                        ) -> tuple[RunSnapshot | None, tuple[RunSnapshot | None, ...]]:
@@ -297,7 +338,8 @@ class Follower:
     def _tell_choice(self) -> Notice | None:
         """Once the history is read, say which run the screen chose and why (when there
         is a choice): "showing X, the most recently active of N runs"."""
-        if not self._auto or self.catching_up or self.current_run is None:
+        if (not self._auto or self.catching_up or self.current_run is None
+                or not self.all_heard):
             return None
         self._auto = False  # chosen: new data of another run no longer moves the screen
         runs = self.store.runs()

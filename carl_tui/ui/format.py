@@ -8,6 +8,9 @@ from collections.abc import Iterable
 
 DASH = "–"
 PROVISIONAL = "≈"  # before a value read from a coarse preview, while the history is read
+# Each run state's colour: the status bar's theme variables (readable in every theme).
+STATE_COLORS = {"live": "status-good", "finished": "status-done", "stalled": "status-wait",
+                "failed": "status-bad", "queued": "status-wait", "stopped": "status-bad"}
 
 
 def value_text(v: float | None) -> str:

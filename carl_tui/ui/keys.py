@@ -70,7 +70,8 @@ VIEW_KEYS: tuple[Key, ...] = (  # the dashboard screen's: how the run is viewed
     Key("F", "toggle_follow", "Follow", "view.follow",
         "Follow the end of the log, or pause scrolling", show=False),
     Key("ctrl+s", "save_view", "Save", "view.save",
-        "Save the screen as SVG and the plotted data as CSV", show=False),
+        "Save the screen as SVG and the plotted data as CSV (in help, the fleet table: "
+        "the screen)", show=False),
 )
 
 ACTION_KEYS: tuple[Key, ...] = (
@@ -97,17 +98,31 @@ FLEET_KEYS: tuple[Key, ...] = (  # the fleet table's (`r`, `carl-tui fleet`)
         "Filter the runs: phase:crystallisation state:live lr>=1e-4 name~grpo"),
     Key("o", "cycle_sort", "Sort", "fleet.sort", "Sort by the next column (or click its header)"),
     Key("O", "reverse_sort", "Reverse", "fleet.reverse", "Reverse the order", show=False),
+    Key("c", "choose_columns", "Columns", "fleet.columns",
+        "Choose the columns shown (kept for next time); left/right scroll sideways"),
     Key("g", "cycle_group", "Group", "fleet.group",
         "Group the runs by a config key that differs between them (again: the next key)"),
     Key("escape", "close", "Back", "fleet.close", "Back to the run on the dashboard"),
 )
+# The app's own key on every other screen (help, the fleet table, the cards): the
+# dashboard's ctrl+s (view.save, with the plotted data) comes first where it is shown.
+SCREEN_KEYS: tuple[Key, ...] = (
+    Key("ctrl+s", "save_screen", "Save", "app.save_screen",
+        "Save the screen as SVG (on the dashboard: with the plotted data as CSV)", show=False),
+)
 # The keys active together: the dashboard's, and the fleet table's with the app's.
-KEY_SCOPES: tuple[tuple[Key, ...], ...] = (ALL_KEYS, APP_KEYS + ACTION_KEYS + FLEET_KEYS)
+KEY_SCOPES: tuple[tuple[Key, ...], ...] = (
+    ALL_KEYS, APP_KEYS + ACTION_KEYS + FLEET_KEYS + SCREEN_KEYS)
 
 # What a read-only dashboard (`--read-only`, and `carl-tui serve` without `--allow-actions`)
 # leaves out of the footer, the help and the palette, and refuses: the keys that act on the
 # world (launch, stop, push, diagnose, the account's jobs) and writing files (ctrl+s).
-READ_ONLY_HIDDEN: frozenset[str] = frozenset(k.action for k in ACTION_KEYS) | {"save_view"}
+READ_ONLY_HIDDEN: frozenset[str] = frozenset(k.action for k in ACTION_KEYS) | {
+    "save_view", "save_screen"}
+
+
+# What a recording played back leaves out: the keys that act on the run on screen.
+RECORDING_HIDDEN: frozenset[str] = frozenset({"stop_job", "push_checkpoint"})
 
 
 # The dashboard's keys had `app.` ids before they became the screen's own (`view.`): a

@@ -86,6 +86,7 @@ class StatusTick(Message, bubble=False):
     summary: dict
     snapshot: RunSnapshot | None
     now: float
+    history: str = ""  # the run's history in one quiet line (`Follower.history_line`)
 
 
 @dataclass

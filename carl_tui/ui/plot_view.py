@@ -64,6 +64,7 @@ class LegendItem:
     symbol: str
     text: str
     color_var: str
+    run: bool = False  # a run's line (its name may be cut to fit; the others never are)
 
 
 @dataclass(frozen=True)

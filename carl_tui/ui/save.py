@@ -24,6 +24,17 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")[:60] or "run"
 
 
+def save_screen(app: App, folder: str | Path) -> Path:
+    """The screen `app` shows, as an SVG in `folder` (a screen with no plot: the help,
+    the fleet table)."""
+    folder = Path(folder).expanduser()
+    folder.mkdir(parents=True, exist_ok=True)
+    name = type(app.screen).__name__.removesuffix("Screen").lower() or "screen"
+    svg = folder / f"carl-tui-{_slug(name)}-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+    app.save_screenshot(filename=svg.name, path=str(folder))
+    return svg
+
+
 def save_view(app: App, snap: RunSnapshot | None, plots: list[MetricPlot],
               folder: str | Path) -> tuple[Path, Path]:
     """The screen `app` shows (an SVG) and the data of the `plots` shown (a CSV), in

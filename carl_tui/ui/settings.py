@@ -51,6 +51,9 @@ class Settings:
     guard: dict[str, str] | None = None
     save_dir: str = "."  # where ctrl+s writes the screen and the plotted data
     read_only: bool = False  # no key that acts on the world, nor ctrl+s (READ_ONLY_HIDDEN)
+    # A recording played back (`replay`): its run has no job to stop and no checkpoint to
+    # push here (RECORDING_HIDDEN); launching and the account's jobs still act.
+    recording: bool = False
     output_dir: str | None = None  # where the run's checkpoints are (p), unless its meta says
     push_repo: str | None = None  # default target repo of p
     launch_defaults: LaunchSpec | None = None  # the launch form's; None: LaunchSpec()

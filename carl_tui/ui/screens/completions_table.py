@@ -203,6 +203,8 @@ class CompletionsScreen(Screen[None]):
             if self.follow:
                 head.append(" · following", style="green")
             head.append("\n")
+            if t is not None and _scored_twice(t):
+                head.append(CARL_TWICE + "\n", style="dim")
             self._edges_line(head)
         if self.problem:
             head.append(f"\n{self.problem}", style="red")
@@ -352,3 +354,14 @@ def open_completions(app: Any, logs: dict[str, SharedLog], factory: Any) -> None
     key = snap.run.key
     app.push_screen(CompletionsScreen(
         shared, snap.run.label, lambda: app.snapshot if app.current_run == key else None))
+
+
+#: Why a reward named carl and the CARL score of one completion differ (0.833 beside 0.897).
+CARL_TWICE = ("carl: the reward the trainer gave at generation · CARL score: the CARL "
+              "composite scored again when the step was logged, after the step's update")
+
+
+def _scored_twice(table) -> bool:
+    """The sample has both a reward named like carl and a CARL score."""
+    return (any("carl" in name.lower() for name in table.reward_names)
+            and any(r.carl is not None for r in table.rows))

@@ -156,7 +156,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
 
     @on(StatusTick)
     def _tick(self, tick: StatusTick) -> None:
-        self.show_status(tick.summary, tick.snapshot, tick.now)
+        self.show_status(tick.summary, tick.snapshot, tick.now, tick.history)
 
     def show(self, snap: RunSnapshot | None) -> None:
         if snap is None:
@@ -174,9 +174,9 @@ class DashboardScreen(ChartKeys, Screen[None]):
             self.log_panel.remove_class("-hidden")
         self.log_panel.show(snap)
 
-    def show_status(self, summary, snap, now: float) -> None:
+    def show_status(self, summary, snap, now: float, history: str = "") -> None:
         """The status bar and the job line (ages tick every second)."""
-        self.status.show(summary, snap, now)
+        self.status.show(summary, snap, now, history)
         self.job_bar.show(snap.job if snap else None, snap.usage if snap else None)
         if self.system.display:
             self.system.show(snap, now)

@@ -25,12 +25,13 @@ from carl_tui.errors import describe
 from carl_tui.store.fleet import FleetRow, needs_prices
 from carl_tui.store.fleet_filter import FilterError, FleetFilter, parse_filter
 from carl_tui.ui.first_rows import FIRST_ROWS
+from carl_tui.ui.fleet_choice import load_hidden
 from carl_tui.ui.fleet_columns import (
     Column,
     arrange,
     column_width,
     columns_for,
-    fit_columns,
+    shown_columns,
 )
 from carl_tui.ui.keys import FLEET_KEYS
 from carl_tui.ui.messages import CompareSelected
@@ -252,6 +253,28 @@ class RowReading(FilterBox):
         self._next_read = time.perf_counter() + max(READ_PACE * took, previewed)
 
 
+class FleetTable(FixedWidthTable):
+    """The fleet's table: left and right scroll it sideways a column at a time (the
+    columns kept in place, the mark and the run's name, stay)."""
+
+    def action_cursor_right(self) -> None:
+        self._scroll_columns(+1)
+
+    def action_cursor_left(self) -> None:
+        self._scroll_columns(-1)
+
+    def _scroll_columns(self, direction: int) -> None:
+        widths = [c.get_render_width(self) for c in self.ordered_columns]
+        fixed = sum(widths[:self.fixed_columns])
+        starts = [sum(widths[:i]) - fixed for i in range(self.fixed_columns, len(widths))]
+        x = round(self.scroll_x)
+        if direction > 0:
+            target = next((s for s in starts if s > x), self.max_scroll_x)
+        else:
+            target = max((s for s in starts if s < x), default=0)
+        self.scroll_to(x=min(max(0, target), self.max_scroll_x), animate=False)
+
+
 class FleetScreen(RowReading):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(k.key, k.action, k.description, id=k.id, tooltip=k.tooltip, show=k.show)
@@ -265,6 +288,7 @@ class FleetScreen(RowReading):
     FleetScreen #fleet-error { height: auto; padding: 0 1; color: $error; }
     FleetScreen #fleet-error.-hidden { display: none; }
     FleetScreen DataTable { height: 1fr; }
+    FleetScreen DataTable > .datatable--fixed { background: $surface; }
     """
 
     def __init__(self, store: RunStore, *, rows_of: RowsOf | None = None,
@@ -299,6 +323,7 @@ class FleetScreen(RowReading):
         self.reverse = False
         self.group: str | None = None  # a config key
         self.selected: list[str] = list(selected)  # run keys, in the order chosen
+        self.hidden: set[str] = load_hidden()  # the columns hidden with `c` (kept)
         self._columns: list[Column] = []  # the data columns shown
         self._shown_header: list[tuple[str, str, int]] = []  # (key, label, width) shown
         self._cells: dict[str, tuple] = {}  # run key -> its cells as shown
@@ -318,7 +343,7 @@ class FleetScreen(RowReading):
                     classes="-hidden")
         yield Static(id="fleet-error", classes="-hidden")
         # Every column has a set width: its cells are never measured (a thousand rows).
-        table = FixedWidthTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
+        table = FleetTable(id="fleet-table", cursor_type="row", zebra_stripes=True)
         yield table
         yield KeyFooter()
 
@@ -356,13 +381,12 @@ class FleetScreen(RowReading):
             return
         now = self.clock()
         rows = [r for r in self.rows if self.filter.matches(r)]
-        all_columns = columns_for(self.config_keys())
+        all_columns = columns_for(self.config_keys(), rows or self.rows)
         sort = next((c for c in all_columns if c.key == self.sort), None)
         arranged = arrange(rows, sort, self.reverse, self.group)
-        width = self.size.width or self.app.size.width
-        if self.group:  # the group column takes its labels' width first
-            width -= 2 + max([len(f"{self.group} (group)"), *(len(g) for _, g in arranged)])
-        columns = fit_columns(all_columns, rows or self.rows, width, now)
+        columns = shown_columns(all_columns, rows or self.rows, now, self.hidden)
+        # The mark, the group and the run's name stay in place as the table scrolls sideways.
+        self.table.fixed_columns = 3 if self.group else 2
         colors = getattr(self.app, "theme_variables", {})
         cells = {r.run.key: self._row_cells(r, label, columns, now, colors)
                  for r, label in arranged}
@@ -523,6 +547,11 @@ class FleetScreen(RowReading):
         self.reverse = not self.reverse if key == self.sort else False
         self.sort = key
         self.show_rows()
+
+    def action_choose_columns(self) -> None:
+        from carl_tui.ui.fleet_choice import choose_columns
+
+        choose_columns(self)
 
     def action_cycle_group(self) -> None:
         keys = [None, *self.config_keys()]

@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from carl_tui.ui.keys import READ_ONLY_HIDDEN
+from carl_tui.ui.keys import READ_ONLY_HIDDEN, RECORDING_HIDDEN
 from carl_tui.ui.screens.dashboard import DashboardScreen
 from carl_tui.ui.screens.dialog import dialog_css
 from carl_tui.ui.settings import Settings
@@ -23,6 +23,9 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,question_mark", "dismiss", "Close", id="help.close",
                 tooltip="Close help"),
+        # A modal screen hides the app's keys: its ctrl+s is asked for here.
+        Binding("ctrl+s", "app.save_screen", "Save", id="help.save", show=False,
+                tooltip="Save the screen as SVG"),
     ]
     DEFAULT_CSS = dialog_css("HelpScreen", inner="VerticalScroll", width="90%", max_width="130",
                              border="round $primary", padding="1 2", title="")
@@ -79,8 +82,11 @@ class KeyHelp(App[None]):
     def _all_bindings(self) -> list[Binding]:
         """The app's keys, the dashboard's and the actions' (read-only: less READ_ONLY_HIDDEN)."""
         hidden = READ_ONLY_HIDDEN if self.settings.read_only else frozenset()
+        if self.settings.recording:
+            hidden = hidden | RECORDING_HIDDEN
         return [b for b in (*self.BINDINGS, *DashboardScreen.BINDINGS)
-                if isinstance(b, Binding) and b.action not in hidden]
+                if isinstance(b, Binding) and b.action not in hidden
+                and b.id != "app.save_screen"]  # the dashboard's ctrl+s, listed, says it
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Every dashboard action is in the command palette."""

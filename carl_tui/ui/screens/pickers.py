@@ -109,5 +109,10 @@ class MetricPicker(ChecklistPicker):
     TITLE = "Metrics shown in the table (space toggles, enter applies, esc cancels)"
 
 
+class ColumnPicker(ChecklistPicker):
+    TITLE = "Columns of the fleet table (space toggles, enter applies and keeps, esc cancels)"
+
+
 class ComparePicker(ChecklistPicker):
     TITLE = "Runs to overlay on every plot (space toggles, enter applies, esc cancels)"
+

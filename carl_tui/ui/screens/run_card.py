@@ -144,9 +144,15 @@ class RunCardScreen(InfoScreen):
             head.append(f" · {row.state} · step {step}"
                         f" · updated {age_text(row.updated_at, self.now)}")
         parts: list[RenderableType] = [head, Text()]
+        # The runs selected to compare: what differs first, above the run's own config (a
+        # trainer's config is 170 keys long: the comparison was off the screen under it).
+        others = [r for k in self.compared if (r := self._row(self.store.snapshot(k, 64)))]
+        table = side_by_side([row, *others]) if row is not None and others else None
+        if table is not None:
+            parts += [table, Text()]
         config = {k: v for k, v in (row.config if row is not None else {}).items()
                   if k not in JOB_META}  # a job's meta: in its own part below
-        items = sorted(config.items(), key=lambda kv: (str(kv[0]).startswith("_"), kv[0]))
+        items = sorted(config.items())
         parts.append(_pairs("config", items) if config
                      else Text("config: none logged", style="dim"))
         for title, items in (("summary values", summary_values(snap)),
@@ -155,8 +161,4 @@ class RunCardScreen(InfoScreen):
                 parts += [Text(), _pairs(title, items)]
         parts += [Text(), events_table(snap) if snap.events
                   else Text("events: nothing to report yet", style="dim")]
-        others = [r for k in self.compared if (r := self._row(self.store.snapshot(k, 64)))]
-        table = side_by_side([row, *others]) if row is not None and others else None
-        if table is not None:
-            parts += [Text(), table]
         return Group(*parts)

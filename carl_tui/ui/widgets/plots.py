@@ -226,14 +226,35 @@ class MetricPlot(Widget):
         return title if width <= 6 else cut_middle(title, width - 6)
 
     def _legend(self, view: PlotView) -> Text:
+        """The legend, fitted to the border: runs' names cut in the middle, and where even
+        that does not fit, the last overlaid runs said as "+N runs" (the legend was cut at
+        its end, and the run's own line, listed last, was never named)."""
+        width = max(10, self.outer_size.width - 6)
+        items = list(view.legend)
+        runs = [i for i, item in enumerate(items) if item.run]
+        for most in (40, 24, 16, 10):
+            t = self._legend_text(view, items, most)
+            if t.cell_len <= width or not runs:
+                return t
+        for keep in range(len(runs) - 1, 0, -1):  # the run's own (first) always stays
+            dropped = set(runs[keep:])
+            t = self._legend_text(view, [x for i, x in enumerate(items) if i not in dropped],
+                                  10, more=len(dropped))
+            if t.cell_len <= width:
+                return t
+        return t
+
+    def _legend_text(self, view: PlotView, items: list, most: int, more: int = 0) -> Text:
         t = Text(no_wrap=True, overflow="ellipsis")
         if view.log_y:
             t.append("log scale  ", style="dim")
-        for i, item in enumerate(view.legend):
+        for i, item in enumerate(items):
             if i:
                 t.append("  ")
             t.append(item.symbol + " ", style=self._style(item.color_var))
-            t.append(item.text)
+            t.append(cut_middle(item.text, most) if item.run else item.text)
+            if more and i == sum(1 for x in items if x.run) - 1:
+                t.append(f"  +{more} run{'s' if more != 1 else ''}", style="dim")
         return t
 
     def _style(self, var: str) -> str:

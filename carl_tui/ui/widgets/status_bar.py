@@ -1,4 +1,6 @@
-"""The status bar: source, run, connection state, last update age, skipped lines."""
+"""The status bar: the run, its state (one word, the fleet's: `store.fleet.run_state`) and
+its age by its data's own time, skipped lines, and each source's connection word
+(`SourceStatus.word`: following, connected, answering slowly...)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.widgets import Static
 
-from carl_tui.ui.format import age_text
+from carl_tui.ui.format import STATE_COLORS, age_text
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store.snapshot import RunSnapshot, StoreSummary
@@ -32,7 +34,8 @@ class StatusBar(Static):
     _shown: Text | None = None
 
     def show(
-        self, summary: StoreSummary, snap: RunSnapshot | None, now: float | None = None
+        self, summary: StoreSummary, snap: RunSnapshot | None, now: float | None = None,
+        history: str = "",
     ) -> None:
         """Sources in trouble first (what the user must know), then the run, what was
         skipped, and healthy sources last: a narrow terminal cuts the least important."""
@@ -44,12 +47,20 @@ class StatusBar(Static):
         for name, st in trouble:
             _source(t, name, st, now, colors)
         if snap is not None:
+            # Loaded here: a snapshot means the store is loaded (the first frame is not).
+            from carl_tui.store.fleet import run_state
+
             t.append("run ", style="dim")
             t.append(snap.run.label, style="bold")
             t.append(f" · step {snap.last_step if snap.last_step is not None else '–'}")
             if snap.progress and snap.progress.total:
                 t.append(f"/{snap.progress.total}")
+            state = run_state(snap, now)
+            t.append(" · ")
+            t.append(state, style=f"bold {colors.get(STATE_COLORS.get(state, ''), '')}".strip())
             t.append(f" · updated {age_text(snap.updated_at, now)}")
+            if history:  # what happened before the dashboard opened: quiet, never rung
+                t.append(f" · {history}", style="dim")
             t.append("  │  ", style="dim")
         what = summary.skipped_text(most=2) if summary.skipped else "0"
         t.append(f"skipped {what}",
@@ -75,7 +86,7 @@ def _state_style(state: str, colors: dict[str, str]) -> str:
 def _source(t: Text, name: str, st, now: float, colors: dict[str, str],
             sep: bool = True) -> None:
     t.append(f"{name} ", style="bold")
-    t.append(st.state, style=_state_style(st.state, colors))
+    t.append(st.word, style=_state_style(st.state, colors))
     bad = st.state in ("retrying", "error")
     if st.message:
         t.append(f" ({st.message})", style=colors.get("status-bad", "") if bad else "")
