@@ -348,7 +348,7 @@ def test_an_sft_and_a_grpo_run_differ_only_in_what_they_share(tmp_path, capsys):
     assert rc == 0
     assert out.splitlines()[0].split() == ["run", "source", "state", "step", "updated",
                                            "phase", "gate", "task", "last", "best",
-                                           "learning_rate"]
+                                           "health", "learning_rate"]
     rows = fleet(paths, capsys)
     assert len(rows) == 2
     for row in rows:

@@ -218,8 +218,12 @@ async def test_an_ask_guard_opens_the_confirmation_naming_the_flag_and_its_evide
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: last_step(app) == 12, what="the healthy steps")
         jobs.append_log("job-nan", NAN_LINE)
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="asked")
-        body = " ".join(plain_text(s, 120) for s in app.screen.query("Static"))
+        def body() -> str:  # the dialog's words, once it is mounted and drawn
+            return " ".join(plain_text(s, 120) for s in app.screen.query("Static"))
+
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen) and body(),
+                       what="asked")
+        body = body()
         assert "nan_loss" in body and "loss is NaN or infinite at step 13" in body
         assert srv.requests_to("POST", CANCEL) == []
         await pilot.press("n")

@@ -103,6 +103,9 @@ async def test_the_terminal_size_is_bounded_on_connect_and_on_resize(served):
         ws = await client.ws_connect(ws_url, origin=served.base)
         await asyncio.to_thread(wait_until, lambda: served.sessions(), what="its dashboard")
         (tab,) = served.sessions()
+        # its process's environment, once it is there to read (a busy machine starts it late)
+        await asyncio.to_thread(wait_until, lambda: "COLUMNS" in tab.environ(),
+                                what="the tab's environment")
         env = tab.environ()
         assert (int(env["COLUMNS"]), int(env["ROWS"])) == (MAX_WIDTH, MAX_HEIGHT)
         drawn = ""

@@ -225,12 +225,8 @@ class ActionController:
         from carl_tui.errors import describe
 
         snap = self.follower.store.snapshot(run.key, 2, ())
-        meta = dict(snap.meta) if snap is not None else {}
-        out = self._run_output_dir(meta)
-        config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
-        repo = str(meta.get("push_repo") or config.get("hub_model_id")
-                   or self.settings.push_repo or "")
-        choices = push_choices(Path(str(out)).expanduser()) if out else []
+        out, repo = push_target(dict(snap.meta) if snap is not None else {}, self.settings)
+        choices = push_choices(out) if out else []
         if not choices or not repo:
             return "no checkpoint pushed (no output directory or no repo known)"
         try:
@@ -241,26 +237,18 @@ class ActionController:
 
     # -- p: push ---------------------------------------------------------------------
 
-    def _run_output_dir(self, meta) -> str | None:
-        config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
-        return meta.get("output_dir") or config.get("output_dir") or self.settings.output_dir
-
     def push(self) -> None:
         from carl_tui.actions.push import push_choices
         from carl_tui.ui.screens.push import PushScreen
 
         snap = self._current_snapshot()
-        meta = dict(snap.meta) if snap is not None else {}
-        out = self._run_output_dir(meta)
-        if not out:
+        output_dir, repo = push_target(dict(snap.meta) if snap is not None else {},
+                                       self.settings)
+        if output_dir is None:
             self.app.notify("No output directory is known for this run: its metadata has no "
                             "output_dir and the dashboard was given none.", severity="warning",
                             timeout=8)
             return
-        config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
-        repo = str(meta.get("push_repo") or config.get("hub_model_id")
-                   or self.settings.push_repo or "")
-        output_dir = Path(str(out)).expanduser()
 
         def pushed(result) -> None:
             if result is not None:
@@ -336,3 +324,13 @@ class ActionController:
             self.follower.add_source(self.services.job_source(row.job_id, row.namespace),
                                      follow=key)
         self.app.notify(f"Following job {row.job_id} ({row.stage}).", timeout=4)
+
+
+def push_target(meta: dict, settings: Settings) -> tuple[Path | None, str]:
+    """Where a run's checkpoints are (its output_dir, else the dashboard's) and the Hub repo
+    they go to (the run's push_repo or hub_model_id, else the dashboard's): for `p` and for
+    a guard's stop+push alike."""
+    config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+    out = meta.get("output_dir") or config.get("output_dir") or settings.output_dir
+    repo = str(meta.get("push_repo") or config.get("hub_model_id") or settings.push_repo or "")
+    return (Path(str(out)).expanduser() if out else None), repo
