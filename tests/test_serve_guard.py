@@ -12,11 +12,13 @@ from contextlib import contextmanager
 
 import pytest
 
-from carl_tui.serve.server import MAX_HEIGHT, MAX_WIDTH
 from tests.conftest import wait_until
 from tests.serving import RECORDING, enter, start_serving
 
 pytest.importorskip("textual_serve")
+# the server's module loads textual-serve's own (aiohttp_jinja2): the [serve] extra
+server = pytest.importorskip("carl_tui.serve.server")
+MAX_WIDTH, MAX_HEIGHT = server.MAX_WIDTH, server.MAX_HEIGHT
 aiohttp = pytest.importorskip("aiohttp")
 httpx = pytest.importorskip("httpx")
 psutil = pytest.importorskip("psutil")
