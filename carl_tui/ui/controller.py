@@ -34,6 +34,12 @@ STOP_WAIT_S = 120.0  # how long `s` waits for a cancelled job to report CANCELED
 LOCAL_GRACE_S = 30.0  # after the interrupt, before terminate
 
 
+def run_output_dir(meta, default: str | None) -> str | None:
+    """Where the run writes its checkpoints: its meta's, its config's, or `default`."""
+    config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
+    return meta.get("output_dir") or config.get("output_dir") or default
+
+
 class ActionController:
     def __init__(self, app: App, follower: Follower, settings: Settings, services: Services):
         self.app = app
@@ -226,7 +232,7 @@ class ActionController:
 
         snap = self.follower.store.snapshot(run.key, 2, ())
         meta = dict(snap.meta) if snap is not None else {}
-        out = self._run_output_dir(meta)
+        out = run_output_dir(meta, self.settings.output_dir)
         config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
         repo = str(meta.get("push_repo") or config.get("hub_model_id")
                    or self.settings.push_repo or "")
@@ -241,17 +247,13 @@ class ActionController:
 
     # -- p: push ---------------------------------------------------------------------
 
-    def _run_output_dir(self, meta) -> str | None:
-        config = meta.get("config") if isinstance(meta.get("config"), dict) else {}
-        return meta.get("output_dir") or config.get("output_dir") or self.settings.output_dir
-
     def push(self) -> None:
         from carl_tui.actions.push import push_choices
         from carl_tui.ui.screens.push import PushScreen
 
         snap = self._current_snapshot()
         meta = dict(snap.meta) if snap is not None else {}
-        out = self._run_output_dir(meta)
+        out = run_output_dir(meta, self.settings.output_dir)
         if not out:
             self.app.notify("No output directory is known for this run: its metadata has no "
                             "output_dir and the dashboard was given none.", severity="warning",
