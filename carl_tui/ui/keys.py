@@ -40,6 +40,9 @@ APP_KEYS: tuple[Key, ...] = (  # the app's: navigation, theme, help
 VIEW_KEYS: tuple[Key, ...] = (  # the dashboard screen's: how the run is viewed
     Key("m", "pick_metrics", "Metrics", "view.pick_metrics",
         "Choose which metrics the table shows"),
+    Key("slash", "filter_metrics", "Filter", "view.filter",
+        "Filter the metrics by name (a substring or a regex) in the table and the picker",
+        show=False),
     Key("f", "toggle_grid_metric", "Plot", "view.plot_metric",
         "Plot the metric selected in the table in the grid (again: remove it)"),
     Key("x", "cycle_x_axis", "X axis", "chart.x_axis",

@@ -33,6 +33,7 @@ from carl_tui.ui.messages import (
     SnapshotUpdated,
     StatusTick,
 )
+from carl_tui.ui.metric_filter import MetricFilter
 from carl_tui.ui.plot_view import ChartSettings
 from carl_tui.ui.screens.chart_keys import ChartKeys
 from carl_tui.ui.widgets.job_bar import JobBar
@@ -76,6 +77,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
         self.chart = settings
         self.save_dir = save_dir
         self.hidden_metrics: set[str] = set()
+        self.metric_filter = MetricFilter()  # `/`: the metrics whose names match
         self.compare: list[str] = []  # run keys overlaid on every plot
         self.overlay = False  # every run of the project overlaid
         self._log_auto_shown = False
@@ -167,7 +169,9 @@ class DashboardScreen(ChartKeys, Screen[None]):
         self._show_plots(snap)
         self.phase.show(snap, self.clock())
         self.phase.set_class(snap.gate.fired, "-crystallised")
-        self.table.show(snap, self.hidden_metrics, self.chart.smoothing)
+        hidden = self.hidden_metrics | self.metric_filter.left_out(snap.series)
+        self.table.border_title = self.metric_filter.title()
+        self.table.show(snap, hidden, self.chart.smoothing)
         if snap.log_total and self.log_panel.has_class("-hidden") and not self._log_auto_shown:
             # A run with log lines (a job) shows its log once; v hides it.
             self._log_auto_shown = True
@@ -294,15 +298,19 @@ class DashboardScreen(ChartKeys, Screen[None]):
         if snap is None:
             self.notify("no metrics yet", severity="warning")
             return
-        names = sorted(snap.series, key=mn.display_order)
+        names = self.metric_filter.kept(sorted(snap.series, key=mn.display_order))
 
-        def chosen(shown: set[str] | None) -> None:
+        def chosen(shown: set[str] | None) -> None:  # those filtered out stay as they were
             if shown is not None:
-                self.hidden_metrics = {m for m in names if m not in shown}
+                self.hidden_metrics = ({m for m in names if m not in shown}
+                                       | (self.hidden_metrics - set(names)))
                 self.redraw()
 
         self.app.push_screen(
             MetricPicker([(m, m, m not in self.hidden_metrics) for m in names]), chosen)
+
+    def action_filter_metrics(self) -> None:
+        self.metric_filter.ask(self.app, self.redraw)
 
     def action_toggle_log_panel(self) -> None:
         self.log_panel.toggle_class("-hidden")
