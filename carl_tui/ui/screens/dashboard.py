@@ -36,6 +36,7 @@ from carl_tui.ui.messages import (
 from carl_tui.ui.metric_filter import MetricFilter
 from carl_tui.ui.plot_view import ChartSettings
 from carl_tui.ui.screens.chart_keys import ChartKeys
+from carl_tui.ui.screens.metric_grid import MetricGridScreen
 from carl_tui.ui.widgets.job_bar import JobBar
 from carl_tui.ui.widgets.key_footer import KeyFooter
 from carl_tui.ui.widgets.log_panel import LogPanel
@@ -308,6 +309,9 @@ class DashboardScreen(ChartKeys, Screen[None]):
 
         self.app.push_screen(
             MetricPicker([(m, m, m not in self.hidden_metrics) for m in names]), chosen)
+
+    def action_metric_grid(self) -> None:
+        self.app.push_screen(MetricGridScreen(lambda: self.snapshot, self.metric_filter.kept))
 
     def action_filter_metrics(self) -> None:
         self.metric_filter.ask(self.app, self.redraw)
