@@ -46,6 +46,13 @@ VIEW_KEYS: tuple[Key, ...] = (  # the dashboard screen's: how the run is viewed
     Key("M", "metric_grid", "All plots", "view.metric_grid",
         "Every metric at once: a small plot each, with its name and last value; paged",
         show=False),
+    Key("full_stop", "crosshair(1)", "Crosshair", "view.crosshair_right",
+        "A crosshair on every plot: the step there and the value of each series (moves "
+        "right; starts at the last point)", show=False),
+    Key("comma", "crosshair(-1)", "Crosshair left", "view.crosshair_left",
+        "Move the crosshair left", show=False),
+    Key("escape", "crosshair(0)", "Hide crosshair", "view.crosshair_hide",
+        "Hide the crosshair", show=False),
     Key("f", "toggle_grid_metric", "Plot", "view.plot_metric",
         "Plot the metric selected in the table in the grid (again: remove it)"),
     Key("x", "cycle_x_axis", "X axis", "chart.x_axis",

@@ -12,7 +12,7 @@ as messages: `DashboardReady` (its first frame is on screen), `CompareChanged`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import on
@@ -25,6 +25,7 @@ from textual.widgets import Header
 
 from carl_tui import metric_names as mn
 from carl_tui.errors import describe
+from carl_tui.ui.crosshair import Crosshair
 from carl_tui.ui.keys import VIEW_KEYS
 from carl_tui.ui.messages import (
     CardWanted,
@@ -55,6 +56,22 @@ if TYPE_CHECKING:  # pragma: no cover
 OVERLAY_COLORS = tuple(f"plot-overlay-{i}" for i in range(8))  # 7 compared runs at most
 
 
+def compared_runs(compared: Sequence[RunSnapshot | None]) -> list[tuple[RunSnapshot, str]]:
+    """The runs compared with this one (or the rest of its project), each with its
+    colour; one snapshot per run, whatever the number of plots."""
+    return [(other, OVERLAY_COLORS[i % len(OVERLAY_COLORS)])
+            for i, other in enumerate(compared) if other is not None]
+
+
+def overlays(compared: list[tuple[RunSnapshot, str]], metric: str,
+             x_axis: str) -> list[Overlay]:
+    """The same metric of the compared runs."""
+    from carl_tui.ui.chart import Overlay, x_map_for
+
+    return [Overlay(other.run.label, s, x_map_for(other, x_axis), color)
+            for other, color in compared if (s := other.series.get(metric)) is not None]
+
+
 class DashboardScreen(ChartKeys, Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(k.key, k.action, k.description, id=k.id, tooltip=k.tooltip, show=k.show)
@@ -79,6 +96,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
         self.save_dir = save_dir
         self.hidden_metrics: set[str] = set()
         self.metric_filter = MetricFilter()  # `/`: the metrics whose names match
+        self.crosshair = Crosshair()  # `,` `.`: one x on every plot, with its values
         self.compare: list[str] = []  # run keys overlaid on every plot
         self.overlay = False  # every run of the project overlaid
         self._log_auto_shown = False
@@ -186,33 +204,18 @@ class DashboardScreen(ChartKeys, Screen[None]):
         if self.system.display:
             self.system.show(snap, now)
 
-    def _compared(self) -> list[tuple[RunSnapshot, str]]:
-        """The runs compared with this one (or the rest of its project), each with its
-        colour; one snapshot per run, whatever the number of plots."""
-        return [(other, OVERLAY_COLORS[i % len(OVERLAY_COLORS)])
-                for i, other in enumerate(self.compared) if other is not None]
-
-    def _overlays(self, compared: list[tuple[RunSnapshot, str]],
-                  metric: str) -> list[Overlay]:
-        """The same metric of the compared runs."""
-        from carl_tui.ui.chart import Overlay, x_map_for
-
-        return [Overlay(other.run.label, s, x_map_for(other, self.chart.x_axis), color)
-                for other, color in compared
-                if (s := other.series.get(metric)) is not None]
-
     def _show_plots(self, snap: RunSnapshot) -> None:
         from carl_tui.ui.chart import shared_xlim  # numpy: here with the run's data
 
-        runs = self._compared()
+        runs = compared_runs(self.compared)
         compared = tuple((other.run.key, other.version) for other, _ in runs)
         key = (snap.run.key, snap.version, compared)  # a theme change: each plot redraws itself
         plots = [p for p in self.all_plots() if p.display]
-        shown = [(plot, self._overlays(runs, plot.metric)) for plot in plots]
+        shown = [(plot, overlays(runs, plot.metric, self.chart.x_axis)) for plot in plots]
         xlim = shared_xlim(snap, [(p.metric, o) for p, o in shown], self.chart)
         with self.app.batch_update():
-            for plot, overlays in shown:
-                plot.show_run(snap, overlays, self.chart, key=(key, xlim), xlim=xlim)
+            for plot, others in shown:
+                plot.show_run(snap, others, self.chart, key=(key, xlim), xlim=xlim)
 
     def redraw(self, note: str | None = None) -> None:
         if self.snapshot is not None:
@@ -309,6 +312,9 @@ class DashboardScreen(ChartKeys, Screen[None]):
 
         self.app.push_screen(
             MetricPicker([(m, m, m not in self.hidden_metrics) for m in names]), chosen)
+
+    def action_crosshair(self, delta: int) -> None:
+        self.crosshair.move(delta, [p for p in self.all_plots() if p.display])
 
     def action_metric_grid(self) -> None:
         self.app.push_screen(MetricGridScreen(lambda: self.snapshot, self.metric_filter.kept))

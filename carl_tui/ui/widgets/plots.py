@@ -27,7 +27,7 @@ from textual.color import Color, ColorParseError
 from textual.message import Message
 from textual.widget import Widget
 
-from carl_tui.ui.format import cut_middle
+from carl_tui.ui.format import cut_middle, value_text
 from carl_tui.ui.plot_view import DEFAULT_SETTINGS, WAITING, ChartSettings, PlotView
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,6 +47,23 @@ def align_y_labels(plots: Sequence[MetricPlot]) -> None:
             plot.y_label_width = width
             if not plot.view.empty:
                 plot._draw(plot.view)
+
+
+def readout(view: PlotView, x: float) -> str:
+    """`x` and, for each series drawn (not the faint raw traces under a smoothed one), its
+    value at the point nearest `x`."""
+    parts = [f"{view.x_label} {x:g}"]
+    for t in view.traces:
+        if t.faint or not len(t.xs):
+            continue
+        parts.append(f"{t.label} {value_text(float(t.ys[nearest(t.xs, x)]))}")
+    return " · ".join(parts)
+
+
+def nearest(xs, x: float) -> int:
+    import numpy as np  # (with the data: the plot is drawn)
+
+    return int(np.abs(np.asarray(xs, dtype=float) - x).argmin())
 
 
 class MetricPlot(Widget):
@@ -71,6 +88,7 @@ class MetricPlot(Widget):
         # y tick labels padded to this width: stacked plots give their axes the same room
         self.y_label_width = 0
         self._label_room = 0  # the width its own widest y tick label takes
+        self.crosshair: float | None = None  # the x of the crosshair (ui/crosshair.py)
 
     class AxisChanged(Message):
         """The plot's y tick labels changed width (see `align_y_labels`)."""
@@ -175,9 +193,17 @@ class MetricPlot(Widget):
             color = bg.blend(color, FAINT)
         return color.rgb
 
+    def set_crosshair(self, x: float | None) -> None:
+        """Draw the crosshair at `x` (None: none), its readout in place of the legend."""
+        self.crosshair = x
+        if not self.view.empty:
+            self._draw(self.view)
+
     def _draw(self, view: PlotView) -> None:
         self.border_title = self._fit_title(view.title)
-        self.border_subtitle = self._legend(view)
+        x = self.crosshair
+        self.border_subtitle = self._legend(view) if x is None or view.empty else Text(
+            readout(view, x), no_wrap=True, overflow="ellipsis")
         if view.empty:  # said in words (render), no figure
             self.refresh()
             return
@@ -211,6 +237,9 @@ class MetricPlot(Widget):
                 plt.plot([m.x, m.x], [y0, y1], color=color, marker="braille")
             else:
                 plt.scatter([m.x], [m.y], color=color, marker="●")
+        if self.crosshair is not None:
+            plt.plot([self.crosshair] * 2, [y0, y1], color=self._rgb("foreground"),
+                     marker="braille")
         plt.xlim(x0, x1 if x1 > x0 else x0 + 1)
         plt.ylim(y0, y1)
         plt.xticks(list(view.xticks[0]), list(view.xticks[1]))
