@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import on
@@ -235,6 +236,10 @@ class DashboardScreen(ChartKeys, Screen[None]):
         wide one). Returns how many are hidden."""
         height = 0 if self.has_class("-compact") else self.plots.size.height
         return self.grid.fit(height, 2 if self.has_class("-wide") else 1)
+
+    def on_metric_plot_zoom_wanted(self, event: MetricPlot.ZoomWanted) -> None:
+        self.chart = replace(self.chart, x_window=event.window)  # z: unzoomed
+        self.redraw()
 
     def on_metric_plot_axis_changed(self, _event: MetricPlot.AxisChanged) -> None:
         align_y_labels([p for p in self.all_plots() if p.display])

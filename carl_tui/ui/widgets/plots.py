@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.align import Align
 from rich.text import Text
+from textual import events
 from textual.color import Color, ColorParseError
 from textual.message import Message
 from textual.widget import Widget
@@ -34,6 +35,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store import RunSnapshot
     from carl_tui.ui.chart import Overlay
 
+ZOOM_STEP = 0.8  # the share of the x range one notch of the wheel keeps (back: 1 / it)
 FAINT = 0.35  # how much of a line's colour a faint (raw, under the smoothed) trace keeps
 
 
@@ -89,9 +91,54 @@ class MetricPlot(Widget):
         self.y_label_width = 0
         self._label_room = 0  # the width its own widest y tick label takes
         self.crosshair: float | None = None  # the x of the crosshair (ui/crosshair.py)
+        self._drag: tuple[int, tuple[float, float]] | None = None  # (column, xlim) at press
 
     class AxisChanged(Message):
         """The plot's y tick labels changed width (see `align_y_labels`)."""
+
+    class ZoomWanted(Message):
+        """The mouse asks for this x range (the wheel zooms, a drag pans) on every plot."""
+
+        def __init__(self, window: tuple[float, float]) -> None:
+            super().__init__()
+            self.window = window
+
+    def _fraction(self, x: int) -> float:
+        """How far along the plot area (0: its left edge, 1: its right) column `x` lies,
+        the y tick labels and the axis left of it."""
+        left = max(self.y_label_width, self._label_room) + 2
+        return min(1.0, max(0.0, (x - left) / max(1, self.size.width - left - 1)))
+
+    def _zoom(self, event: events.MouseEvent, factor: float) -> None:
+        if self.view.empty:
+            return
+        event.stop()
+        x0, x1 = self.view.xlim
+        at = x0 + self._fraction(event.x) * (x1 - x0)  # stays under the pointer
+        self.post_message(self.ZoomWanted((at - (at - x0) * factor, at + (x1 - at) * factor)))
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self._zoom(event, ZOOM_STEP)
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self._zoom(event, 1 / ZOOM_STEP)
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        if not self.view.empty:
+            self._drag = (event.x, self.view.xlim)
+            self.capture_mouse()
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        if self._drag is None:
+            return
+        start, (x0, x1) = self._drag
+        shift = (start - event.x) / max(1, self.size.width) * (x1 - x0)
+        if shift:
+            self.post_message(self.ZoomWanted((x0 + shift, x1 + shift)))
+
+    def on_mouse_up(self, _event: events.MouseUp) -> None:
+        self._drag = None
+        self.release_mouse()
 
     def show_run(
         self,
