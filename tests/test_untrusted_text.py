@@ -83,7 +83,8 @@ def test_hostile_text_in_every_view_reaches_the_terminal_as_text(tmp_path):
         completions = open_and_close(term, b"a", "MARKCOMP", *REWARD_ROW)
         events = open_and_close(term, b"e", "to report")
         card = open_and_close(term, b"i", "value")
-        skipped = open_and_close(term, b"k", "skipped input")
+        # the skipped line itself drawn (a busy machine draws the screen's title first)
+        skipped = open_and_close(term, b"k", "skipped input", re.escape("bad [/oops]"))
         os.write(term.fd, b"q")
         assert term.wait_exit(10.0) is not None, "q did not end it"
         out = bytes(term.output)

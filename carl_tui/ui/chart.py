@@ -305,12 +305,14 @@ def build_view(
         need = "wall times" if x_axis == "time" else TOKENS  # (to_x would give None)
         return PlotView(title=title, empty=f"this run logs no {need}: press x for another axis")
     frame = _traces(snap, main, x_map, overlays, settings, color_var, log_y)
+    frame = _clipped(frame, xlim if settings.x_window is not None else None)
     if not frame.xs or not any(x.size for x in frame.xs):
         return PlotView(title=title, empty=_empty_text(metric, snap, main), log_y=log_y)
     xs = np.concatenate(frame.xs)
     ys = np.concatenate(frame.ys)
     lo, hi = float(xs.min()), float(xs.max())
-    xlim = (lo, hi) if xlim is None else (min(lo, xlim[0]), max(hi, xlim[1]))
+    if settings.x_window is None or xlim is None:  # (zoomed: the window, as shared)
+        xlim = (lo, hi) if xlim is None else (min(lo, xlim[0]), max(hi, xlim[1]))
     ylim, yt = row_aligned(*_fit(float(np.nanmin(ys)), float(np.nanmax(ys))),
                            height - PLOT_FRAME_ROWS, integer=log_y)
     marks, legend = _decorations(metric, snap, x_map, settings, xlim, ylim, log_y)
@@ -355,7 +357,34 @@ def shared_xlim(snap: RunSnapshot, plots: Iterable[tuple[str, Sequence[Overlay]]
                 xs = to_x(np.array([steps.min(), steps.max()]), m, settings.x_axis)
                 if xs is not None:
                     ends += xs.tolist()
-    return (min(ends), max(ends)) if ends else None
+    if not ends:
+        return None
+    full = (min(ends), max(ends))
+    return full if settings.x_window is None else clamp_window(settings.x_window, full)
+
+
+def clamp_window(window: tuple[float, float], full: tuple[float, float]
+                 ) -> tuple[float, float]:
+    """A zoomed x range moved (and narrowed) to lie within the data's `full` range."""
+    width = min(window[1] - window[0], full[1] - full[0])
+    x0 = max(full[0], min(window[0], full[1] - width))
+    return x0, x0 + width
+
+
+def _clipped(frame: _Frame, xlim: tuple[float, float] | None) -> _Frame:
+    """The points of `frame` within `xlim` (zoomed: the y axis fits what is shown)."""
+    if xlim is None:
+        return frame
+    out = _Frame()
+    for t in frame.traces:
+        keep = (t.xs >= xlim[0]) & (t.xs <= xlim[1])
+        if keep.any():
+            out.traces.append(replace(t, xs=t.xs[keep], ys=t.ys[keep]))
+    for xs, ys in zip(frame.xs, frame.ys):
+        keep = (xs >= xlim[0]) & (xs <= xlim[1])
+        out.xs.append(xs[keep])
+        out.ys.append(ys[keep])
+    return out
 
 
 def phi_stand_in(snap: RunSnapshot) -> tuple[str, str] | None:

@@ -31,6 +31,8 @@ class ChartSettings:
     smoothing: float = 0.0
     last_n: int | None = None
     log_y: frozenset[str] = frozenset()
+    # the x range zoomed to with the mouse (wheel, drag), in the x axis' units; None: all
+    x_window: tuple[float, float] | None = None
 
     def describe(self) -> str:
         parts = [f"x: {self.x_axis}"]

@@ -32,6 +32,9 @@ class ChartKeys:
     def action_cycle_range(self) -> None:
         ranges = plot_view.RANGES
         i = ranges.index(self.chart.last_n) if self.chart.last_n in ranges else 0
+        if self.chart.x_window is not None:  # zoomed with the mouse: unzoom first
+            self._set_chart(x_window=None)
+            return
         self._set_chart(last_n=ranges[(i + 1) % len(ranges)])
 
     def selected_metric(self) -> str | None:

@@ -12,7 +12,8 @@ as messages: `DashboardReady` (its first frame is on screen), `CompareChanged`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import on
@@ -25,6 +26,7 @@ from textual.widgets import Header
 
 from carl_tui import metric_names as mn
 from carl_tui.errors import describe
+from carl_tui.ui.crosshair import Crosshair
 from carl_tui.ui.keys import VIEW_KEYS
 from carl_tui.ui.messages import (
     CardWanted,
@@ -33,8 +35,10 @@ from carl_tui.ui.messages import (
     SnapshotUpdated,
     StatusTick,
 )
+from carl_tui.ui.metric_filter import MetricFilter
 from carl_tui.ui.plot_view import ChartSettings
 from carl_tui.ui.screens.chart_keys import ChartKeys
+from carl_tui.ui.screens.metric_grid import MetricGridScreen
 from carl_tui.ui.widgets.job_bar import JobBar
 from carl_tui.ui.widgets.key_footer import KeyFooter
 from carl_tui.ui.widgets.log_panel import LogPanel
@@ -51,6 +55,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.ui.chart import Overlay
 
 OVERLAY_COLORS = tuple(f"plot-overlay-{i}" for i in range(8))  # 7 compared runs at most
+
+
+def compared_runs(compared: Sequence[RunSnapshot | None]) -> list[tuple[RunSnapshot, str]]:
+    """The runs compared with this one (or the rest of its project), each with its
+    colour; one snapshot per run, whatever the number of plots."""
+    return [(other, OVERLAY_COLORS[i % len(OVERLAY_COLORS)])
+            for i, other in enumerate(compared) if other is not None]
+
+
+def overlays(compared: list[tuple[RunSnapshot, str]], metric: str,
+             x_axis: str) -> list[Overlay]:
+    """The same metric of the compared runs."""
+    from carl_tui.ui.chart import Overlay, x_map_for
+
+    return [Overlay(other.run.label, s, x_map_for(other, x_axis), color)
+            for other, color in compared if (s := other.series.get(metric)) is not None]
 
 
 class DashboardScreen(ChartKeys, Screen[None]):
@@ -76,6 +96,8 @@ class DashboardScreen(ChartKeys, Screen[None]):
         self.chart = settings
         self.save_dir = save_dir
         self.hidden_metrics: set[str] = set()
+        self.metric_filter = MetricFilter()  # `/`: the metrics whose names match
+        self.crosshair = Crosshair()  # `,` `.`: one x on every plot, with its values
         self.compare: list[str] = []  # run keys overlaid on every plot
         self.overlay = False  # every run of the project overlaid
         self._log_auto_shown = False
@@ -167,7 +189,9 @@ class DashboardScreen(ChartKeys, Screen[None]):
         self._show_plots(snap)
         self.phase.show(snap, self.clock())
         self.phase.set_class(snap.gate.fired, "-crystallised")
-        self.table.show(snap, self.hidden_metrics, self.chart.smoothing)
+        hidden = self.hidden_metrics | self.metric_filter.left_out(snap.series)
+        self.table.border_title = self.metric_filter.title()
+        self.table.show(snap, hidden, self.chart.smoothing)
         if snap.log_total and self.log_panel.has_class("-hidden") and not self._log_auto_shown:
             # A run with log lines (a job) shows its log once; v hides it.
             self._log_auto_shown = True
@@ -181,33 +205,18 @@ class DashboardScreen(ChartKeys, Screen[None]):
         if self.system.display:
             self.system.show(snap, now)
 
-    def _compared(self) -> list[tuple[RunSnapshot, str]]:
-        """The runs compared with this one (or the rest of its project), each with its
-        colour; one snapshot per run, whatever the number of plots."""
-        return [(other, OVERLAY_COLORS[i % len(OVERLAY_COLORS)])
-                for i, other in enumerate(self.compared) if other is not None]
-
-    def _overlays(self, compared: list[tuple[RunSnapshot, str]],
-                  metric: str) -> list[Overlay]:
-        """The same metric of the compared runs."""
-        from carl_tui.ui.chart import Overlay, x_map_for
-
-        return [Overlay(other.run.label, s, x_map_for(other, self.chart.x_axis), color)
-                for other, color in compared
-                if (s := other.series.get(metric)) is not None]
-
     def _show_plots(self, snap: RunSnapshot) -> None:
         from carl_tui.ui.chart import shared_xlim  # numpy: here with the run's data
 
-        runs = self._compared()
+        runs = compared_runs(self.compared)
         compared = tuple((other.run.key, other.version) for other, _ in runs)
         key = (snap.run.key, snap.version, compared)  # a theme change: each plot redraws itself
         plots = [p for p in self.all_plots() if p.display]
-        shown = [(plot, self._overlays(runs, plot.metric)) for plot in plots]
+        shown = [(plot, overlays(runs, plot.metric, self.chart.x_axis)) for plot in plots]
         xlim = shared_xlim(snap, [(p.metric, o) for p, o in shown], self.chart)
         with self.app.batch_update():
-            for plot, overlays in shown:
-                plot.show_run(snap, overlays, self.chart, key=(key, xlim), xlim=xlim)
+            for plot, others in shown:
+                plot.show_run(snap, others, self.chart, key=(key, xlim), xlim=xlim)
 
     def redraw(self, note: str | None = None) -> None:
         if self.snapshot is not None:
@@ -227,6 +236,10 @@ class DashboardScreen(ChartKeys, Screen[None]):
         wide one). Returns how many are hidden."""
         height = 0 if self.has_class("-compact") else self.plots.size.height
         return self.grid.fit(height, 2 if self.has_class("-wide") else 1)
+
+    def on_metric_plot_zoom_wanted(self, event: MetricPlot.ZoomWanted) -> None:
+        self.chart = replace(self.chart, x_window=event.window)  # z: unzoomed
+        self.redraw()
 
     def on_metric_plot_axis_changed(self, _event: MetricPlot.AxisChanged) -> None:
         align_y_labels([p for p in self.all_plots() if p.display])
@@ -294,15 +307,25 @@ class DashboardScreen(ChartKeys, Screen[None]):
         if snap is None:
             self.notify("no metrics yet", severity="warning")
             return
-        names = sorted(snap.series, key=mn.display_order)
+        names = self.metric_filter.kept(sorted(snap.series, key=mn.display_order))
 
-        def chosen(shown: set[str] | None) -> None:
+        def chosen(shown: set[str] | None) -> None:  # those filtered out stay as they were
             if shown is not None:
-                self.hidden_metrics = {m for m in names if m not in shown}
+                self.hidden_metrics = ({m for m in names if m not in shown}
+                                       | (self.hidden_metrics - set(names)))
                 self.redraw()
 
         self.app.push_screen(
             MetricPicker([(m, m, m not in self.hidden_metrics) for m in names]), chosen)
+
+    def action_crosshair(self, delta: int) -> None:
+        self.crosshair.move(delta, [p for p in self.all_plots() if p.display])
+
+    def action_metric_grid(self) -> None:
+        self.app.push_screen(MetricGridScreen(lambda: self.snapshot, self.metric_filter.kept))
+
+    def action_filter_metrics(self) -> None:
+        self.metric_filter.ask(self.app, self.redraw)
 
     def action_toggle_log_panel(self) -> None:
         self.log_panel.toggle_class("-hidden")

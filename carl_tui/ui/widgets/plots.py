@@ -23,17 +23,19 @@ from typing import TYPE_CHECKING, Any
 
 from rich.align import Align
 from rich.text import Text
+from textual import events
 from textual.color import Color, ColorParseError
 from textual.message import Message
 from textual.widget import Widget
 
-from carl_tui.ui.format import cut_middle
+from carl_tui.ui.format import cut_middle, value_text
 from carl_tui.ui.plot_view import DEFAULT_SETTINGS, WAITING, ChartSettings, PlotView
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store import RunSnapshot
     from carl_tui.ui.chart import Overlay
 
+ZOOM_STEP = 0.8  # the share of the x range one notch of the wheel keeps (back: 1 / it)
 FAINT = 0.35  # how much of a line's colour a faint (raw, under the smoothed) trace keeps
 
 
@@ -47,6 +49,23 @@ def align_y_labels(plots: Sequence[MetricPlot]) -> None:
             plot.y_label_width = width
             if not plot.view.empty:
                 plot._draw(plot.view)
+
+
+def readout(view: PlotView, x: float) -> str:
+    """`x` and, for each series drawn (not the faint raw traces under a smoothed one), its
+    value at the point nearest `x`."""
+    parts = [f"{view.x_label} {x:g}"]
+    for t in view.traces:
+        if t.faint or not len(t.xs):
+            continue
+        parts.append(f"{t.label} {value_text(float(t.ys[nearest(t.xs, x)]))}")
+    return " · ".join(parts)
+
+
+def nearest(xs, x: float) -> int:
+    import numpy as np  # (with the data: the plot is drawn)
+
+    return int(np.abs(np.asarray(xs, dtype=float) - x).argmin())
 
 
 class MetricPlot(Widget):
@@ -71,9 +90,55 @@ class MetricPlot(Widget):
         # y tick labels padded to this width: stacked plots give their axes the same room
         self.y_label_width = 0
         self._label_room = 0  # the width its own widest y tick label takes
+        self.crosshair: float | None = None  # the x of the crosshair (ui/crosshair.py)
+        self._drag: tuple[int, tuple[float, float]] | None = None  # (column, xlim) at press
 
     class AxisChanged(Message):
         """The plot's y tick labels changed width (see `align_y_labels`)."""
+
+    class ZoomWanted(Message):
+        """The mouse asks for this x range (the wheel zooms, a drag pans) on every plot."""
+
+        def __init__(self, window: tuple[float, float]) -> None:
+            super().__init__()
+            self.window = window
+
+    def _fraction(self, x: int) -> float:
+        """How far along the plot area (0: its left edge, 1: its right) column `x` lies,
+        the y tick labels and the axis left of it."""
+        left = max(self.y_label_width, self._label_room) + 2
+        return min(1.0, max(0.0, (x - left) / max(1, self.size.width - left - 1)))
+
+    def _zoom(self, event: events.MouseEvent, factor: float) -> None:
+        if self.view.empty:
+            return
+        event.stop()
+        x0, x1 = self.view.xlim
+        at = x0 + self._fraction(event.x) * (x1 - x0)  # stays under the pointer
+        self.post_message(self.ZoomWanted((at - (at - x0) * factor, at + (x1 - at) * factor)))
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self._zoom(event, ZOOM_STEP)
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self._zoom(event, 1 / ZOOM_STEP)
+
+    def on_mouse_down(self, event: events.MouseDown) -> None:
+        if not self.view.empty:
+            self._drag = (event.x, self.view.xlim)
+            self.capture_mouse()
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        if self._drag is None:
+            return
+        start, (x0, x1) = self._drag
+        shift = (start - event.x) / max(1, self.size.width) * (x1 - x0)
+        if shift:
+            self.post_message(self.ZoomWanted((x0 + shift, x1 + shift)))
+
+    def on_mouse_up(self, _event: events.MouseUp) -> None:
+        self._drag = None
+        self.release_mouse()
 
     def show_run(
         self,
@@ -175,9 +240,17 @@ class MetricPlot(Widget):
             color = bg.blend(color, FAINT)
         return color.rgb
 
+    def set_crosshair(self, x: float | None) -> None:
+        """Draw the crosshair at `x` (None: none), its readout in place of the legend."""
+        self.crosshair = x
+        if not self.view.empty:
+            self._draw(self.view)
+
     def _draw(self, view: PlotView) -> None:
         self.border_title = self._fit_title(view.title)
-        self.border_subtitle = self._legend(view)
+        x = self.crosshair
+        self.border_subtitle = self._legend(view) if x is None or view.empty else Text(
+            readout(view, x), no_wrap=True, overflow="ellipsis")
         if view.empty:  # said in words (render), no figure
             self.refresh()
             return
@@ -211,6 +284,9 @@ class MetricPlot(Widget):
                 plt.plot([m.x, m.x], [y0, y1], color=color, marker="braille")
             else:
                 plt.scatter([m.x], [m.y], color=color, marker="●")
+        if self.crosshair is not None:
+            plt.plot([self.crosshair] * 2, [y0, y1], color=self._rgb("foreground"),
+                     marker="braille")
         plt.xlim(x0, x1 if x1 > x0 else x0 + 1)
         plt.ylim(y0, y1)
         plt.xticks(list(view.xticks[0]), list(view.xticks[1]))
