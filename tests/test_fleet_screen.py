@@ -790,8 +790,14 @@ async def test_rows_read_ahead_stand_until_the_store_holds_runs(some):
     assert done == [len(got[0])]  # once
 
 
-async def test_carl_tui_fleet_reads_its_sources_once_the_rows_read_ahead_are_drawn(sweep):
+async def test_carl_tui_fleet_reads_its_sources_once_the_rows_read_ahead_are_drawn(
+        sweep, monkeypatch):
     from carl_tui.report.collect import collect
+    from carl_tui.ui import fleet_part
+
+    # the bound on the wait (1 s) is for a read-ahead that never comes; on a busy machine it
+    # could pass before the first frame, and this test is about the order when rows come
+    monkeypatch.setattr(fleet_part, "AHEAD_WAIT_S", 30.0)
     from carl_tui.store import RunStore
     from carl_tui.store.fleet import fleet_rows
 
