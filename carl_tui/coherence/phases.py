@@ -539,8 +539,6 @@ class PhaseClassifier:
         self.gate_watched = False
         self.vocab_size: int | None = None  # known: phi = 1 - entropy / ln V (the store sets it)
         self.last_step = 0
-        self.accuracy = math.nan  # the last known progress value
-        self.entropy = math.nan  # the last known entropy
 
     # ---------------------------------------------------------------- state
 
@@ -628,11 +626,6 @@ class PhaseClassifier:
         self.last_step = int(s[-1])
         progress = -ent if self._by_entropy else acc
         known = np.isfinite(progress)
-        e_known = np.isfinite(ent)
-        if known.any():
-            self.accuracy = float(progress[known][-1]) if not self._by_entropy else math.nan
-        if e_known.any():
-            self.entropy = float(ent[e_known][-1])
         rows = np.flatnonzero(known)  # batch rows of the known values, in order
         pos = 0  # rows before `pos` are fed
         done = 0  # known values fed
