@@ -3,8 +3,10 @@
 A `JobEngine` is a place jobs run: Hugging Face Jobs, this machine, a Ray cluster
 (its dashboard's Jobs REST API) or a Slurm cluster (its commands). The launch form,
 `j`, `s`, the guards and the job sources go through this interface only. Every engine
-reports a job as an `events.Job`, whose `stage` is the engine's own word and whose
-`life` (live, queued, finished, failed, stopped) is the dashboard's (`events.life_of_stage`).
+reports a job as an `events.Job` whose `stage` is one of the dashboard's stage words
+(`events.STAGE_LIFE`: SCHEDULING, RUNNING, COMPLETED, ERROR, CANCELED), mapped from the
+engine's own state, which goes in `message` with its reason (Slurm's "PENDING (Resources)",
+Ray's "STOPPED"), so `Job.life` means the same for every engine.
 
 Engines sit below the sources and the actions: they import nothing of carl-tui above
 `events`, `errors` and `redact`. Secrets: a `Submission` carries secret values apart from
