@@ -32,9 +32,9 @@ VERL_BAR = "Training Progress"  # verl's trainer's tqdm bar: steps done, of the 
 RAY_PREFIX = re.compile(r"^\([^()\s]+ pid=\d+(?:, ip=[0-9A-Za-z.:-]+)?\) ?")
 
 _VERL_HEAD = re.compile(r"step:(\d+)(?= - |\s*$)")
-_OPENRLHF_STEP = re.compile(r"Global step (\d+): (\{.*\})\s*$")
+_OPENRLHF_STEP = re.compile(r"Global step (\d+): (\{.*?)\s*$")
 _OPENRLHF_EVAL = re.compile(r"Evaluation completed in [^,]*, global_step (\d+), "
-                            r"eval_metrics: (\{.*\})\s*$")
+                            r"eval_metrics: (\{.*?)\s*$")
 _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)")
 # pformat of numpy's and torch's scalars: np.float64(0.5), numpy.int64(3), np.True_
 _WRAPPED = re.compile(r"(?:np\.|numpy\.)?(?:float|int|uint)\d*\((.*)\)")
