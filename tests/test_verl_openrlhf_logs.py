@@ -184,6 +184,19 @@ def test_summary_gives_the_task_metric_phases_and_health(name, capsys):
     assert min(truth[s][entropy_key] for s in train_steps) <= level < truth[1][entropy_key]
 
 
+def test_export_prints_the_values_at_their_steps(capsys):
+    rc, out, err = cli(["export", str(LOGS["verl"]), "--metrics", "reward,entropy,kl"], capsys)
+    assert rc == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    truth = logged("verl")
+    assert [r["step"] for r in rows] == list(range(41))
+    assert rows[0] == {"step": 0}  # the validation before training: none of the three
+    for r in rows[1:]:
+        assert (r["reward"], r["entropy"], r["kl"]) == (
+            truth[r["step"]]["critic/score/mean"], truth[r["step"]]["actor/entropy"],
+            truth[r["step"]]["actor/kl_loss"])
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("name", sorted(LOGS))
 def test_a_hugging_face_job_log_reads_the_same(name):
@@ -253,13 +266,14 @@ def test_damaged_lines_are_skipped_and_counted(tmp_path):
     assert parser.take_damaged()[0] == 1
 
 
+@pytest.mark.parametrize("prefix", ["(TaskRunner pid=2954931, ip=10.0.0.3) ",
+                                    "\x1b[36m(PPOTrainer pid=812)\x1b[0m "])
 @pytest.mark.parametrize("name", sorted(LOGS))
-def test_rays_actor_prefix_is_read_through(name):
+def test_rays_actor_prefix_is_read_through(name, prefix):
     """verl's trainer runs in a Ray actor (TaskRunner), OpenRLHF's PPOTrainer too: Ray starts
-    each line of theirs with the actor's name and pid."""
+    each line of theirs with the actor's name and pid (coloured on a terminal)."""
     text = text_of(LOGS[name])
-    prefixed = "".join(f"(TaskRunner pid=2954931, ip=10.0.0.3) {line}"
-                       for line in text.splitlines(keepends=True))
+    prefixed = "".join(f"{prefix}{line}" for line in text.splitlines(keepends=True))
     plain, _ = parse_text(text)
     items, parser = parse_text(prefixed)
     assert [(m.step, m.values) for m in items] == [(m.step, m.values) for m in plain]
