@@ -33,7 +33,7 @@ STEPS = 46
 
 
 def trainer_lines(n: int = STEPS, seed: int = 0, *, end: bool = True) -> list[str]:
-    """A Trainer's console output of a run shaped like the spec's table: each logged
+    """A Trainer's console output of a run shaped like the reference table: each logged
     dict, then the progress bar printed again after it (its true step), and the
     end-of-training dict when `end`."""
     lines = []

@@ -40,7 +40,7 @@ def head(app) -> str:
 
 
 def stream_app(spec_events, reader):
-    """The dashboard on the spec's events, its completions from `reader` alone."""
+    """The dashboard on the reference run's events, its completions from `reader` alone."""
     src = ScriptedSource()
     src.push(spec_events)
     return build_app(DashboardConfig(sources=[src],
