@@ -1,6 +1,6 @@
 """The built-in kinds of source, registered in the order their flags are listed, said
-("--watch and --job: choose one source") and read by `fleet` (its rows' order). Import this (sources/open.py does) to
-read the registry; stdlib only at import."""
+("--watch and --job: choose one source") and read by `fleet` (its rows' order). Import
+this (sources/open.py does) to read the registry; stdlib only at import."""
 
 from __future__ import annotations
 
