@@ -21,7 +21,7 @@ class UsageError(Exception):
 def _given(args) -> dict[str, Any]:
     """The source flags' values on the parsed command line, by key (None where not given,
     or where the command has no such flag)."""
-    from carl_tui.sources.kinds import registered
+    from carl_tui.sources.open import registered  # with the built-in kinds registered
 
     return {f.key: getattr(args, f.key, None) for kind in registered() for f in kind.flags}
 
@@ -45,8 +45,7 @@ def fleet_requests(args, **kw) -> list[tuple[str, Any]]:
     Each kind says which of its values name a source (`SourceKind.fleet`); the default
     kind (the local Trackio store) is read where its own flags name it, or where nothing
     else is named. `--run` picks a run of one source."""
-    from carl_tui.sources.kinds import registered
-    from carl_tui.sources.open import RequestError, check_companions, request
+    from carl_tui.sources.open import RequestError, check_companions, registered, request
 
     pool = _given(args)
     if args.file is not None:
@@ -61,9 +60,9 @@ def fleet_requests(args, **kw) -> list[tuple[str, Any]]:
         if kind.default:
             default = kind
             continue
-        named += (kind.fleet or (lambda p, k=kind: _fleet_values(k, p)))(pool)
+        named += _fleet_of(kind, pool)
     if default is not None:
-        local = (default.fleet or (lambda p: _fleet_values(default, p)))(pool)
+        local = _fleet_of(default, pool)
         if not local and not named:
             local = [(default.label, {f.key: pool.get(f.key) for f in default.flags})]
         named += local
@@ -73,9 +72,12 @@ def fleet_requests(args, **kw) -> list[tuple[str, Any]]:
     return [(label, request(values, run=args.run, **kw)) for label, values in named]
 
 
-def _fleet_values(kind, pool: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """A kind's sources in `fleet`: one per value of its first flag (a list when the flag
-    is repeatable), labelled as typed, with its other flags' values."""
+def _fleet_of(kind, pool: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A kind's sources in `fleet`: as it says (`SourceKind.fleet`), else one per value of
+    its first flag (a list when the flag is repeatable), labelled as typed, with its other
+    flags' values."""
+    if kind.fleet is not None:
+        return kind.fleet(pool)
     first, *others = kind.flags
     given = pool.get(first.key)
     values = given if isinstance(given, list) else [] if given in (None, False) else [given]
@@ -86,10 +88,10 @@ def _fleet_values(kind, pool: dict[str, Any]) -> list[tuple[str, dict[str, Any]]
 
 def dashboard_request(args):
     """What the dashboard opens: the source named, or the recording `replay FILE` names."""
+    from carl_tui.sources.open import request
+
     if args.command == "replay":
         values = {**_given(args), "watch": None, "replay": args.file, "speed": args.speed}
-        from carl_tui.sources.open import request
-
         return request(values, run=getattr(args, "run", None))
     return source_request(args)
 

@@ -39,6 +39,7 @@ __all__ = [
     "default_kind",
     "open_file",
     "open_sources",
+    "registered",
     "registry",
     "request",
     "watched_files",

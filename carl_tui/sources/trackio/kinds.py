@@ -108,7 +108,8 @@ def _fleet_local(pool: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     project, folder = pool.get("project"), pool.get("trackio_dir")
     if project is None and folder is None:
         return []
-    label = f"--project {project}" if project is not None else f"--trackio-dir {folder}"
+    label = (f"--project {project}" if project is not None else
+             f"--trackio-dir {folder}" if folder else "Trackio")
     return [(label, {"project": project, "trackio_dir": folder})]
 
 
