@@ -3,6 +3,8 @@ with, cycling through its values and back to the first."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from carl_tui.ui.plot_view import RANGES, SMOOTHING_STEPS, X_AXES, ChartSettings
 from carl_tui.ui.screens.chart_keys import log_toggled, next_range, next_smoothing, next_x_axis
 
@@ -24,8 +26,6 @@ def test_each_key_cycles_through_its_values_and_back():
 
 
 def test_a_zoomed_chart_is_unzoomed_before_its_range_changes():
-    from dataclasses import replace
-
     zoomed = replace(ChartSettings(), x_window=(10.0, 20.0), last_n=100)
     once = next_range(zoomed)
     assert (once.x_window, once.last_n) == (None, 100)

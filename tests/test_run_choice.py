@@ -1,11 +1,12 @@
 """The run on screen, chosen by one intent (`ui/run_choice.py`): every intent, as a
-function over plain inputs."""
+function over plain inputs; and the pacing of its snapshots (`ui/pacing.py`)."""
 
 from __future__ import annotations
 
 import pytest
 
 from carl_tui.events import RunRef
+from carl_tui.ui.pacing import HIDDEN_PULL_S, MIN_GAP_S, SHARE, Pacer
 from carl_tui.ui.run_choice import NEWEST, PICKED, Choice, Intent, Want, choose_run
 
 A = RunRef("trackio", "proj-a", "id-a", "alpha")
@@ -77,8 +78,6 @@ def test_the_newest_is_looked_for_only_when_it_can_be_shown():
 
 
 def test_the_pacer_holds_only_while_a_backlog_is_read():
-    from carl_tui.ui.pacing import HIDDEN_PULL_S, MIN_GAP_S, SHARE, Pacer
-
     now = [100.0]
     pacer = Pacer(clock=lambda: now[0])
     assert not pacer.holding(catching_up=True)  # the first snapshot: at once
@@ -96,3 +95,28 @@ def test_the_pacer_holds_only_while_a_backlog_is_read():
     assert pacer.holding(catching_up=True)
     now[0] += 0.2
     assert not pacer.holding(catching_up=True)
+
+
+def test_the_follower_keeps_one_intent_the_last_asked():
+    """A launched job's run is followed once it has data, unless the user picked another
+    run meanwhile: the last intent stands (two flags once let the older one win)."""
+    from carl_tui.events import ScalarBatch
+    from carl_tui.store import RunStore
+    from carl_tui.ui.follower import Follower
+
+    posted: list = []
+    follower = Follower(posted.append, RunStore(), [], preferred=None)
+    follower.emit([ScalarBatch.from_rows(A, [(0, {"loss": 1.0})])])
+    follower.pull(max_points=100)
+    assert follower.current_run == A.key and follower.want == PICKED  # chosen: it stays
+    follower.follow(B.key)  # not read yet: the run on screen stays
+    follower.pull(max_points=100)
+    assert follower.current_run == A.key and follower.want == Want(Intent.RUN, B.key)
+    follower.emit([ScalarBatch.from_rows(B, [(0, {"loss": 1.0})])])
+    follower.pull(max_points=100)
+    assert follower.current_run == B.key and follower.want == PICKED
+    follower.follow(C.key)
+    follower.switch_run(A.key)  # the user's pick replaces the run awaited
+    follower.emit([ScalarBatch.from_rows(C, [(0, {"loss": 1.0})])])
+    follower.pull(max_points=100)
+    assert follower.current_run == A.key and posted[-1].snapshot.run == A

@@ -87,6 +87,7 @@ class DashboardConfig:
 class CarlApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "carl-tui"
+    theme_variables: dict[str, str]  # set by get_css_variables: the plots, the status bar
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(k.key, k.action, k.description, id=k.id, tooltip=k.tooltip, show=k.show)
         for k in APP_KEYS + ACTION_KEYS + SCREEN_KEYS
@@ -104,7 +105,6 @@ class CarlApp(App[None]):
         alerts = config.settings.alerts
         self.alert_config, self._alert_problem = (
             (alerts, "") if alerts is not None else load_alert_config())
-        self.theme_variables: dict[str, str] = {}  # what the plots and the status bar read
         # The theme is chosen before the first frame (its CSS is then worked out once).
         self._theme_names, self._theme_problem = install_themes(self, config.settings.theme,
                                                                 DEFAULT_THEME)
