@@ -9,7 +9,9 @@ import os
 
 import numpy as np
 
+from carl_tui import cli
 from carl_tui.events import RunMeta, RunRef, ScalarBatch
+from carl_tui.sources.trackio.local import TrackioLocalSource
 from carl_tui.store import RunStore
 from carl_tui.store.fleet import fleet_rows
 from tests.conftest import spec_trajectory
@@ -69,9 +71,6 @@ def test_carl_tui_fleet_forks_nothing_and_gives_the_app_only_its_sources(
     """`carl-tui fleet --project` of a local Trackio project, in a terminal: the app is
     given the project's source (read by its poller after the first frame), and nothing
     is forked or read before it starts."""
-    from carl_tui import cli
-    from carl_tui.sources.trackio.local import TrackioLocalSource
-
     def no_fork():
         raise AssertionError("forked")
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from carl_tui.events import RunRef
+from carl_tui.events import RunRef, ScalarBatch
+from carl_tui.store import RunStore
+from carl_tui.ui.follower import Follower
 from carl_tui.ui.pacing import HIDDEN_PULL_S, MIN_GAP_S, SHARE, Pacer
 from carl_tui.ui.run_choice import NEWEST, PICKED, Choice, Intent, Want, choose_run
 
@@ -100,10 +102,6 @@ def test_the_pacer_holds_only_while_a_backlog_is_read():
 def test_the_follower_keeps_one_intent_the_last_asked():
     """A launched job's run is followed once it has data, unless the user picked another
     run meanwhile: the last intent stands (two flags once let the older one win)."""
-    from carl_tui.events import ScalarBatch
-    from carl_tui.store import RunStore
-    from carl_tui.ui.follower import Follower
-
     posted: list = []
     follower = Follower(posted.append, RunStore(), [], preferred=None)
     follower.emit([ScalarBatch.from_rows(A, [(0, {"loss": 1.0})])])
