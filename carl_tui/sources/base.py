@@ -82,7 +82,7 @@ class Source:
       (your Hugging Face jobs) gives the source that reads the run in view (its log);
       the dashboard asks when the run in view changes and closes the previous one.
       None (the default): the source reads its runs itself.
-    - its runs' lives: `say_life(run, state)` when it learns or changes one (live,
+    - its runs' lives: `report_run_state(run, state)` when it learns or changes one (live,
       finished, failed, queued); a run it sends data for and said nothing of is live.
       `take_lives(events)` gives what was said since, as `RunLife` events (the engine
       calls it after each poll).
@@ -147,7 +147,7 @@ class Source:
             book = self.__dict__["_life_book"] = ({}, {})
         return book
 
-    def say_life(self, run: RunRef, state: Life, updated_at: float | None = None,
+    def report_run_state(self, run: RunRef, state: Life, updated_at: float | None = None,
                  reason: str = "") -> None:
         """Say a run's life; said again only when it changes."""
         said, pending = self._lives()
@@ -171,7 +171,7 @@ class Source:
         for ev in events:
             if ((isinstance(ev, ScalarBatch) and END_OF_TRAINING in ev.columns)
                     or (isinstance(ev, RunMeta) and "train_summary" in ev.meta)):
-                self.say_life(ev.run, "finished")
+                self.report_run_state(ev.run, "finished")
 
     def take_lives(self, events: Sequence[Event] = ()) -> list[RunLife]:
         """The lives said since the last call; a run in `events` that was never said is
@@ -184,9 +184,9 @@ class Source:
         for key, run in runs.items():
             life = said.get(key)
             if life is None:
-                self.say_life(run, "live", when)
+                self.report_run_state(run, "live", when)
             elif when is not None and life.updated_at != when:
-                self.say_life(life.run, life.state, when, life.reason)
+                self.report_run_state(life.run, life.state, when, life.reason)
         taken = list(pending.values())
         pending.clear()
         return taken

@@ -43,6 +43,6 @@ class JobNews:
         life = STAGE_LIFE.get(job.stage)
         if life is not None:
             reason = f"job {job.stage}: {job.message}" if life == "failed" and job.message else ""
-            source.say_life(job.run, life, job.finished_at or job.started_at or job.created_at,
-                            reason)
+            when = job.finished_at or job.started_at or job.created_at
+            source.report_run_state(job.run, life, when, reason)
         return out

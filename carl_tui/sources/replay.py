@@ -159,7 +159,7 @@ class ReplaySource(Source):
         self._next = end
         if end >= len(self._lines):
             self.finished = True
-            self.say_life(self.run, "finished")  # the recording's end: its run has ended
+            self.report_run_state(self.run, "finished")  # the recording's end: its run has ended
         return events
 
     def close(self) -> None:

@@ -889,7 +889,7 @@ class WandbSource(PolledSource):
             self.finished = all(r.complete for r in readers)
         for r in readers:  # a run whose exit record was read has finished
             if r.complete and r.wanted and r.ref is not None:
-                self.say_life(r.ref, "finished")
+                self.report_run_state(r.ref, "finished")
         return events
 
     def close(self) -> None:
