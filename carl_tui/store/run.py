@@ -1,6 +1,6 @@
 """The state of one run, fed by events: its series, log, job and machine samples, and
-its story (gates, phases, alerts and events: `story.py`). `snapshot()` reads it
-(`run_snapshot.py`)."""
+its judgements (gates, phases, alerts and the events they record: `judgements.py`).
+`snapshot()` reads it (`run_snapshot.py`)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from carl_tui.events import (
     ScalarBatch,
     SystemSample,
 )
+from carl_tui.store.judgements import RunJudgements
 from carl_tui.store.preview import Preview
 from carl_tui.store.run_snapshot import build_snapshot
 from carl_tui.store.run_summary import (
@@ -33,7 +34,6 @@ from carl_tui.store.run_summary import (
 from carl_tui.store.series import Series
 from carl_tui.store.snapshot import RunSnapshot
 from carl_tui.store.step_count import StepCount
-from carl_tui.store.story import RunStory
 from carl_tui.store.system import SystemTrack
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,7 +64,7 @@ class RunState:
         self._recent, self._max_buckets = recent, max_buckets
         self.wall = Series(recent, max_buckets)  # wall time by step (not a metric)
         self.cli_vocab_size = vocab_size
-        self.story = RunStory(gate_metric, self._tell)  # gate, cascade, phases, alerts
+        self.judgements = RunJudgements(gate_metric, self._tell)  # gate, cascade, phases, alerts
         self.markers: deque[Marker] = deque(maxlen=MAX_MARKERS)
         self.log_tail: deque[str] = deque(maxlen=LOG_TAIL)
         self.log_total = 0
@@ -85,27 +85,27 @@ class RunState:
         self._warned_vocab = False
         self._notify = notify or (lambda *a: None)
 
-    # -- the story's readers (see story.py) ------------------------------------
+    # -- the judgements' readers (see judgements.py) ------------------------------
 
     @property
     def gate(self) -> PhaseTransitionGate:
-        return self.story.gate
+        return self.judgements.gate
 
     @property
     def cascade(self) -> CascadeTracker:
-        return self.story.cascade
+        return self.judgements.cascade
 
     @property
     def phases(self) -> PhaseTrack:
-        return self.story.phases
+        return self.judgements.phases
 
     @property
     def events(self) -> deque[RunEvent]:
-        return self.story.events
+        return self.judgements.events
 
     @property
     def health(self) -> HealthWatch:
-        return self.story.health
+        return self.judgements.health
 
     @property
     def steps_logged(self) -> int:
@@ -153,7 +153,7 @@ class RunState:
         self.meta.update(meta)
         if SUMMARY in meta:  # the end of the training, after its rows
             self.phases.training_ended()
-        self.story.cascade.add_meta(meta)
+        self.judgements.cascade.add_meta(meta)
         self._check_vocab()
         self._touch(fresh=False)
 
@@ -161,15 +161,15 @@ class RunState:
         self.markers.append(marker)
         self._touch(fresh=False)
         if marker.kind == "cascade":
-            self.story.cascade_marker(marker.step)
+            self.judgements.cascade_marker(marker.step)
             return
         if marker.kind in ("phase", "stage"):  # the run's own labels: shown, not announced
             return
         if marker.kind == "alert":  # trackio.alert(...): the run's own alert
-            self.story.run_alert(marker)
+            self.judgements.run_alert(marker)
             return
         if marker.kind == "guard":  # the dashboard's guard acted on the run (ui/guard.py)
-            self.story.record("guard", marker.step, str(marker.detail.get("text", "")),
+            self.judgements.record("guard", marker.step, str(marker.detail.get("text", "")),
                               "warning")
             return
         if marker.kind == "phase_transition":  # the dashboard's own gate says it (the panel
@@ -193,7 +193,8 @@ class RunState:
             text = f"job {job.job_id}: {job.stage}"
             # a job first seen has not changed: recorded, not announced (a list of 50 jobs
             # is not 50 pieces of news); a first sight of a failed job is
-            tell = self.story.note if first and sev == "information" else self.story.record
+            judged = self.judgements
+            tell = judged.note if first and sev == "information" else judged.record
             tell("job", self.last_step, text, sev)
 
     def set_life(self, life: RunLife) -> None:
@@ -231,7 +232,7 @@ class RunState:
         self.last_step = newest if self.last_step is None else max(self.last_step, newest)
         self.first_step = oldest if self.first_step is None else min(self.first_step, oldest)
         self.phases.vocab_size = self.vocab_size
-        self.story.feed(batch.steps, cols, batch.nonfinite)
+        self.judgements.feed(batch.steps, cols, batch.nonfinite)
         if ended is not None:  # read in order: the rows before the summary are in
             self.phases.training_ended()
         self._check_vocab()
@@ -286,7 +287,7 @@ class RunState:
             )
 
     def _tell(self, kind: str, step: int | None, text: str, severity: str) -> None:
-        """Tell the user about an event of the run's story."""
+        """Tell the user about an event the run's judgements recorded."""
         self._notify(self.run, kind, step, text, severity)
 
     # -- reading -------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The run's story in the store: phases per stage (SFT, then GRPO on the task reward), and
+"""The run's judgements in the store: phases per stage (SFT, then GRPO on the task reward), and
 when the CARL reward switched on: the run's own word first, a derived estimate only from the
 task rewards, and never a switch for a run without CARL."""
 

@@ -1,4 +1,4 @@
-"""A run's story: what the dashboard reads from its metrics, in order (the
+"""A run's judgements: what the dashboard reads from its metrics, in order (the
 phase-transition gate, the cascade, the phases, the alerts and the health flags), and
 the events they record. Each event is kept (`summary --json` prints them) and told to
 the user; a health flag is an event of its flag's kind (`truncation`, ...), and the
@@ -31,7 +31,7 @@ _ALERT_SEVERITY = {"info": "information", "warn": "warning", "warning": "warning
                    "error": "error"}
 
 
-class RunStory:
+class RunJudgements:
     """The gate, cascade, phases and alerts of one run, fed its metrics in order, and
     the events they record (`events`; each one is also passed to `tell`)."""
 
@@ -48,7 +48,7 @@ class RunStory:
         self._cascade_announced = False
 
     def record(self, kind: str, step: int | None, text: str, severity: str) -> None:
-        """Something the run's story records (summary --json) and the user is told."""
+        """Something the run's judgements record (summary --json) and the user is told."""
         self.note(kind, step, text, severity)
         self._tell(kind, step, text, severity)
 
@@ -59,7 +59,7 @@ class RunStory:
             self.health.add_alert(kind, step, text)
 
     def note(self, kind: str, step: int | None, text: str, severity: str) -> None:
-        """Something the run's story records (summary --json, the events view) that is
+        """Something the run's judgements record (summary --json, the events view) that is
         not news to announce."""
         self.events.append(RunEvent(kind, step, text, severity))
 
@@ -162,7 +162,7 @@ def phase_words(s: Said, where: str = "") -> str:
 def _above_at_trigger(gate: PhaseTransitionGate, before: list[float],
                       values: np.ndarray) -> int:
     """How many of the gate's window were above its threshold at the value that fired it
-    (not at the end of the batch: the story reads the same however rows were batched)."""
+    (not at the end of the batch: the judgements read the same however rows were batched)."""
     v = np.asarray(values, dtype=np.float64)
     allv = np.concatenate([np.asarray(before, dtype=np.float64), v[np.isfinite(v)]])
     cs = np.concatenate([[0], np.cumsum(allv >= gate.threshold)])
