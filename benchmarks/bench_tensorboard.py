@@ -37,8 +37,8 @@ import numpy as np
 
 from benchmarks.common import Row, best_time
 from carl_tui.sources import tfevents as tfe
-from carl_tui.sources.tally import InputTally
 from carl_tui.sources.tensorboard import TensorBoardSource, _Run
+from carl_tui.sources.unused_input import UnusedInput
 
 TAGS = (
     "train/loss", "train/reward", "train/entropy", "train/kl", "train/learning_rate",
@@ -111,7 +111,7 @@ def tensorboardx_read(path: Path) -> int:
                 items.value.append(v.simple_value)
                 items.step.append(ev.step)
                 items.wall.append(ev.wall_time)
-    batches = _Run("bench", "bench", path.parent).events(items, InputTally())
+    batches = _Run("bench", "bench", path.parent).events(items, UnusedInput())
     return sum(int((~np.isnan(c)).sum()) for b in batches for c in b.columns.values())
 
 

@@ -117,15 +117,15 @@ def table(runs: list[RealRun]) -> dict[str, dict[str, tuple[int, int, list[str]]
     """half -> check -> (passed, applied, names of the runs that failed)."""
     out: dict[str, dict[str, tuple[int, int, list[str]]]] = {}
     for half in ("tune", "check"):
-        tally: dict[str, list] = {c: [0, 0, []] for c in CHECKS}
+        unused_input: dict[str, list] = {c: [0, 0, []] for c in CHECKS}
         for run in (r for r in runs if r.half == half):
             for v in judge(run):
                 for c, ok in v.results.items():
-                    tally[c][1] += 1
-                    tally[c][0] += bool(ok)
+                    unused_input[c][1] += 1
+                    unused_input[c][0] += bool(ok)
                     if not ok:
-                        tally[c][2].append(f"{run.name}:{v.kind}")
-        out[half] = {c: (p, n, fails) for c, (p, n, fails) in tally.items()}
+                        unused_input[c][2].append(f"{run.name}:{v.kind}")
+        out[half] = {c: (p, n, fails) for c, (p, n, fails) in unused_input.items()}
     return out
 
 

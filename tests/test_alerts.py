@@ -46,7 +46,7 @@ def test_a_nan_loss_in_a_stream_is_an_alert_at_its_step(tmp_path):
     alerts = events_of(store, "nan_loss")
     assert [(a.step, a.severity) for a in alerts] == [(7, "error")]  # once per episode
     assert "loss is NaN or infinite at step 7" in alerts[0].text
-    assert src.tally.total == 2  # still skipped and counted as bad values
+    assert src.unused_input.total == 2  # still skipped and counted as bad values
 
 
 def test_a_loss_that_comes_back_and_fails_again_alerts_again():

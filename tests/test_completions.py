@@ -293,8 +293,8 @@ def test_completions_lines_are_not_skipped_input(tmp_path):
     stream.write_text(json.dumps({"step": 1, "loss": 1.0}) + "\n" + json.dumps(line) + "\n")
     src = JsonlSource(stream)
     src.poll()
-    assert src.tally.total == 0
-    assert dict(src.tally.notes()) == {"completions": 1}
+    assert src.unused_input.total == 0
+    assert dict(src.unused_input.notes()) == {"completions": 1}
 
 
 @pytest.mark.slow

@@ -38,7 +38,7 @@ def _read(src) -> tuple[list[int], int]:
     for _ in range(100):
         steps += [int(s) for e in src.poll() if isinstance(e, ScalarBatch) for s in e.steps]
         if src.interval != 0:
-            return steps, src.tally.total
+            return steps, src.unused_input.total
     raise AssertionError("the source never caught up")
 
 

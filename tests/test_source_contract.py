@@ -99,8 +99,8 @@ def test_the_contract_gives_every_member_a_default():
     src = Bare()
     assert (src.finished, src.limitation, src.threaded, src.path, src.job_id) == (
         False, "", False, None, None)
-    assert src.drain() == [] and src.skipped == 0 and src.tally.total == 0
-    src.tally.skip("not JSON", "x")
+    assert src.drain() == [] and src.skipped == 0 and src.unused_input.total == 0
+    src.unused_input.skip("not JSON", "x")
     assert src.skipped == 1
     src.want_preview()
     assert src.preview is False  # it cannot preview: the wish is ignored

@@ -100,7 +100,7 @@ def test_missing_steps_continue_from_previous(tmp_path):
     assert batch.steps.tolist() == [12, 7, 8]
     assert batch.columns["loss"].tolist() == [5.0, 6.0, 8.0]
     assert src.skipped == 1
-    assert [(r.reason, r.count, r.example) for r in src.tally.reasons()] == [
+    assert [(r.reason, r.count, r.example) for r in src.unused_input.reasons()] == [
         ("invalid step", 1, "step=7.5")
     ]
 
@@ -131,7 +131,7 @@ def test_invalid_values_and_malformed_lines_are_skipped_and_counted(tmp_path):
     # values: NaN, Infinity, "2.0", true, null, [1], "NaN", {"a": 1} = 8;
     # lines: not json, array, string, bogus event, marker without kind, log without text = 6
     assert src.skipped == 14
-    assert {r.reason: r.count for r in src.tally.reasons()} == {
+    assert {r.reason: r.count for r in src.unused_input.reasons()} == {
         "value not a finite number": 3,  # NaN, Infinity, "NaN"
         "value not a number": 5,  # "2.0", true, null, [1], {"a": 1}
         "not JSON": 1,
@@ -273,7 +273,7 @@ def test_columns_match_per_value_reference(seed):
     got = build_columns(rows)
     steps, cols, skipped = _reference(rows)
     assert got.steps.tolist() == steps
-    assert got.skipped == skipped == got.tally.total
+    assert got.skipped == skipped == got.unused_input.total
     assert set(got.columns) == set(cols)
     for name, values in cols.items():
         expect = np.full(len(steps), np.nan)
@@ -327,14 +327,14 @@ def test_skipped_line_policy_one_rule(tmp_path):
     # The UTF-16 line as it is shown: each NUL byte replaced.
     utf16 = ('{\x00"\x00s\x00t\x00e\x00p\x00"\x00:\x00 \x009\x00,\x00 \x00"\x00l\x00o'
              '\x00s\x00s\x00"\x00:\x00 \x000\x00.\x007\x00}\x00')
-    reasons = {r.reason: (r.count, r.example) for r in src.tally.reasons()}
+    reasons = {r.reason: (r.count, r.example) for r in src.unused_input.reasons()}
     assert reasons == {
         "invalid step": (8, "step=nan"),
         "negative step": (2, "step=-5"),
         "not an object": (1, "null"),
         "not UTF-8": (1, utf16.replace("\x00", "\ufffd")),
     }
-    assert src.skipped == 12 == src.tally.total
+    assert src.skipped == 12 == src.unused_input.total
 
 
 def test_step_less_lines_can_collide_with_logged_steps(tmp_path):
@@ -401,7 +401,7 @@ def points_of(events):
 
 
 def reasons_of(src):
-    return {r.reason: r.count for r in src.tally.reasons()}
+    return {r.reason: r.count for r in src.unused_input.reasons()}
 
 
 @pytest.mark.parametrize("name", sorted(hostile.CASES))
@@ -458,7 +458,7 @@ def test_ten_megabyte_line(tmp_path):
     src = JsonlSource(path)
     assert points_of(read_all(src)) == case.points
     assert reasons_of(src) == case.skips
-    (example,) = [r.example for r in src.tally.reasons()]
+    (example,) = [r.example for r in src.unused_input.reasons()]
     assert len(example) <= 120 and example.startswith("note='xxxx")
     # With a smaller line limit the line is skipped, and the rest still read.
     small = JsonlSource(path, max_line_bytes=1 << 20, max_bytes_per_poll=1 << 18)
@@ -571,9 +571,9 @@ def test_fuzz_stream_parser_accounts_for_every_line(items):
     metas = sum(isinstance(e, RunMeta) for e in events)
     markers = sum(isinstance(e, Marker) for e in events)
     log_lines = sum(len(e.lines) for e in events if isinstance(e, LogLines))
-    reasons = {r.reason: r.count for r in parser.tally.reasons()}
+    reasons = {r.reason: r.count for r in parser.unused_input.reasons()}
     value_skips = sum(c for r, c in reasons.items() if r in VALUE_REASONS)
-    line_skips = parser.tally.total - value_skips
+    line_skips = parser.unused_input.total - value_skips
     non_blank = sum(not _ref_blank(line) for line in lines)
     assert rows_out + metas + markers + log_lines + line_skips == non_blank
     # Steps are never invented: each kept row has its own step, or previous + 1.
@@ -599,7 +599,7 @@ def test_fuzz_stream_parser_accounts_for_every_line(items):
 def test_fuzz_build_columns_accounts_for_every_row_and_value(rows_in, prev):
     got = build_columns(rows_in, prev_step=prev)
     kept = list(range(len(rows_in))) if got.kept is None else got.kept.tolist()
-    row_skips = sum(c for r, c in ((r.reason, r.count) for r in got.tally.reasons())
+    row_skips = sum(c for r, c in ((r.reason, r.count) for r in got.unused_input.reasons())
                     if r in ("invalid step", "negative step"))
     assert len(kept) + row_skips == len(rows_in) == len(got) + row_skips
     expect, good, bad = [], 0, 0
@@ -635,28 +635,28 @@ def test_drain_reads_a_whole_last_line_without_newline(tmp_path):
     src = JsonlSource(half)
     assert [s for s, _ in points_of(read_all(src))] == [0]
     assert src.drain() == []
-    assert [(r.reason, r.count, r.example) for r in src.tally.reasons()] == [
+    assert [(r.reason, r.count, r.example) for r in src.unused_input.reasons()] == [
         ("unfinished line", 1, '{"step": 1, "lo')
     ]
 
 
 def test_tracker_media_tables_and_histograms_are_counted_apart_not_skipped():
     from carl_tui.sources.rows import build_columns
-    from carl_tui.sources.tally import InputTally
+    from carl_tui.sources.unused_input import UnusedInput
 
-    tally = InputTally()
+    unused_input = UnusedInput()
     rows = [
         {"step": 1, "loss": 0.5, "samples": {"_type": "trackio.table", "data": [[1, 2]]}},
         {"step": 2, "loss": 0.4, "img": {"_type": "trackio.image", "file_path": "x.png"}},
         {"step": 3, "loss": 0.3, "hist": {"_type": "trackio.histogram", "bins": [0, 1]}},
         {"step": 4, "loss": {"not": "media"}},
     ]
-    cols = build_columns(rows, tally=tally)
+    cols = build_columns(rows, unused_input=unused_input)
     assert cols.steps.tolist() == [1, 2, 3, 4]
     assert cols.columns["loss"][:3].tolist() == [0.5, 0.4, 0.3]
     assert set(cols.columns) == {"loss"}
-    assert dict(tally.notes()) == {"table": 1, "image": 1, "histogram": 1}
-    assert [(r.reason, r.count) for r in tally.reasons()] == [("value not a number", 1)]
+    assert dict(unused_input.notes()) == {"table": 1, "image": 1, "histogram": 1}
+    assert [(r.reason, r.count) for r in unused_input.reasons()] == [("value not a number", 1)]
 
 
 def test_a_nan_under_a_skipped_name_is_not_reported_as_a_metric_value():
@@ -666,7 +666,7 @@ def test_a_nan_under_a_skipped_name_is_not_reported_as_a_metric_value():
     got = build_columns([{"step": 1, "bad name\x07": float("nan"), "loss": float("nan")},
                          {"step": 2, "loss": 0.93}])
     assert got.nonfinite == (("loss", 1),)
-    assert [(r.reason, r.count) for r in got.tally.reasons()] == [
+    assert [(r.reason, r.count) for r in got.unused_input.reasons()] == [
         ("invalid metric name", 1), ("value not a finite number", 1)]
 
 

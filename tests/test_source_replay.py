@@ -125,7 +125,7 @@ def test_recording_with_bom_and_bad_lines_counts_skips_by_reason(tmp_path):
     path.write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode())  # no final newline
     src = ReplaySource(path, speed=0)
     assert steps_of(src.poll()) == [0, 1, 2, 3]
-    assert {(r.reason, r.count) for r in src.tally.reasons()} == {
+    assert {(r.reason, r.count) for r in src.unused_input.reasons()} == {
         ("negative step", 1), ("not an object", 1)
     }
     assert src.skipped == 2

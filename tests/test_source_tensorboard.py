@@ -185,11 +185,12 @@ def test_torch_writer_media_are_counted_not_errors(torch_logdir):
     root, _ = torch_logdir
     src = tb.TensorBoardSource(root)
     events = drain(src)
-    notes = dict(src.tally.notes())
+    notes = dict(src.unused_input.notes())
     assert notes == {"text": 2, "histogram": 3, "image": 2, "hparams": 3}
     # the one NaN: skipped, counted by reason, reported for the alert
-    assert [(r.reason, r.count) for r in src.tally.reasons()] == [("value not a finite number", 1)]
-    assert "train/kl=nan at step 305" in src.tally.reasons()[0].example
+    reasons = [(r.reason, r.count) for r in src.unused_input.reasons()]
+    assert reasons == [("value not a finite number", 1)]
+    assert "train/kl=nan at step 305" in src.unused_input.reasons()[0].example
     # ScalarBatch.nonfinite: for the NaN alert
     nonfinite = [x for e in events if isinstance(e, ScalarBatch) for x in e.nonfinite]
     assert nonfinite == [("kl", 305)]
@@ -250,7 +251,8 @@ def test_tensorboardx_writer(tmp_path):
     events = drain(src)
     assert points(events) == expected
     assert metas(events)[0]["vocab_size"] == 32003 and metas(events)[0]["model"] == "tiny/llama"
-    assert dict(src.tally.notes()) == {"text": 1, "histogram": 1} and src.tally.total == 0
+    assert dict(src.unused_input.notes()) == {"text": 1, "histogram": 1}
+    assert src.unused_input.total == 0
     # a logdir whose event files lie in it directly: the run is named after its folder
     assert {e.run.run_id for e in events if isinstance(e, ScalarBatch)} == {"tbx"}
 
@@ -308,8 +310,8 @@ def test_tf2_shaped_tensor_summaries(tmp_path):
     src = tb.TensorBoardSource(tmp_path / "tf2")
     events = drain(src)
     assert points(events) == expected
-    assert dict(src.tally.notes()) == {"my_plugin": 20, "text": 1}
-    assert src.tally.total == 0
+    assert dict(src.unused_input.notes()) == {"my_plugin": 20, "text": 1}
+    assert src.unused_input.total == 0
 
 
 def test_openrlhf_shaped_log(tmp_path):
@@ -346,7 +348,7 @@ def test_openrlhf_shaped_log(tmp_path):
     assert {"policy_loss", "actor_lr", "kl", "reward", "response_length"} <= set(got)
     assert {e.run.run_id for e in events if isinstance(e, ScalarBatch)} == {
         "qwen2.5-7b-ppo_1123T10:21"}
-    assert dict(src.tally.notes()) == {"text": 4} and not metas(events)
+    assert dict(src.unused_input.notes()) == {"text": 4} and not metas(events)
 
 
 # -- a real TRL run --------------------------------------------------------------------------
@@ -400,7 +402,7 @@ def test_trl_grpo_run_arrives_exactly(trl_run):
     (meta,) = metas(events, info.name)
     assert meta["vocab_size"] == vocab == 13  # from the model_config text
     assert meta["method"] == "grpo" and meta["config"]["num_generations"] == 4
-    assert dict(src.tally.notes()) == {"text": 2} and src.tally.total == 0
+    assert dict(src.unused_input.notes()) == {"text": 2} and src.unused_input.total == 0
 
 
 # -- following -------------------------------------------------------------------------------
@@ -463,7 +465,7 @@ def test_follow_a_writer_process(tmp_path):
     assert got["entropy"] == [(s, f32(v * 3.1)) for s, v in pts]
     assert len(list((logdir / "live").glob("*tfevents*"))) == 2
     assert points(events, "live-eval") == {"eval/loss": [(120, f32(pts[120][1]))]}
-    assert src.tally.total == 0 and polls > 3
+    assert src.unused_input.total == 0 and polls > 3
 
 
 def write_run(path: Path, pts: list[tuple[int, float]], tag: str = "train/loss") -> None:
@@ -551,7 +553,7 @@ def test_half_written_record_is_waited_for(intact):
         complete = sum(1 for s, n in recs[1:] if s + 12 + n + 4 <= cut)
         assert len(points(got).get("loss", [])) == complete
     assert points(got) == {"loss": [(s, f32(v)) for s, v in pts]}
-    assert src.tally.total == 0
+    assert src.unused_input.total == 0
 
 
 def test_corrupt_records_are_skipped_counted_and_reading_resyncs(intact):
@@ -566,11 +568,11 @@ def test_corrupt_records_are_skipped_counted_and_reading_resyncs(intact):
     src = tb.TensorBoardSource(run.parent)
     got = points(drain(src))
     assert got == {"loss": [(s, f32(v)) for i, (s, v) in enumerate(pts) if i not in (10, 30)]}
-    (reason,) = src.tally.reasons()
+    (reason,) = src.unused_input.reasons()
     assert (reason.reason, reason.count) == ("record CRC mismatch", 2)
     assert "run/events.out.tfevents" in reason.example
     assert not drain(src)  # nothing more, nothing counted twice
-    assert src.tally.total == 2
+    assert src.unused_input.total == 2
 
 
 def test_damaged_first_record_is_no_reason_to_give_up_the_file(intact):
@@ -581,7 +583,7 @@ def test_damaged_first_record_is_no_reason_to_give_up_the_file(intact):
     (run / "events.out.tfevents.1732350000.host.1.0").write_bytes(bytes(buf))
     src = tb.TensorBoardSource(run.parent)
     assert points(drain(src)) == {"loss": [(s, f32(v)) for s, v in pts]}
-    assert [(r.reason, r.count) for r in src.tally.reasons()] == [("record CRC mismatch", 1)]
+    assert [(r.reason, r.count) for r in src.unused_input.reasons()] == [("record CRC mismatch", 1)]
 
 
 def test_garbage_between_records_resyncs(intact):
@@ -593,7 +595,7 @@ def test_garbage_between_records_resyncs(intact):
     (run / "events.out.tfevents.1732350000.host.1.0").write_bytes(data[:s] + junk + data[s:])
     src = tb.TensorBoardSource(run.parent)
     assert points(drain(src)) == {"loss": [(s, f32(v)) for s, v in pts]}
-    assert [(r.reason, r.count) for r in src.tally.reasons()] == [("record CRC mismatch", 1)]
+    assert [(r.reason, r.count) for r in src.unused_input.reasons()] == [("record CRC mismatch", 1)]
 
 
 def test_damage_at_the_end_of_a_growing_file_is_counted_once(intact):
@@ -611,7 +613,7 @@ def test_damage_at_the_end_of_a_growing_file_is_counted_once(intact):
         f.write(data[s:])
     rest = points(drain(src))
     assert rest == {"loss": [(s, f32(v)) for s, v in pts[39:]]}
-    assert [(r.reason, r.count) for r in src.tally.reasons()] == [("record CRC mismatch", 1)]
+    assert [(r.reason, r.count) for r in src.unused_input.reasons()] == [("record CRC mismatch", 1)]
 
 
 def test_unreadable_event_inside_a_good_record(tmp_path, intact):
@@ -627,7 +629,7 @@ def test_unreadable_event_inside_a_good_record(tmp_path, intact):
         f.write(data[recs[5][0]:])
     src = tb.TensorBoardSource(run.parent)
     assert points(drain(src)) == {"loss": [(s, f32(v)) for s, v in pts]}
-    assert [(r.reason, r.count) for r in src.tally.reasons()] == [("record not readable", 1)]
+    assert [(r.reason, r.count) for r in src.unused_input.reasons()] == [("record not readable", 1)]
 
 
 def test_not_an_event_file(tmp_path, intact):
@@ -641,7 +643,7 @@ def test_not_an_event_file(tmp_path, intact):
     got = drain(src)
     assert len(points(got, "run")["loss"]) == 50 and not points(got, "bad")
     drain(src)
-    (reason,) = src.tally.reasons()
+    (reason,) = src.unused_input.reasons()
     assert (reason.reason, reason.count, reason.example) == (
         "not an event file", 1, "bad/events.out.tfevents.json")
 
@@ -696,7 +698,7 @@ def test_deleted_files_and_runs_are_let_go(intact):
     shutil.rmtree(run)
     with pytest.raises(SourceError, match="waiting for event files"):
         tb.TensorBoardSource(run.parent).poll()
-    assert drain(src) == [] and src.tally.total == 0
+    assert drain(src) == [] and src.unused_input.total == 0
 
 
 def test_huge_trees_are_cut_and_said(tmp_path, monkeypatch):

@@ -228,8 +228,8 @@ def test_media_are_counted_apart_and_a_nan_loss_raises_the_alert(tmp_path):
     src = tl.TrackioLocalSource("media", root=tmp_path)
     store = RunStore()
     store.apply(src.poll())
-    assert dict(src.tally.notes()) == {"table": 1}
-    assert [(r.reason, r.count) for r in src.tally.reasons()] == [
+    assert dict(src.unused_input.notes()) == {"table": 1}
+    assert [(r.reason, r.count) for r in src.unused_input.reasons()] == [
         ("value not a finite number", 1)]
     snap = store.snapshot(store.runs()[0].key)
     assert snap.series["loss"].count == 2
@@ -318,8 +318,8 @@ def test_helpers_read_a_project_of_odd_interleaved_runs_as_one_process_does(
     assert sum(map(len, batches)) == 900 and len({len(b) for b in batches}) > 2
     assert {b.run.name for b in batches} == {"run-0", "run-1", "run-2"}
     _same_events(plain_events, helped_events)
-    assert plain.tally.reasons() == helped.tally.reasons() and plain.skipped > 0
-    assert plain.tally.notes() == helped.tally.notes() == (("image", 3 * 9),)
+    assert plain.unused_input.reasons() == helped.unused_input.reasons() and plain.skipped > 0
+    assert plain.unused_input.notes() == helped.unused_input.notes() == (("image", 3 * 9),)
     assert plain_store.runs() == helped_store.runs() and len(plain_store.runs()) == 3
     for ref in plain_store.runs():
         a, b = helped_store.snapshot(ref.key), plain_store.snapshot(ref.key)

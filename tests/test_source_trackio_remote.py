@@ -321,21 +321,21 @@ def test_old_server_without_query_falls_back_to_logs(seeded):
 
 def test_logs_fallback_skips_a_row_without_a_step():
     """get_logs rows with no valid step are counted, never given one, never fatal."""
-    from carl_tui.sources.tally import InputTally
     from carl_tui.sources.trackio.remote import RemoteRun
     from carl_tui.sources.trackio.remote_logs import LogsFallback
+    from carl_tui.sources.unused_input import UnusedInput
 
     rows = [{"step": 0, "loss": 0.93, "timestamp": "2026-01-01T00:00:00"},
             {"step": None, "loss": 0.91},
             {"step": "soon", "loss": 0.90},
             {"step": 2, "loss": 0.87, "timestamp": "2026-01-01T00:00:02"}]
-    tally = InputTally()
+    unused_input = UnusedInput()
     logs = LogsFallback()
-    got = logs.read(lambda name, **kw: rows, "p", [RemoteRun("r1", "run one")], "url", tally)
+    got = logs.read(lambda name, **kw: rows, "p", [RemoteRun("r1", "run one")], "url", unused_input)
     assert got.by_run == {"r1": [(0, {"loss": 0.93}), (2, {"loss": 0.87})]}
-    assert got.names == {"r1": "run one"} and tally.total == 2
+    assert got.names == {"r1": "run one"} and unused_input.total == 2
     assert logs.read(lambda name, **kw: rows, "p", [RemoteRun("r1", "run one")], "url",
-                     tally).by_run == {}  # nothing newer than step 2
+                     unused_input).by_run == {}  # nothing newer than step 2
 
 
 def test_malformed_rows_are_skipped_not_fatal():

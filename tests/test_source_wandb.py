@@ -31,7 +31,7 @@ from carl_tui.metric_names import canonical, is_metric_key
 from carl_tui.sources import wandb_log as wl
 from carl_tui.sources import wandb_run as wr
 from carl_tui.sources.base import SourceError
-from carl_tui.sources.tally import InputTally
+from carl_tui.sources.unused_input import UnusedInput
 
 
 # The chunk-format tests and the no-wandb message need no wandb; the rest write real runs.
@@ -302,11 +302,11 @@ def test_trl_shaped_run_arrives_exactly(written):
     assert summary["train/loss"] == rows[-1]["train/loss"]
     assert metas(events, "exit_code") == [0]
 
-    assert {r.reason: r.count for r in src.tally.reasons()} == {
+    assert {r.reason: r.count for r in src.unused_input.reasons()} == {
         wr.NOT_FINITE: 4,  # two NaN grad norms, +inf kl, -inf loss
         wr.NOT_NUMBER: 2,  # a string and a boolean
     }
-    assert src.tally.notes() == (("histogram", 1), ("table-file", 1))
+    assert src.unused_input.notes() == (("histogram", 1), ("table-file", 1))
     assert src.finished and src.poll() == []
 
 
@@ -398,7 +398,7 @@ def test_log_growing_in_pieces_delivers_every_point_once(written, tmp_path):
     assert points(events) == points(whole)
     steps = np.concatenate([e.steps for e in events if isinstance(e, ScalarBatch)])
     assert len(steps) == len(np.unique(steps)) + 1  # the eval row shares step 750 with a train row
-    assert src.tally.total == 4 + 2 and src.finished
+    assert src.unused_input.total == 4 + 2 and src.finished
     assert metas(events, "config")[-1] == metas(whole, "config")[-1]
 
 
@@ -431,9 +431,10 @@ def test_corrupt_records_are_skipped_and_counted(written, tmp_path):
     events = drain(src)
     expected = expected_points(rows[:k] + rows[k + 1 :], step_metric="train/global_step")
     assert points(events) == expected
-    reasons = {r.reason: r.count for r in src.tally.reasons()}
+    reasons = {r.reason: r.count for r in src.unused_input.reasons()}
     assert reasons[wl.CORRUPT] == 2
-    assert "checksum" in next(r.example for r in src.tally.reasons() if r.reason == wl.CORRUPT)
+    corrupt = next(r for r in src.unused_input.reasons() if r.reason == wl.CORRUPT)
+    assert "checksum" in corrupt.example
     assert src.finished  # the damage did not hide the exit record
 
 
@@ -452,7 +453,7 @@ def test_damaged_header_resumes_at_next_block(written, tmp_path):
     lost = len(full) - len(got)
     assert 0 < lost < wl.BLOCK_LEN // 700
     assert got == full[:first_lost] + full[first_lost + lost :]
-    assert {r.reason: r.count for r in src.tally.reasons()}[wl.CORRUPT] == 1
+    assert {r.reason: r.count for r in src.unused_input.reasons()}[wl.CORRUPT] == 1
     assert src.finished
 
 
@@ -465,7 +466,8 @@ def test_truncated_log_waits_for_the_rest(written, tmp_path):
     src = wr.WandbSource(log.parent)
     half = drain(src)
     assert 0 < len(points(half)["loss"]) < len(grpo_rows())
-    assert src.tally.total <= 6 and wl.CORRUPT not in {r.reason for r in src.tally.reasons()}
+    assert src.unused_input.total <= 6
+    assert wl.CORRUPT not in {r.reason for r in src.unused_input.reasons()}
     assert not src.finished
     log.write_bytes(data)  # the writer comes back and the file is whole (same inode)
     rest = drain(src)
@@ -584,11 +586,11 @@ def leveldb_log(records: list[bytes]) -> tuple[bytes, list[list[tuple[int, int]]
     return bytes(out), spans
 
 
-def follow(data: bytes, cuts: list[int], tally) -> list[bytes]:
+def follow(data: bytes, cuts: list[int], unused_input) -> list[bytes]:
     """Records found by reading `data` as it grows to each of `cuts`, as a source does."""
     got, offset = [], wl.HEADER_LEN
     for size in [*sorted(cuts), len(data)]:
-        scan = wl.scan_chunks(data[offset:size], offset, at_eof=True, tally=tally)
+        scan = wl.scan_chunks(data[offset:size], offset, at_eof=True, unused_input=unused_input)
         got.extend(scan.records)
         offset = max(offset, scan.end)
     return got
@@ -614,9 +616,9 @@ record_lists = st.lists(
 def test_chunks_growing_anywhere_give_every_record_once(records, data):
     log, _ = leveldb_log(records)
     cuts = data.draw(st.lists(st.integers(wl.HEADER_LEN, len(log)), max_size=25))
-    tally = InputTally()
-    assert follow(log, cuts, tally) == records
-    assert tally.total == 0
+    unused_input = UnusedInput()
+    assert follow(log, cuts, unused_input) == records
+    assert unused_input.total == 0
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -631,9 +633,9 @@ def test_a_damaged_record_is_the_only_one_lost(records, data):
     at = data.draw(st.integers(a, b - 1))
     damaged = bytearray(log)
     damaged[at] ^= 0x5A
-    tally = InputTally()
-    assert follow(bytes(damaged), [], tally) == records[:victim] + records[victim + 1 :]
-    assert [(r.reason, r.count) for r in tally.reasons()] == [(wl.CORRUPT, 1)]
+    unused_input = UnusedInput()
+    assert follow(bytes(damaged), [], unused_input) == records[:victim] + records[victim + 1 :]
+    assert [(r.reason, r.count) for r in unused_input.reasons()] == [(wl.CORRUPT, 1)]
 
 
 @pytest.mark.parametrize("room", range(9))
@@ -643,6 +645,6 @@ def test_block_tail_padding_and_empty_first_piece(room):
     first = wl.BLOCK_LEN - 2 * wl.HEADER_LEN - room
     records = [_record((first, 1)), _record((50, 2)), _record((40_000, 3))]
     log, _ = leveldb_log(records)
-    tally = InputTally()
-    assert follow(log, list(range(wl.BLOCK_LEN - 12, wl.BLOCK_LEN + 70)), tally) == records
-    assert tally.total == 0
+    unused_input = UnusedInput()
+    assert follow(log, list(range(wl.BLOCK_LEN - 12, wl.BLOCK_LEN + 70)), unused_input) == records
+    assert unused_input.total == 0

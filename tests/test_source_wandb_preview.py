@@ -19,7 +19,7 @@ import pytest
 from carl_tui.events import ScalarBatch
 from carl_tui.sources import wandb_log as wl
 from carl_tui.sources import wandb_run as wr
-from carl_tui.sources.tally import InputTally
+from carl_tui.sources.unused_input import UnusedInput
 from carl_tui.store import RunStore
 from tests.test_preview import assert_same_run, read_all
 from tests.test_source_wandb import (
@@ -74,8 +74,8 @@ def real(events) -> list:
     return [e for e in events if not (isinstance(e, ScalarBatch) and e.preview)]
 
 
-def tallies(src) -> dict[str, int]:
-    return {r.reason: r.count for r in src.tally.reasons()}
+def skip_counts(src) -> dict[str, int]:
+    return {r.reason: r.count for r in src.unused_input.reasons()}
 
 
 @needs_wandb
@@ -105,7 +105,7 @@ def test_preview_first_then_exactly_a_read_from_the_start(long_run, small_previe
     assert sample.steps[-1] < newest.steps[0]
     for name, pts in got.items():
         assert set(pts) <= set(want[name]), name
-    assert src.interval == 0 and src.tally.total == 0 and not src.finished
+    assert src.interval == 0 and src.unused_input.total == 0 and not src.finished
 
     staged = RunStore()
     staged.apply(first)
@@ -116,7 +116,8 @@ def test_preview_first_then_exactly_a_read_from_the_start(long_run, small_previe
     assert [len(e) for e in rest if isinstance(e, ScalarBatch) and e.preview] == [0]
     # Every real row once, in order; the same skipped input; the same end.
     assert points(rest) == points(plain_events) == want
-    assert tallies(src) == tallies(plain_src) and src.tally.notes() == plain_src.tally.notes()
+    assert skip_counts(src) == skip_counts(plain_src)
+    assert src.unused_input.notes() == plain_src.unused_input.notes()
     assert metas(rest, "exit_code") == [0] and src.finished
     assert metas(rest, "config")[-1] == metas(plain_events, "config")[-1]
     assert_same_run(staged.snapshot(key), plain.snapshot(key))
@@ -157,17 +158,17 @@ def test_a_short_log_or_a_read_without_preview_is_read_from_the_start(long_run):
 def test_resync_at_every_block_of_a_real_log(long_run):
     data = long_run.log.read_bytes()
     whole = wl.scan_chunks(data[wl.HEADER_LEN :], wl.HEADER_LEN, at_eof=True,
-                           tally=InputTally()).records
+                           unused_input=UnusedInput()).records
     starts = {wl.CHUNK_HEADER.unpack_from(data, b)[2]
               for b in range(wl.BLOCK_LEN, len(data), wl.BLOCK_LEN)}
     assert {wl.MIDDLE, wl.LAST} <= starts  # blocks that begin inside a record
     for b in range(wl.BLOCK_LEN, len(data) - wl.BLOCK_LEN, wl.BLOCK_LEN):
         at = wl.resync(data[b:], b)
         assert at is not None and at >= b
-        tally = InputTally()
-        found = wl.scan_chunks(data[at:], at, at_eof=True, tally=tally).records
+        unused_input = UnusedInput()
+        found = wl.scan_chunks(data[at:], at, at_eof=True, unused_input=unused_input).records
         assert found and found == whole[-len(found):], b
-        assert tally.total == 0
+        assert unused_input.total == 0
 
 
 # Records around and across block boundaries: the second ends 3 bytes before the end of
@@ -190,9 +191,9 @@ def test_resync_finds_the_first_record_that_starts_in_or_after_a_block():
             assert at is None
             continue
         assert at == min(s for s in record_start if s >= b)
-        tally = InputTally()
-        assert wl.scan_chunks(log[at:], at, at_eof=True, tally=tally).records == want
-        assert tally.total == 0
+        unused_input = UnusedInput()
+        assert wl.scan_chunks(log[at:], at, at_eof=True, unused_input=unused_input).records == want
+        assert unused_input.total == 0
     assert {wl.FULL, wl.MIDDLE, wl.LAST} <= first_kinds
 
 
@@ -239,7 +240,7 @@ def test_a_run_still_being_written_is_previewed_then_followed(long_run, small_pr
     assert sum(1 for e in events if isinstance(e, ScalarBatch) and e.preview and not len(e)) == 1
     assert points(real(events)) == points(whole)
     assert src.finished and metas(events, "exit_code") == [0]
-    assert src.tally.total == 4 + 2  # the run's non-finite and non-numeric values, once
+    assert src.unused_input.total == 4 + 2  # the run's non-finite and non-numeric values, once
 
 
 @needs_wandb
@@ -253,12 +254,12 @@ def test_corrupt_records_are_counted_once_with_a_preview(long_run, small_preview
     log.write_bytes(bytes(damaged))
     plain = wr.WandbSource(log.parent)
     plain_events = drain(plain)
-    assert tallies(plain).get(wl.CORRUPT, 0) >= 2
+    assert skip_counts(plain).get(wl.CORRUPT, 0) >= 2
     src = previewing(log.parent)
     events = drain(src)
     assert any(isinstance(e, ScalarBatch) and e.preview and len(e) for e in events)
     assert points(real(events)) == points(plain_events)
-    assert tallies(src) == tallies(plain)
+    assert skip_counts(src) == skip_counts(plain)
 
 
 @needs_wandb
@@ -318,7 +319,7 @@ async def test_the_dashboard_shows_the_preview_then_the_exact_history(long_run, 
     first_real = next(i for i, k in enumerate(kinds) if k[0] == "ScalarBatch" and not k[1])
     assert any(k[1] and k[2] for k in kinds[:first_real])  # the preview came first
     assert [k for k in kinds if k[1] and not k[2]] == [("ScalarBatch", True, 0)]
-    assert src.tally.total == 4 + 2
+    assert src.unused_input.total == 4 + 2
 
 
 @needs_wandb
@@ -335,7 +336,7 @@ def test_records_are_decoded_without_importing_wandb(long_run):
 
     data = long_run.log.read_bytes()
     records = wl.scan_chunks(data[wl.HEADER_LEN :], wl.HEADER_LEN, at_eof=True,
-                             tally=InputTally()).records
+                             unused_input=UnusedInput()).records
     assert built is not None and built is not Record and len(records) > 3 * N
     for raw in records[:: len(records) // 500]:
         ours, theirs = built.FromString(raw), Record.FromString(raw)
@@ -349,6 +350,6 @@ def test_a_sampled_block_whose_first_bytes_hold_no_row_is_read_whole(long_run, m
     got = wl.read_preview(long_run.log, wr._record_class(), samples=20, min_bytes=1)
     assert got is not None and len(got.sample) == 20
     want = expected_points(grpo_rows(N), step_metric=STEP_METRIC)
-    probe = wr._RunReader(long_run.dir, InputTally(), wr._record_class())
+    probe = wr._RunReader(long_run.dir, UnusedInput(), wr._record_class())
     sampled = points(probe._records(got.head + got.sample))
     assert set(sampled["loss"]) <= set(want["loss"]) and len(sampled["loss"]) > 20

@@ -51,7 +51,7 @@ def test_any_rows_become_points_or_counted_skips(reply):
     points = sum(len(e) for e in events if isinstance(e, ScalarBatch))
     row_skips = {"row metrics not JSON", "row metrics not a JSON object", "invalid step",
                  "negative step"}
-    skipped_rows = sum(r.count for r in src.tally.reasons() if r.reason in row_skips)
+    skipped_rows = sum(r.count for r in src.unused_input.reasons() if r.reason in row_skips)
     assert points + skipped_rows == len(reply)  # every row a point, or a counted skip
     for e in events:
         if isinstance(e, ScalarBatch):

@@ -738,7 +738,7 @@ def test_file_source_counts_what_it_cannot_use(tmp_path):
     source = TrainerLogSource(path, idle_flush_s=0.0)
     events = source.poll() + source.poll()
     assert [int(s) for e in events if isinstance(e, ScalarBatch) for s in e.steps] == [1]
-    reasons = {r.reason: (r.count, r.example) for r in source.tally.reasons()}
+    reasons = {r.reason: (r.count, r.example) for r in source.unused_input.reasons()}
     assert reasons["value not a finite number"] == (1, "loss: nan")
     assert reasons["dict line not readable"] == (1, "{'loss': 1 2}")
     assert source.skipped == 2

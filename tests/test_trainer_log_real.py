@@ -205,7 +205,7 @@ def test_file_source_reads_a_finished_log(trainer_logs):
     evals = [float(v) for e in events if isinstance(e, ScalarBatch)
              for v in e.columns.get("eval/loss", []) if not math.isnan(v)]
     assert len(evals) == 3
-    assert source.run.source == "trainer-log" and source.tally.total == 0
+    assert source.run.source == "trainer-log" and source.unused_input.total == 0
     assert not source.finished
     source.close()
 

@@ -114,7 +114,7 @@ def test_every_value_at_the_step_the_framework_stated(name):
     assert sorted(rows) == sorted(want)
     for step, row in want.items():
         assert rows[step] == row, step  # exact: the printed repr reads back bit for bit
-    assert src.tally.total == 0
+    assert src.unused_input.total == 0
 
 
 def test_the_roles_the_panels_and_health_flags_read():
@@ -252,8 +252,8 @@ def test_damaged_lines_are_skipped_and_counted(tmp_path):
     rows, _ = read_rows(src)
     assert sorted(rows) == [s for s in range(41) if s not in (5, 9)]
     assert rows[10]["entropy"] == logged("verl")[10]["actor/entropy"]
-    assert src.tally.total == 2
-    (reason,) = src.tally.reasons()
+    assert src.unused_input.total == 2
+    (reason,) = src.unused_input.reasons()
     assert (reason.reason, reason.count) == (DAMAGED_LINE, 2)
     assert reason.example.startswith("\rTraining Progress:") or "step:5 - " in reason.example
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from carl_tui.events import Event, RunLife
 from carl_tui.sources.base import WAITING, Source, SourceError
 from carl_tui.sources.file_format import SNIFF_BYTES, file_source, sniff_format
-from carl_tui.sources.tally import InputTally
+from carl_tui.sources.unused_input import UnusedInput
 
 
 class AutoFileSource(Source):
@@ -84,8 +84,8 @@ class AutoFileSource(Source):
         return "" if self.inner is None else self.inner.limitation
 
     @property
-    def tally(self) -> InputTally:  # type: ignore[override]
-        return Source.tally.fget(self) if self.inner is None else self.inner.tally
+    def unused_input(self) -> UnusedInput:  # type: ignore[override]
+        return Source.unused_input.fget(self) if self.inner is None else self.inner.unused_input
 
     @property
     def skipped(self) -> int:

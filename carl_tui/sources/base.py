@@ -39,7 +39,7 @@ from carl_tui.events import (
     ScalarBatch,
     SourceStatus,
 )
-from carl_tui.sources.tally import InputTally
+from carl_tui.sources.unused_input import UnusedInput
 
 #: SourceError.kind of a wait for a local file or folder to appear: looked at again
 #: every WAIT_POLL_S, with no growing backoff (checking costs a stat, and a file that
@@ -70,7 +70,7 @@ class Source:
     - `finished`: True once nothing more can come (the end of a replay, a Trainer's
       end of training, a job that ended): polling stops. `limitation`: a reduced mode
       the status bar names ("" if none).
-    - `tally`: what it read but could not use or does not plot (an `InputTally`, made
+    - `unused_input`: what it read but could not use or does not plot (an `UnusedInput`, made
       on first use); `skipped` is its total.
     - `threaded`: fed by background threads (a poll may bring nothing and the next one
       data): readers wait for it to settle rather than stop at the first empty poll.
@@ -116,19 +116,19 @@ class Source:
         return None
 
     @property
-    def tally(self) -> InputTally:
-        tally = self.__dict__.get("_tally")
-        if tally is None:
-            tally = self.__dict__["_tally"] = InputTally()
-        return tally
+    def unused_input(self) -> UnusedInput:
+        unused_input = self.__dict__.get("_unused_input")
+        if unused_input is None:
+            unused_input = self.__dict__["_unused_input"] = UnusedInput()
+        return unused_input
 
-    @tally.setter
-    def tally(self, value: InputTally) -> None:
-        self.__dict__["_tally"] = value
+    @unused_input.setter
+    def unused_input(self, value: UnusedInput) -> None:
+        self.__dict__["_unused_input"] = value
 
     @property
     def skipped(self) -> int:
-        return self.tally.total
+        return self.unused_input.total
 
     def want_preview(self, painted: threading.Event | None = None) -> None:
         """Ask for a coarse preview of a long history first, and to read the rest once
@@ -194,7 +194,7 @@ class Source:
 
 class PolledSource(Source):
     """What the polled sources share: `interval` is 0 while `behind` (a backlog is waiting:
-    poll again at once), else the configured interval; `skipped` is the tally's total."""
+    poll again at once), else the configured interval; `skipped` is the unused input's total."""
 
     behind = False
     _interval = 1.0
@@ -227,15 +227,15 @@ class Backoff:
 def status_of(source: Source, state: str, message: str = "", **kw) -> SourceStatus:
     """The source's health as the status bar shows it: state, message, what it skipped
     (by reason) and what it read but does not plot."""
-    tally = source.tally
+    unused_input = source.unused_input
     return SourceStatus(
         source=source.name or type(source).__name__,
         state=state,  # type: ignore[arg-type]
         message=message,
         skipped=source.skipped,
         limitation=source.limitation,
-        skip_reasons=tuple((r.reason, r.count, r.example) for r in tally.reasons()),
-        not_plotted=tally.notes(),
+        skip_reasons=tuple((r.reason, r.count, r.example) for r in unused_input.reasons()),
+        not_plotted=unused_input.notes(),
         follows=source.path is not None,
         **kw,
     )

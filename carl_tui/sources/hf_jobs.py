@@ -47,8 +47,8 @@ from carl_tui.identity import HF_JOB, job_run
 from carl_tui.metric_names import valid_number
 from carl_tui.sources.base import Backoff, PolledSource, SourceError
 from carl_tui.sources.job_news import JobNews
-from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trainer_log import TrainerLogParser, TrainerOutput
+from carl_tui.sources.unused_input import UnusedInput
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +83,10 @@ class HfJobSource(PolledSource):
         self.max_lines_per_poll = max_lines_per_poll
         self.name = f"hf-job: {job_id}"
         self.finished = False
-        self.tally = InputTally()  # values left out, dict lines that could not be read
+        self.unused_input = UnusedInput()  # values left out, dict lines that could not be read
         self.limitation = ""
         # The job's log as events (its run follows `run`, set again once the namespace is known).
-        self.output = TrainerOutput(job_run(namespace or "", job_id), self.tally,
+        self.output = TrainerOutput(job_run(namespace or "", job_id), self.unused_input,
                                     logging_steps=logging_steps)
         self.lines_seen = 0  # lines delivered by the log thread (resume position)
         self.lines_parsed = 0  # lines handed to the parser (where `resume` goes on)
@@ -172,7 +172,7 @@ class HfJobSource(PolledSource):
         new = HfJobSource(self.job_id, namespace=self.namespace, api=self.api,
                           interval=self._interval, status_interval=self.status_interval,
                           max_lines_per_poll=self.max_lines_per_poll)
-        new._token, new.output, new.tally = self._token, self.output, self.tally
+        new._token, new.output, new.unused_input = self._token, self.output, self.unused_input
         new.lines_seen = new.lines_parsed = self.lines_parsed
         new.news = self.news
         return new

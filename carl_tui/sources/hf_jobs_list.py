@@ -197,5 +197,5 @@ class HfJobsListSource(PolledSource):
             self.log_errors[job.job_id] = str(hub_error(
                 read.error, f"Reading job {job.job_id}", namespace=job.namespace,
                 token=self._token))
-        output = TrainerOutput(job_run(job.namespace, job.job_id), self.tally)
+        output = TrainerOutput(job_run(job.namespace, job.job_id), self.unused_input)
         return [*output.events(lines, time.monotonic(), ended=True), *output.flush()]

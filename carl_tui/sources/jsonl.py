@@ -43,7 +43,7 @@ view, `carl_tui/completions/`): valid, not plotted, counted apart as "completion
 
 Skipped input, one rule. Nothing is guessed: a line is either used as a
 whole (less its invalid values) or skipped as a whole, and every skip is
-counted in the source's `tally` (an `InputTally`: by reason, with the first
+counted in the source's `unused_input` (an `UnusedInput`: by reason, with the first
 example; `skipped` is the total). Blank lines are ignored, not counted.
 
 - "not UTF-8": the line is not UTF-8, or has NUL bytes inside its text
@@ -125,7 +125,7 @@ from carl_tui.sources.rows import (
 )
 from carl_tui.sources.run_config import loads_json
 from carl_tui.sources.tail import BOM, DEFAULT_MAX_LINE_BYTES, FileFollower, sample_lines
-from carl_tui.sources.tally import InputTally
+from carl_tui.sources.unused_input import UnusedInput
 
 _IDENTITY_KEYS = ("run_id", "name", "project")
 MAX_NOTES = 50
@@ -181,20 +181,20 @@ def _encodable(obj: Any) -> bool:
 class StreamParser:
     """Turns complete lines of the stream format into events.
 
-    Keeps the run identity, the previous step and the skip tally between
+    Keeps the run identity, the previous step and the unused input between
     calls. Shared by `JsonlSource` and `ReplaySource`.
     """
 
-    def __init__(self, run: RunRef, *, explicit: bool, tally: InputTally | None = None):
+    def __init__(self, run: RunRef, *, explicit: bool, unused_input: UnusedInput | None = None):
         self.run = run
         self.explicit = explicit
         self.prev_step = -1
         self.metrics_seen = False
-        self.tally = tally if tally is not None else InputTally()
+        self.unused_input = unused_input if unused_input is not None else UnusedInput()
 
     @property
     def skipped(self) -> int:
-        return self.tally.total
+        return self.unused_input.total
 
     def reset(self) -> None:
         """A new generation of the file: steps restart, identity may be set again."""
@@ -203,7 +203,7 @@ class StreamParser:
 
     def parse(self, lines: Sequence[bytes], time_offset: float = 0.0) -> list[Event]:
         """Events of complete lines (without their newlines). Never raises on
-        bad input: every line is either used or counted in the tally."""
+        bad input: every line is either used or counted in the unused input."""
         if not lines:
             return []
         try:
@@ -221,7 +221,7 @@ class StreamParser:
         if b"\x00" in text:
             text = text.strip(b"\x00")
             if b"\x00" in text:
-                self.tally.skip(NOT_UTF8, _example(line))
+                self.unused_input.skip(NOT_UTF8, _example(line))
                 return _SKIP
         if not text.strip():
             return _BLANK
@@ -232,18 +232,18 @@ class StreamParser:
         try:
             decoded = text.decode("utf-8")
         except UnicodeDecodeError:
-            self.tally.skip(NOT_UTF8, _example(line))
+            self.unused_input.skip(NOT_UTF8, _example(line))
             return _SKIP
         if too_deep(text):  # the same limit as orjson's, whatever Python's own json allows
-            self.tally.skip(NOT_JSON, _example(line))
+            self.unused_input.skip(NOT_JSON, _example(line))
             return _SKIP
         try:
             obj = json.loads(decoded)  # NaN / Infinity literals, integers beyond 64 bits
         except (ValueError, RecursionError):
-            self.tally.skip(NOT_JSON, _example(line))
+            self.unused_input.skip(NOT_JSON, _example(line))
             return _SKIP
         if b"\\u" in text and not _encodable(obj):  # a lone surrogate escape
-            self.tally.skip(NOT_UTF8, _example(line))
+            self.unused_input.skip(NOT_UTF8, _example(line))
             return _SKIP
         return obj
 
@@ -252,7 +252,7 @@ class StreamParser:
             return obj
         if obj is _BLANK or obj is _SKIP:
             return None
-        self.tally.skip(NOT_OBJECT, _example(line))
+        self.unused_input.skip(NOT_OBJECT, _example(line))
         return None
 
     def _parse_mixed(self, objs: list[dict | None], time_offset: float) -> list[Event]:
@@ -275,9 +275,9 @@ class StreamParser:
             elif kind in ("marker", "log"):
                 others.append((i, obj))
             elif kind == "completions":  # the completions view's (`a`), not plotted
-                self.tally.note("completions")
+                self.unused_input.note("completions")
             else:
-                self.tally.skip(UNKNOWN_EVENT, f"event={short_repr(kind)}")
+                self.unused_input.skip(UNKNOWN_EVENT, f"event={short_repr(kind)}")
         prev_step = self.prev_step
         events: list[Event] = list(metas)
         cols = self._columns(metrics)
@@ -289,16 +289,16 @@ class StreamParser:
                 if isinstance(text, str):
                     pending_log.extend(log_lines(clean_text(text)))
                 else:
-                    self.tally.skip(LOG_WITHOUT_TEXT, f"text={short_repr(text)}")
+                    self.unused_input.skip(LOG_WITHOUT_TEXT, f"text={short_repr(text)}")
                 continue
             kind = obj.get("kind")
             if not isinstance(kind, str) or not kind:
-                self.tally.skip(MARKER_WITHOUT_KIND, f"kind={short_repr(kind)}")
+                self.unused_input.skip(MARKER_WITHOUT_KIND, f"kind={short_repr(kind)}")
                 continue
             if "step" in obj:
                 step = step_of(obj["step"])
                 if isinstance(step, str):
-                    self.tally.skip(step, f"marker step={short_repr(obj['step'])}")
+                    self.unused_input.skip(step, f"marker step={short_repr(obj['step'])}")
                     continue
             else:
                 step = self._latest_step(i, metric_pos, cols, prev_step)
@@ -338,7 +338,7 @@ class StreamParser:
     def _columns(self, rows: list[dict]) -> RowColumns | None:
         if not rows:
             return None
-        return build_columns(rows, prev_step=self.prev_step, tally=self.tally)
+        return build_columns(rows, prev_step=self.prev_step, unused_input=self.unused_input)
 
     def _metrics_events(self, rows: list[dict], time_offset: float) -> list[Event]:
         return self._batch(self._columns(rows), time_offset)
@@ -380,9 +380,10 @@ class JsonlSource(PolledSource):
             self.path, max_bytes_per_poll=max_bytes_per_poll, max_line_bytes=max_line_bytes,
             since=since,
         )
-        self.tally = InputTally()
+        self.unused_input = UnusedInput()
         self.parser = StreamParser(
-            run or file_run(self.path, "jsonl"), explicit=run is not None, tally=self.tally
+            run or file_run(self.path, "jsonl"), explicit=run is not None,
+            unused_input=self.unused_input,
         )
         self.finished = False
         self.notes: list[str] = []  # what happened to the file (restarts), oldest first
@@ -441,7 +442,7 @@ class JsonlSource(PolledSource):
         got = self.follower.read()
         self.behind = got.backlog
         for reason, example in got.dropped:
-            self.tally.skip(reason, _example(example))
+            self.unused_input.skip(reason, _example(example))
         events: list[Event] = []
         if got.generation != self._generation:
             self._generation = got.generation
@@ -456,7 +457,7 @@ class JsonlSource(PolledSource):
                 events.extend(self.parser.parse(chunk))
             except Exception as exc:  # a bug must not stop the stream: count, say, go on
                 log.exception("parsing %d lines of %s", len(chunk), self.path)
-                self.tally.skip(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}", len(chunk))
+                self.unused_input.skip(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}", len(chunk))
         if self._preview_end is not None and (
             self.follower.offset >= self._preview_end or not got.backlog
             or got.generation != self._preview_gen
@@ -482,7 +483,8 @@ class JsonlSource(PolledSource):
         except OSError:
             return []
         # The run's identity is set by a meta line at the head: learn it apart.
-        ident = StreamParser(self.parser.run, explicit=self.parser.explicit, tally=InputTally())
+        ident = StreamParser(self.parser.run, explicit=self.parser.explicit,
+                             unused_input=UnusedInput())
         if start == 0:
             ident.parse([line.removeprefix(BOM) for line in got.head[:100]])
         rows = []
@@ -495,7 +497,7 @@ class JsonlSource(PolledSource):
                 rows.append(obj)
         if not rows:
             return []
-        cols = build_columns(rows, tally=InputTally())
+        cols = build_columns(rows, unused_input=UnusedInput())
         if not len(cols):
             return []
         times = cols.times
@@ -516,7 +518,7 @@ class JsonlSource(PolledSource):
         try:
             loads_json(line.removeprefix(BOM))
         except (ValueError, RecursionError):
-            self.tally.skip(UNFINISHED_LINE, _example(line))
+            self.unused_input.skip(UNFINISHED_LINE, _example(line))
             return []
         return self.parser.parse([line])
 

@@ -9,7 +9,7 @@ the last line. Default run identity: source "replay", project = the file's
 folder name, run_id = the file's stem (a meta line may set them).
 
 The recording is read whole at the first poll. Lines are skipped and counted
-in `tally` by the rules of `sources.jsonl` (a UTF-8 byte order mark at the
+in `unused_input` by the rules of `sources.jsonl` (a UTF-8 byte order mark at the
 start is accepted; the last line needs no newline). A missing file is waited
 for; a directory, a pipe (FIFO: follow it with `--watch` instead) or a device
 is refused at once with a plain message (`SourceError(..., retry=False)`).
@@ -32,7 +32,7 @@ from carl_tui.sources.base import WAITING, Source, SourceError
 from carl_tui.sources.jsonl import StreamParser
 from carl_tui.sources.rows import TIME_KEY
 from carl_tui.sources.tail import BOM, stat_path, unusable
-from carl_tui.sources.tally import InputTally
+from carl_tui.sources.unused_input import UnusedInput
 
 MAX_INTERVAL = 0.25
 _O_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -69,9 +69,9 @@ class ReplaySource(Source):
         self.clock = clock
         self.wall_clock = wall_clock
         explicit = run is not None
-        self.tally = InputTally()
+        self.unused_input = UnusedInput()
         self.parser = StreamParser(
-            run or file_run(self.path, "replay"), explicit=explicit, tally=self.tally
+            run or file_run(self.path, "replay"), explicit=explicit, unused_input=self.unused_input
         )
         self.finished = False
         self.limitation = ""
@@ -87,7 +87,7 @@ class ReplaySource(Source):
 
     @property
     def skipped(self) -> int:
-        return self.tally.total
+        return self.unused_input.total
 
     @property
     def fast(self) -> bool:

@@ -38,10 +38,10 @@ The skipped-input policy (one rule for every source that builds rows here):
   adds no column.
 - A tracker's media, table or histogram (an object with a `"_type"`, such as
   Trackio's `{"_type": "trackio.image", ...}`) is valid data the dashboard does
-  not plot: counted apart (`tally.note("image")`), never as skipped.
+  not plot: counted apart (`unused_input.note("image")`), never as skipped.
 
-Every skip is counted in the `tally` given (an `InputTally`, by reason with
-the first example) and in `RowColumns.tally` / `RowColumns.skipped`; kept
+Every skip is counted in the `unused_input` given (an `UnusedInput`, by reason with
+the first example) and in `RowColumns.unused_input` / `RowColumns.skipped`; kept
 rows + rows skipped = rows given. `RowColumns.kept` lists which rows made it
 (None: all of them).
 
@@ -68,7 +68,7 @@ import numpy as np
 
 from carl_tui.metric_names import STEP_KEYS, canonical, is_metric_key, valid_number
 from carl_tui.redact import redact
-from carl_tui.sources.tally import InputTally
+from carl_tui.sources.unused_input import UnusedInput
 
 TIME_KEY = "time"
 
@@ -143,9 +143,9 @@ class RowColumns:
     steps: np.ndarray  # int64, one per kept row
     columns: dict[str, np.ndarray] = field(default_factory=dict)  # float64, NaN = absent
     last_time: float | None = None
-    skipped: int = 0  # rows and values skipped (= tally.total)
+    skipped: int = 0  # rows and values skipped (= unused_input.total)
     kept: np.ndarray | None = None  # indices of the given rows that are here; None: all
-    tally: InputTally = field(default_factory=InputTally)  # this block's skips by reason
+    unused_input: UnusedInput = field(default_factory=UnusedInput)  # this block's skips by reason
     times: np.ndarray | None = None  # each kept row's time (NaN: none), when time_key is read
     nonfinite: tuple[tuple[str, int], ...] = ()  # (metric, step) logged as NaN or infinite
 
@@ -256,10 +256,10 @@ def build_columns(
     prev_step: int = -1,
     step_keys: Sequence[str] = STEP_KEYS,
     time_key: str | None = TIME_KEY,
-    tally: InputTally | None = None,
+    unused_input: UnusedInput | None = None,
 ) -> RowColumns:
     """Columns of `rows` (dicts). See the module docstring for the rules; every
-    skip is also counted in `tally` when one is given."""
+    skip is also counted in `unused_input` when one is given."""
     if not rows:
         return RowColumns(steps=np.empty(0, dtype=np.int64))
     entries: list[_Entry] = []
@@ -273,8 +273,8 @@ def build_columns(
                 k = None
             entries.append(_Entry(key, mat[:, j], idx, k, values, j))
     out = _assemble(len(rows), entries, default_steps, prev_step, step_keys, time_key)
-    if tally is not None:
-        tally.merge(out.tally)
+    if unused_input is not None:
+        unused_input.merge(out.unused_input)
     return out
 
 
@@ -319,7 +319,7 @@ def _step_codes(e: _Entry, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _steps(
-    n: int, entries: list[_Entry], step_keys: Sequence[str], local: InputTally
+    n: int, entries: list[_Entry], step_keys: Sequence[str], local: UnusedInput
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(int64 step per row (0 where none), row has a step key, row is kept)."""
     rank_of = {k: r for r, k in enumerate(step_keys)}
@@ -356,7 +356,7 @@ def _assemble(
     time_key: str | None,
 ) -> RowColumns:
     """RowColumns from the entries (one per raw key and group of rows)."""
-    local = InputTally()
+    local = UnusedInput()
     steps, has_key, kept = _steps(n, entries, step_keys, local)
     all_kept = bool(kept.all())
     step_set = set(step_keys)
@@ -383,7 +383,7 @@ def _assemble(
         if ok.size:
             last_time = float(ok[-1])
     return RowColumns(steps=resolved, columns=columns, last_time=last_time,
-                      skipped=local.total, kept=kept_idx, tally=local, times=times,
+                      skipped=local.total, kept=kept_idx, unused_input=local, times=times,
                       nonfinite=nonfinite)
 
 
@@ -393,7 +393,7 @@ def _metric_columns(
     kept: np.ndarray,
     step_set: set[str],
     time_key: str | None,
-    local: InputTally,
+    local: UnusedInput,
 ) -> tuple[dict[str, np.ndarray], np.ndarray | None, list[tuple[str, _Entry]]]:
     """(a float64 column per canonical metric name, each row's time or None when
     `time_key` is None, the metric entries kept with their names), over all n rows;
@@ -450,7 +450,7 @@ def _nonfinite(metrics: list[tuple[str, _Entry]], n: int, kept_idx: np.ndarray |
     return tuple(out)
 
 
-def _count_values(e: _Entry, kept: np.ndarray, all_kept: bool, local: InputTally) -> None:
+def _count_values(e: _Entry, kept: np.ndarray, all_kept: bool, local: UnusedInput) -> None:
     """Count the invalid values of `e` in the kept rows, by reason."""
     kinds = e.kinds
     assert kinds is not None

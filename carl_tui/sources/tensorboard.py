@@ -38,14 +38,14 @@ What a run's events become:
   custom names as they are). A NaN or infinite value is skipped, counted and
   reported in `ScalarBatch.nonfinite`. Each row's wall time goes in
   `ScalarBatch.times`, the newest in `wall_time`.
-- text: counted (`tally.note("text")`); the config texts transformers'
+- text: counted (`unused_input.note("text")`); the config texts transformers'
   TensorBoard callback writes (`args/text_summary`: the TrainingArguments,
   `model_config/text_summary`: the model config, both JSON) become
   `RunMeta(run, {"config": {**model_config, **args}, "vocab_size", "model",
   "method"})` as far as they say them (`run_config.describe_config`, the same
   rules as for W&B configs).
 - histograms, images, audio, graphs, hparams, other plugins' tensors: counted
-  by kind (`tally.note(...)`), never errors.
+  by kind (`unused_input.note(...)`), never errors.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ from carl_tui.metric_names import metric_name
 from carl_tui.sources import tfevents as tfe
 from carl_tui.sources.base import WAITING, PolledSource, SourceError, short_path
 from carl_tui.sources.run_config import describe_config, loads_json
-from carl_tui.sources.tally import InputTally
+from carl_tui.sources.unused_input import UnusedInput
 
 SOURCE = "tensorboard"
 MAX_BYTES_PER_POLL = 1 << 20
@@ -183,7 +183,8 @@ class _EventFile:
             return True  # replaced or truncated
         return not self.ignored and st.st_size > self.offset
 
-    def read(self, budget: int, out: tfe.Items, tally: InputTally) -> tuple[int, bool, bool]:
+    def read(self, budget: int, out: tfe.Items,
+             unused_input: UnusedInput) -> tuple[int, bool, bool]:
         """Decode what was appended into `out`: (bytes used, more waiting, restarted)."""
         restarted = False
         with open(self.path, "rb") as f:
@@ -208,12 +209,13 @@ class _EventFile:
                 want = min(want * 2, left)  # one record larger than the budget
         if scan.not_event_file:
             self.ignored = True
-            tally.skip(NOT_EVENT_FILE, self.label)
+            unused_input.skip(NOT_EVENT_FILE, self.label)
             return 0, False, restarted
         for a, b in scan.damaged:
             if a == 0 and self.in_damage:
                 continue  # the same damaged stretch as last time
-            tally.skip(CRC_MISMATCH, f"bytes {self.offset + a}-{self.offset + b} of {self.label}")
+            where = f"bytes {self.offset + a}-{self.offset + b} of {self.label}"
+            unused_input.skip(CRC_MISMATCH, where)
         if scan.damaged or scan.end:
             self.in_damage = scan.open_damage
         decode = self.decoder.decode
@@ -221,7 +223,7 @@ class _EventFile:
             try:
                 decode(buf, s, e, out)
             except (tfe.DecodeError, IndexError, struct.error) as exc:
-                tally.skip(UNREADABLE, f"byte {self.offset + s} of {self.label}: {exc}")
+                unused_input.skip(UNREADABLE, f"byte {self.offset + s} of {self.label}: {exc}")
         self.offset += scan.end
         return scan.end, not at_eof, restarted
 
@@ -287,10 +289,10 @@ class _Run:
         self.args: dict | None = None
         self.nonfinite: list[tuple[str, int]] = []  # not yet sent (no row to go with)
 
-    def events(self, items: tfe.Items, tally: InputTally) -> list[Event]:
+    def events(self, items: tfe.Items, unused_input: UnusedInput) -> list[Event]:
         """The RunMeta and ScalarBatch of what one poll decoded for this run."""
         nonfinite, self.nonfinite = self.nonfinite, []
-        rows, config_changed = self._rows(items, tally, nonfinite)
+        rows, config_changed = self._rows(items, unused_input, nonfinite)
         out: list[Event] = []
         if config_changed:
             out.append(RunMeta(self.ref, self.meta()))
@@ -300,10 +302,10 @@ class _Run:
             self.nonfinite.extend(nonfinite)  # sent with the next rows (the store needs a row)
         return out
 
-    def _rows(self, items: tfe.Items, tally: InputTally,
+    def _rows(self, items: tfe.Items, unused_input: UnusedInput,
               nonfinite: list[tuple[str, int]]) -> tuple[_Rows, bool]:
         """The scalars of `items` in rows (values logged at one step in a row share a
-        row), and whether a config text changed; everything else is counted in `tally`.
+        row), and whether a config text changed; everything else is counted in `unused_input`.
         A non-finite value goes to `nonfinite`. One loop over every value: the hot path."""
         rows = _Rows()
         steps, times, cols = rows.steps, rows.times, rows.cols
@@ -322,7 +324,7 @@ class _Run:
                 if name is None:
                     continue
                 if not isfinite(value):
-                    tally.skip(NOT_FINITE, f"{tag}={value!r} at step {step}")
+                    unused_input.skip(NOT_FINITE, f"{tag}={value!r} at step {step}")
                     nonfinite.append((name, step))
                     continue
                 if step != row_step or name in row_names:
@@ -339,12 +341,12 @@ class _Run:
                 col[0].append(row)
                 col[1].append(value)
             elif kind == tfe.TEXT:
-                tally.note("text")
+                unused_input.note("text")
                 config_changed |= self._text(tag, value)
             elif kind == tfe.BAD:
-                tally.skip(NOT_SCALAR, f"{tag} at step {step}: {value}")
+                unused_input.skip(NOT_SCALAR, f"{tag} at step {step}: {value}")
             else:
-                tally.note(kind)
+                unused_input.note(kind)
         return rows, config_changed
 
     def _text(self, tag: str, text: str) -> bool:
@@ -383,7 +385,7 @@ class TensorBoardSource(PolledSource):
         self.runs = tuple(runs) if runs else None
         self._interval = interval
         self.max_bytes_per_poll = max(tfe.HEADER_LEN + 1, max_bytes_per_poll)
-        self.tally = InputTally()
+        self.unused_input = UnusedInput()
         self.limitation = ""
         self.finished = False  # a log directory can always get new runs
         self.behind = False
@@ -477,7 +479,7 @@ class TensorBoardSource(PolledSource):
                     behind = True
                     break
                 try:
-                    used, more, restarted = f.read(budget, decoded, self.tally)
+                    used, more, restarted = f.read(budget, decoded, self.unused_input)
                 except FileNotFoundError:
                     self._gone(run, run.files.pop(path))
                     events += self._notes
@@ -493,7 +495,7 @@ class TensorBoardSource(PolledSource):
                 budget -= used
                 behind |= more
             if decoded:
-                events.extend(run.events(decoded, self.tally))
+                events.extend(run.events(decoded, self.unused_input))
         if error is not None and not events and budget == self.max_bytes_per_poll:
             what = getattr(error, "strerror", None) or error
             where = getattr(error, "filename", None) or self.logdir

@@ -25,8 +25,8 @@ from carl_tui.events import Event, RunRef
 from carl_tui.identity import TRAINER_LOG, file_run
 from carl_tui.sources.base import PolledSource, SourceError
 from carl_tui.sources.tail import FileFollower
-from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trainer_log import TrainerLogParser, TrainerOutput
+from carl_tui.sources.unused_input import UnusedInput
 
 
 class TrainerLogSource(PolledSource):
@@ -50,8 +50,8 @@ class TrainerLogSource(PolledSource):
         self._interval = interval
         self.finished = False
         self.limitation = ""
-        self.tally = InputTally()
-        self.output = TrainerOutput(self.run, self.tally, logging_steps=logging_steps,
+        self.unused_input = UnusedInput()
+        self.output = TrainerOutput(self.run, self.unused_input, logging_steps=logging_steps,
                                     idle_flush_s=idle_flush_s)
         self.generation = 0
         self._follower = FileFollower(self.path, max_bytes_per_poll=max_bytes_per_poll,
@@ -85,7 +85,7 @@ class TrainerLogSource(PolledSource):
             raise
         self.behind = read.backlog
         for reason, example in read.dropped:
-            self.tally.skip(reason, example.decode("utf-8", "replace"))
+            self.unused_input.skip(reason, example.decode("utf-8", "replace"))
         events: list[Event] = []
         if read.generation != self.generation:
             events.extend(self.output.restart())  # the old file's last dicts

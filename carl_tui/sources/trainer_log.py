@@ -74,7 +74,6 @@ from collections.abc import Callable, Iterable, Sequence
 from carl_tui.events import Event, LogLines, Progress, RunMeta, RunRef, ScalarBatch
 from carl_tui.metric_names import canonical, framework_name, is_metric_key, valid_number
 from carl_tui.sources.framework_lines import VERL_BAR, read_line, strip_ray_prefix
-from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trainer_end import place
 from carl_tui.sources.trainer_steps import (
     BarUpdate,
@@ -86,6 +85,7 @@ from carl_tui.sources.trainer_steps import (
     epoch_of,
     explicit_step,
 )
+from carl_tui.sources.unused_input import UnusedInput
 
 MAX_LINE_CHARS = 65_536  # longer "dict lines" are not Trainer logs; skip them
 
@@ -611,10 +611,10 @@ class TrainerOutput:
     go (the output ended, or no line came for `idle_flush_s`: a step may then be
     estimated, and the run's meta says `steps_estimated`)."""
 
-    def __init__(self, run: RunRef, tally: InputTally, *, logging_steps: int = 1,
+    def __init__(self, run: RunRef, unused_input: UnusedInput, *, logging_steps: int = 1,
                  idle_flush_s: float = 2.0) -> None:
         self.run = run
-        self.tally = tally
+        self.unused_input = unused_input
         self.logging_steps = logging_steps
         self.idle_flush_s = idle_flush_s
         self.parser = TrainerLogParser(logging_steps)
@@ -648,16 +648,16 @@ class TrainerOutput:
     def _convert(self, lines: list[str], items: list[Item]) -> list[Event]:
         count, example = self.parser.take_unreadable()
         if count:
-            self.tally.skip(UNREADABLE_DICT, example, count)
+            self.unused_input.skip(UNREADABLE_DICT, example, count)
         count, example = self.parser.take_damaged()
         if count:
-            self.tally.skip(DAMAGED_LINE, example, count)
+            self.unused_input.skip(DAMAGED_LINE, example, count)
         out: list[Event] = [LogLines(self.run, tuple(lines))] if lines else []
         out.extend(trainer_events(self.run, items, self._clean))
         return out
 
     def _clean(self, values: dict[str, float], rename: bool) -> dict[str, float]:
-        return clean_values(values, rename, self.tally.skip)
+        return clean_values(values, rename, self.unused_input.skip)
 
 # -- telling a Trainer log from a JSONL stream ---------------------------------
 

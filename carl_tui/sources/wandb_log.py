@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from carl_tui.sources.base import SourceError
-from carl_tui.sources.tally import InputTally
+from carl_tui.sources.unused_input import UnusedInput
 
 FILE_IDENT = b":W&B"
 FILE_MAGIC = 0xBEE1
@@ -60,21 +60,21 @@ def check_file_header(head: bytes, where: str) -> int:
 
 
 def scan_chunks(
-    buf: bytes, start: int, *, at_eof: bool, tally: InputTally, where: str = ""
+    buf: bytes, start: int, *, at_eof: bool, unused_input: UnusedInput, where: str = ""
 ) -> Scan:
     """Records in `buf`, the log's bytes from file offset `start` (past the
     file header). `at_eof`: `buf` reaches the end of the file as it is now, so
     a damaged-looking last chunk may still be being written and is waited for."""
-    return _ChunkScan(buf, start, at_eof, tally, where).run()
+    return _ChunkScan(buf, start, at_eof, unused_input, where).run()
 
 
 class _ChunkScan:
     """One pass of `scan_chunks`: walks the chunks, joins the pieces of each record,
     and keeps the resume offset (`committed`: the end of the last complete record)."""
 
-    def __init__(self, buf: bytes, start: int, at_eof: bool, tally: InputTally, where: str):
+    def __init__(self, buf: bytes, start: int, at_eof: bool, unused_input: UnusedInput, where: str):
         self.buf, self.start, self.at_eof = buf, start, at_eof
-        self.tally, self.where = tally, where
+        self.unused_input, self.where = unused_input, where
         self.pos = self.committed = start
         self.parts: list[bytes] | None = None  # pieces of the record being joined
         self.damaged = False  # inside a damaged record: its later pieces are not counted again
@@ -124,7 +124,7 @@ class _ChunkScan:
     def _corrupt(self, what: str, at: int, *, new_record: bool = True) -> None:
         if new_record or not self.damaged:
             where = f" of {self.where}" if self.where else ""
-            self.tally.skip(CORRUPT, f"{what} at byte {at}{where}")
+            self.unused_input.skip(CORRUPT, f"{what} at byte {at}{where}")
 
     def _bad_header(self, zeros: bool, left: int) -> None:
         """A chunk header that cannot be one: the rest of the block is dropped (LevelDB's rule)."""
@@ -246,7 +246,7 @@ def _scan(f, start: int, size: int, want: int, resync_at: bool) -> tuple[list[by
     if at is None:
         return [], start + len(buf), start + len(buf)
     scan = scan_chunks(buf[at - start :], at, at_eof=start + len(buf) >= size,
-                       tally=InputTally())
+                       unused_input=UnusedInput())
     return scan.records, at, scan.end
 
 

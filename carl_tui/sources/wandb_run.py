@@ -28,7 +28,7 @@ Following a live run: each poll reads what was appended after the resume
 offset, the end of the last complete record. A record still being written
 (a short chunk, a missing last piece, zeros or a bad checksum at the very end
 of the file) is waited for, not skipped. A damaged record followed by more data
-is skipped and counted in `tally` ("corrupt record"); after a damaged header
+is skipped and counted in `unused_input` ("corrupt record"); after a damaged header
 the reader resumes at the next 32 KiB block, as LevelDB's reader does. A
 backlog is read in pieces of `max_bytes_per_poll` and `interval` is 0 until it
 is caught up. The wandb SDK writes the file every 15 s by default
@@ -76,7 +76,7 @@ Records used:
   (`train/loss`); `rows.build_columns` applies the project's key policy.
   A value that is not a finite number is skipped and counted by reason; media,
   tables and histograms (dicts with a `_type`) are valid data, not plotted:
-  `tally.note(<_type>)`.
+  `unused_input.note(<_type>)`.
 - summary: merged; `RunMeta(run, {"summary": {...}})` once per poll when it
   changed (`_wandb` left out).
 - exit: `RunMeta(run, {"exit_code": n})`; the run is complete.
@@ -108,7 +108,7 @@ from carl_tui.sources.base import (
 )
 from carl_tui.sources.rows import build_columns
 from carl_tui.sources.run_config import describe_config, loads_json
-from carl_tui.sources.tally import InputTally
+from carl_tui.sources.unused_input import UnusedInput
 from carl_tui.sources.wandb_log import (
     FILE_IDENT,
     HEADER_LEN,
@@ -254,7 +254,7 @@ def _del_path(tree: dict, path: Sequence[str]) -> None:
     node.pop(path[-1], None)
 
 
-def _apply_updates(tree: dict, record: Any, tally: InputTally, what: str) -> bool:
+def _apply_updates(tree: dict, record: Any, unused_input: UnusedInput, what: str) -> bool:
     """Merge a config/summary record's updates and removals into `tree`."""
     changed = False
     for item in record.update:
@@ -264,7 +264,7 @@ def _apply_updates(tree: dict, record: Any, tally: InputTally, what: str) -> boo
         try:
             value = loads_json(item.value_json)
         except ValueError:
-            tally.skip(NOT_JSON, f"{what} {'.'.join(path)}={item.value_json!r}")
+            unused_input.skip(NOT_JSON, f"{what} {'.'.join(path)}={item.value_json!r}")
             continue
         _set_path(tree, path, value)
         changed = True
@@ -350,7 +350,7 @@ def _peek_identity(log: Path, record_cls: type | None) -> tuple[str, str] | None
         return None
     if len(head) < HEADER_LEN or head[:4] != FILE_IDENT:
         return None
-    scan = scan_chunks(head[HEADER_LEN:], HEADER_LEN, at_eof=True, tally=InputTally())
+    scan = scan_chunks(head[HEADER_LEN:], HEADER_LEN, at_eof=True, unused_input=UnusedInput())
     for raw in scan.records[:20]:
         rec = record_cls()
         try:
@@ -395,9 +395,9 @@ def list_runs(path: str | os.PathLike) -> list[RunInfo]:
 class _RunReader:
     """Follows one run's log: the resume offset and what the run has said so far."""
 
-    def __init__(self, path: Path, tally: InputTally, record_cls: type):
+    def __init__(self, path: Path, unused_input: UnusedInput, record_cls: type):
         self.path = path  # a run dir (maybe `latest-run`) or a .wandb file
-        self.tally = tally
+        self.unused_input = unused_input
         self.record_cls = record_cls
         item_type = record_cls.DESCRIPTOR.fields_by_name["history"].message_type
         item_type = item_type.fields_by_name["item"].message_type
@@ -465,12 +465,13 @@ class _RunReader:
                 f.seek(self.offset)
                 buf = f.read(want)
                 at_eof = self.offset + len(buf) >= st.st_size
-                found = InputTally()
-                scan = scan_chunks(buf, self.offset, at_eof=at_eof, tally=found, where=log.name)
+                found = UnusedInput()
+                scan = scan_chunks(buf, self.offset, at_eof=at_eof, unused_input=found,
+                                   where=log.name)
                 if scan.records or at_eof or scan.end > self.offset:
                     break
                 want *= 2  # one record larger than the budget: read on until it is whole
-        self.tally.merge(found)
+        self.unused_input.merge(found)
         events.extend(self._records(scan.records))
         used = scan.end - self.offset
         self.offset = scan.end
@@ -520,7 +521,7 @@ class _RunReader:
             try:
                 rec.ParseFromString(raw)
             except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and kin
-                self.tally.skip(UNREADABLE, f"{type(exc).__name__}: {exc}")
+                self.unused_input.skip(UNREADABLE, f"{type(exc).__name__}: {exc}")
                 continue
             kind = rec.WhichOneof("record_type")
             if kind == "history":
@@ -533,10 +534,11 @@ class _RunReader:
             elif kind == "run":
                 first = self.ref is None
                 self._identity(rec.run)
-                changed = _apply_updates(self.config, rec.run.config, self.tally, "config")
+                changed = _apply_updates(self.config, rec.run.config, self.unused_input, "config")
                 config_changed |= changed or first
             elif kind == "config":
-                config_changed |= _apply_updates(self.config, rec.config, self.tally, "config")
+                config_changed |= _apply_updates(self.config, rec.config, self.unused_input,
+                                                 "config")
             elif kind == "metric":
                 self._define_metric(rec.metric)
             elif kind == "exit":
@@ -583,7 +585,7 @@ class _RunReader:
             try:
                 value = loads_json(text)
             except ValueError:
-                self.tally.skip(NOT_JSON, f"summary {'.'.join(path)}={text!r}")
+                self.unused_input.skip(NOT_JSON, f"summary {'.'.join(path)}={text!r}")
                 del self.summary_raw[path]
                 continue
             _set_path(tree, path, value)
@@ -620,7 +622,7 @@ class _RunReader:
                         value = loads_json(item.value_json)
             except ValueError:
                 where = key or ".".join(path or ())
-                self.tally.skip(NOT_JSON, f"{where}={item.value_json!r}")
+                self.unused_input.skip(NOT_JSON, f"{where}={item.value_json!r}")
                 continue
             if path is None:
                 tree[key] = value
@@ -642,7 +644,7 @@ class _RunReader:
             v = tree.pop(key)
             s = _integral(v)
             if s is None:
-                self.tally.skip(BAD_STEP, f"{key}={v!r}")
+                self.unused_input.skip(BAD_STEP, f"{key}={v!r}")
             else:
                 self.synced_step = s
         if key is not None and self.synced_step is not None:
@@ -651,7 +653,7 @@ class _RunReader:
             step = _integral(wstep)
             if step is None:
                 if wstep is not None:
-                    self.tally.skip(BAD_STEP, f"_step={wstep!r}")
+                    self.unused_input.skip(BAD_STEP, f"_step={wstep!r}")
                 step = self.prev_step + 1
         self.prev_step = step
         return step
@@ -666,23 +668,24 @@ class _RunReader:
                 if math.isfinite(v):
                     out[name] = v
                 else:
-                    self.tally.skip(NOT_FINITE, f"{name}={v!r}")
+                    self.unused_input.skip(NOT_FINITE, f"{name}={v!r}")
             elif t is int:
                 out[name] = float(v)
             elif t is dict:
                 kind = v.get("_type")
                 if isinstance(kind, str):
-                    self.tally.note(kind)
+                    self.unused_input.note(kind)
                 else:
                     self._flatten(v, name + ".", out)
             else:
-                self.tally.skip(NOT_NUMBER, f"{name}={v!r}")
+                self.unused_input.skip(NOT_NUMBER, f"{name}={v!r}")
 
     def _batch(self, ref: RunRef, rows: list[tuple[int, dict[str, float], float | None]]):
         steps = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         cols = build_columns([r[1] for r in rows], default_steps=steps, step_keys=(), time_key=None)
         if cols.skipped:
-            self.tally.skip(NOT_NUMBER, "a value rejected by the column builder", cols.skipped)
+            self.unused_input.skip(NOT_NUMBER, "a value rejected by the column builder",
+                                   cols.skipped)
         stamps = [r[2] for r in rows if r[2] is not None]
         return ScalarBatch(ref, cols.steps, cols.columns, wall_time=stamps[-1] if stamps else None)
 
@@ -712,7 +715,7 @@ def _preview(
     """The preview of a long log not read yet (`wandb_log.read_preview`): its
     config (from the head), a preview batch of its head's and sampled rows, one
     of its newest rows, and its latest summary. Decoded by a reader of its own:
-    nothing is counted in the tally (the read in order counts it all) and the
+    nothing is counted in the unused input (the read in order counts it all) and the
     exit record is left to the read in order. None when there is no preview."""
     log = reader._locate()
     got = None
@@ -720,7 +723,7 @@ def _preview(
         got = read_preview(log, reader.record_cls, samples=samples, min_bytes=min_bytes)
     if got is None:
         return None
-    probe = _RunReader(reader.path, InputTally(), reader.record_cls)
+    probe = _RunReader(reader.path, UnusedInput(), reader.record_cls)
     probe.log = log
     events = [e for e in probe._records(got.head + got.sample) if _previewed(e, summary=False)]
     probe.summary_raw = {}
@@ -757,7 +760,7 @@ class WandbSource(PolledSource):
         self.runs = set(runs) if runs else None
         self._interval = interval
         self.max_bytes_per_poll = max(HEADER_LEN + 1, max_bytes_per_poll)
-        self.tally = InputTally()
+        self.unused_input = UnusedInput()
         self.limitation = ""
         self.finished = False
         self.behind = False
@@ -783,7 +786,7 @@ class WandbSource(PolledSource):
             reader = self._readers.get(self.path)
             if reader is None:
                 reader = self._readers[self.path] = _RunReader(
-                    self.path, self.tally, self._record_cls
+                    self.path, self.unused_input, self._record_cls
                 )
             if reader._locate() is None:
                 raise SourceError(f"waiting for the run's .wandb log in {self.path}",
@@ -791,7 +794,7 @@ class WandbSource(PolledSource):
             return [reader]
         for d in _run_dirs(self.path):
             if d not in self._readers:
-                self._readers[d] = _RunReader(d, self.tally, self._record_cls)
+                self._readers[d] = _RunReader(d, self.unused_input, self._record_cls)
         if not self._readers:
             raise SourceError(
                 f"waiting for a W&B run in {self.path} (no run-* or offline-run-* directory yet)",
@@ -862,7 +865,7 @@ class WandbSource(PolledSource):
                 if self.single:
                     raise
                 if isinstance(exc, SourceError) and not exc.retry:  # not a W&B log at all
-                    self.tally.skip("not a W&B log", str(exc))
+                    self.unused_input.skip("not a W&B log", str(exc))
                     reader.wanted = False
                 else:
                     error = exc  # one unreadable run does not hold back the others

@@ -1,6 +1,6 @@
 """What was skipped, said as what it was: "32 NaN or infinite values" is not "32 lines".
 
-Sources count skipped input by reason (sources/tally.py): a value that is not a finite
+Sources count skipped input by reason (sources/unused_input.py): a value that is not a finite
 number skips that value only, a malformed line its line, a damaged record its record.
 `skipped_text` names the unit of each reason and sums the counts of one unit.
 """

@@ -80,7 +80,7 @@ class CardWanted(Message):
 
 @dataclass
 class StatusTick(Message, bubble=False):
-    """Every second, and after an update: the store's tally and the time, for the status
+    """Every second, and after an update: the store's unused_input and the time, for the status
     bar, the job line and the system panel (ages tick)."""
 
     summary: dict

@@ -55,7 +55,6 @@ from pathlib import Path
 from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
 from carl_tui.sources.base import HOLD_MAX_S, WAITING, PolledSource, SourceError
 from carl_tui.sources.rows import iso_to_epoch
-from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio.db import (
     connect,
     db_path,
@@ -78,6 +77,7 @@ from carl_tui.sources.trackio.local_read import (
 )
 from carl_tui.sources.trackio.newest_first import PreviewState
 from carl_tui.sources.trackio.system_tables import X_KEY, load_json
+from carl_tui.sources.unused_input import UnusedInput
 
 SOURCE = "trackio"
 HELPER_MIN_ROWS = 200_000  # a longer history is read by helper processes too
@@ -147,7 +147,7 @@ class TrackioLocalSource(PolledSource):
         self.name = f"trackio: {project}"
         self._interval = interval
         self.finished = False
-        self.tally = InputTally()
+        self.unused_input = UnusedInput()
         self.limitation = ""
         self.last_id = 0  # resume position in the metrics table
         self.last_config_id = 0
@@ -240,7 +240,7 @@ class TrackioLocalSource(PolledSource):
             events.extend(self._preview.end())
         system, alerts = self._extras.fetch(conn, retry, self._key)
         self.limitation = "; ".join(x for x in (self._base_limitation, self._extras.error) if x)
-        events.extend(self._extras.events(system, alerts, self._run_of, self.tally,
+        events.extend(self._extras.events(system, alerts, self._run_of, self.unused_input,
                                           self._last_x))
         self.behind = more or self._extras.full(system, alerts)
         self._data_version = version
@@ -288,7 +288,7 @@ class TrackioLocalSource(PolledSource):
             self._names.setdefault(b.key, b.name)
             if not self._wanted(b.key, self._names[b.key]):
                 continue
-            self.tally.merge(b.tally)
+            self.unused_input.merge(b.unused_input)
             if not b.parsed:
                 continue  # not one JSON object
             if len(b.steps):
@@ -350,7 +350,7 @@ class TrackioLocalSource(PolledSource):
                 continue
             cfg = load_json(blob)
             if cfg is None:
-                self.tally.skip("config not a JSON object", blob)
+                self.unused_input.skip("config not a JSON object", blob)
                 continue
             meta = {"config": cfg, "trackio_project": self.project, "trackio_dir": str(self.root)}
             events.append(RunMeta(ref, meta))
@@ -360,8 +360,8 @@ class TrackioLocalSource(PolledSource):
         """One ScalarBatch per run of `rows` (`local_read.row_columns`), in order."""
         events: list[Event] = []
         for key, run_rows, stamp in self._wanted_runs(rows):
-            steps, columns, tally, bad, nonfinite = run_columns(run_rows)
-            self.tally.merge(tally)
+            steps, columns, unused_input, bad, nonfinite = run_columns(run_rows)
+            self.unused_input.merge(unused_input)
             if bad == len(run_rows):
                 continue  # not one JSON object
             if len(steps):

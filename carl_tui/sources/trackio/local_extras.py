@@ -15,9 +15,9 @@ from typing import Any
 
 from carl_tui.events import Event, RunRef
 from carl_tui.sources.base import SourceError
-from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio import system_tables as ts
 from carl_tui.sources.trackio.db import run_column, table_columns
+from carl_tui.sources.unused_input import UnusedInput
 
 #: The run of a row (key, name) -> its RunRef, or None when the run is not followed.
 RunOf = Callable[[Any, Any], "RunRef | None"]
@@ -59,15 +59,15 @@ class LocalExtras:
         return len(system) >= self.batch_rows or len(alerts) >= self.alert_rows
 
     def events(self, system: list[tuple], alerts: list[tuple], run_of: RunOf,
-               tally: InputTally, last_x: dict[str, int]) -> list[Event]:
+               unused_input: UnusedInput, last_x: dict[str, int]) -> list[Event]:
         """The samples and alert markers of the rows `fetch` read (of the runs followed);
-        bad input counted in `tally`; `last_x` places an alert that has no step."""
+        bad input counted in `unused_input`; `last_x` places an alert that has no step."""
         events: list[Event] = []
         for _id, key, name, stamp, blob in system:
             ref = run_of(key, name)
             if ref is None:
                 continue
-            sample = ts.system_event(ref, blob, stamp, tally)
+            sample = ts.system_event(ref, blob, stamp, unused_input)
             if sample is not None:
                 events.append(sample)
         if system:

@@ -42,9 +42,9 @@ import numpy as np
 import orjson
 
 from carl_tui.sources.rows import build_columns, short_repr
-from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio.db import connect
 from carl_tui.sources.trackio.system_tables import X_KEY
+from carl_tui.sources.unused_input import UnusedInput
 
 STEP_KEYS = (X_KEY,)
 
@@ -58,13 +58,13 @@ class RunBlock:
     stamp: str | None  # timestamp of that row
     steps: np.ndarray
     columns: dict[str, np.ndarray] = field(default_factory=dict)
-    tally: InputTally = field(default_factory=InputTally)  # skipped input, by reason
+    unused_input: UnusedInput = field(default_factory=UnusedInput)  # skipped input, by reason
     parsed: int = 0  # rows that are JSON objects
     nonfinite: tuple[tuple[str, int], ...] = ()  # (metric, step) logged as NaN or infinite
 
     @property
     def skipped(self) -> int:
-        return self.tally.total
+        return self.unused_input.total
 
 
 def _loads(blob):
@@ -91,23 +91,23 @@ NOT_OBJECT = "row metrics not a JSON object"
 
 def run_columns(
     rows: Sequence[tuple], step_at: int = 2, metrics_at: int = 3
-) -> tuple[np.ndarray, dict[str, np.ndarray], InputTally, int, tuple[tuple[str, int], ...]]:
+) -> tuple[np.ndarray, dict[str, np.ndarray], UnusedInput, int, tuple[tuple[str, int], ...]]:
     """(steps, columns, what was skipped (by reason), rows that were not JSON objects,
     values logged as NaN or infinite) of rows `(id, key, step, metrics)` of one run (or
     other tuples: the step and the metrics JSON at `step_at` and `metrics_at`)."""
-    tally = InputTally()
+    unused_input = UnusedInput()
     blobs = list(map(itemgetter(metrics_at), rows))
     parsed = parse_all(blobs)
     bad = 0
     if None in parsed:
         bad = parsed.count(None)
         first = next(i for i, p in enumerate(parsed) if p is None)
-        tally.skip(NOT_OBJECT, short_repr(blobs[first]), bad)
+        unused_input.skip(NOT_OBJECT, short_repr(blobs[first]), bad)
         keep = [i for i, p in enumerate(parsed) if p is not None]
         rows = [rows[i] for i in keep]
         parsed = [parsed[i] for i in keep]
         if not parsed:
-            return np.empty(0, dtype=np.int64), {}, tally, bad, ()
+            return np.empty(0, dtype=np.int64), {}, unused_input, bad, ()
     steps = list(map(itemgetter(step_at), rows))
     if set(map(type, steps)) == {int}:
         default_steps = np.array(steps, dtype=np.int64)
@@ -116,8 +116,8 @@ def run_columns(
             (s if type(s) is int else -1 for s in steps), dtype=np.int64, count=len(steps)
         )
     cols = build_columns(parsed, default_steps=default_steps, step_keys=STEP_KEYS, time_key=None,
-                         tally=tally)
-    return cols.steps, cols.columns, tally, bad, cols.nonfinite
+                         unused_input=unused_input)
+    return cols.steps, cols.columns, unused_input, bad, cols.nonfinite
 
 
 def group_by_run(rows: list[tuple], key_at: int = 1) -> dict[str, list[tuple]]:
@@ -168,8 +168,8 @@ def read_range(path: str, key: str, lo: int, hi: int) -> list[RunBlock]:
     out = []
     for run_key, run_rows in group_by_run(rows).items():
         name, stamp = named_and_dated(run_rows[-1])  # the run's last row in the range
-        steps, columns, tally, bad, nonfinite = run_columns(run_rows)
-        out.append(RunBlock(run_key, name, stamp, steps, columns, tally,
+        steps, columns, unused_input, bad, nonfinite = run_columns(run_rows)
+        out.append(RunBlock(run_key, name, stamp, steps, columns, unused_input,
                             len(run_rows) - bad, nonfinite))
     return out
 

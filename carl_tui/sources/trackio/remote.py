@@ -54,7 +54,6 @@ import orjson
 from carl_tui.events import Event, RunMeta, ScalarBatch
 from carl_tui.hub import HubToken, find_token
 from carl_tui.sources.base import HOLD_MAX_S, PolledSource, SourceError
-from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio import newest_first as pv
 from carl_tui.sources.trackio.address import is_hf_host, is_local, normalize_url, parse_server
 from carl_tui.sources.trackio.db import run_column
@@ -70,6 +69,7 @@ from carl_tui.sources.trackio.remote_logs import LogsFallback
 from carl_tui.sources.trackio.remote_preview import read_preview
 from carl_tui.sources.trackio.remote_rows import RunPoints, points_by_run
 from carl_tui.sources.trackio.remote_sql import SOURCE, RemoteProject, sql_str
+from carl_tui.sources.unused_input import UnusedInput
 
 __all__ = ["NOT_AUTHORISED", "SOURCE", "RemoteRun", "TrackioRemoteSource", "is_local",
            "normalize_url", "parse_server"]
@@ -113,7 +113,7 @@ class TrackioRemoteSource(PolledSource):
         self.remote = RemoteProject(self._http, project, list(runs) if runs else None)
         self.name = f"trackio: {self.url}" + (f" [{project}]" if project else "")
         self.finished = False
-        self.tally = InputTally()  # skipped input, by reason
+        self.unused_input = UnusedInput()  # skipped input, by reason
         self.limitation = ""
         self.behind = False  # more rows are waiting than one poll may fetch
         self.last_id = 0  # resume position in the metrics table
@@ -243,7 +243,7 @@ class TrackioRemoteSource(PolledSource):
         if self._preview.ends(self.last_id, self.behind):
             events.extend(self._preview.end())
         events.extend(self._configs())
-        events.extend(self._extras.read(self.remote, self.tally, self._last_x))
+        events.extend(self._extras.read(self.remote, self.unused_input, self._last_x))
         self.behind = self.behind or self._extras.full
         self.limitation = self._extras.limitation
         return events
@@ -304,7 +304,7 @@ class TrackioRemoteSource(PolledSource):
     # -- rows to events --------------------------------------------------
 
     def _rows_to_events(self, rows: list[dict[str, Any]]) -> list[Event]:
-        return self._batches(points_by_run(rows, self.tally))
+        return self._batches(points_by_run(rows, self.unused_input))
 
     def _batches(self, got: RunPoints) -> list[Event]:
         """A ScalarBatch per run (a RunMeta first for a run seen for the first time)."""
@@ -369,4 +369,4 @@ class TrackioRemoteSource(PolledSource):
             wanted = set(self.runs)
             runs = [r for r in runs if r.id in wanted or r.name in wanted]
         return self._batches(self._logs.read(self.remote.call, self.project, runs, self.url,
-                                             self.tally))
+                                             self.unused_input))

@@ -23,8 +23,8 @@ from carl_tui.sources.trackio.remote_http import PAGE_ROWS, UnknownApi
 from carl_tui.sources.trackio.remote_rows import run_key
 
 if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.sources.tally import InputTally
     from carl_tui.sources.trackio.remote_sql import RemoteProject
+    from carl_tui.sources.unused_input import UnusedInput
 
 ALERT_PAGE_ROWS = 1000
 SYSTEM_PAGE_ROWS = PAGE_ROWS - ALERT_PAGE_ROWS  # one query holds both, within the cap
@@ -37,13 +37,13 @@ class _Reading:
     """What one `read` reads through, and tells of what it cannot use."""
 
     remote: RemoteProject
-    tally: InputTally
+    unused_input: UnusedInput
     last_x: dict[str, int]
 
 
 class RemoteExtras:
     """Where the source is in both tables, and what it could not read. `read(remote,
-    tally, last_x)` once per poll; `full` says a page was full (more are waiting)."""
+    unused_input, last_x)` once per poll; `full` says a page was full (more are waiting)."""
 
     def __init__(self) -> None:
         self.last_system_id = 0  # resume position in the system_metrics table
@@ -58,13 +58,13 @@ class RemoteExtras:
         return "; ".join(f"{table.replace('_', ' ')} not read: {msg}"
                          for table, msg in self._errors.items())
 
-    def read(self, remote: RemoteProject, tally: InputTally,
+    def read(self, remote: RemoteProject, unused_input: UnusedInput,
              last_x: dict[str, int]) -> list[Event]:
         """New system samples and alerts of `remote`'s project (of the runs it filters
-        on; `tally` hears of rows it cannot use, `last_x` gives each run's newest step for
+        on; `unused_input` hears of rows it cannot use, `last_x` gives each run's newest step for
         an alert without one); best effort (see the module doc)."""
         self.full = False
-        src = _Reading(remote, tally, last_x)
+        src = _Reading(remote, unused_input, last_x)
         ready: dict[str, str] = {}  # table -> its run column
         for table in EXTRA_TABLES:
             wait = self._wait.get(table, 0)
@@ -149,13 +149,13 @@ class RemoteExtras:
             try:
                 rowid = int(row["id"])
             except (KeyError, TypeError, ValueError):
-                src.tally.skip("row without an id", short_repr(row))
+                src.unused_input.skip("row without an id", short_repr(row))
                 continue
             if row.get("kind") == "system":
                 n_system += 1
                 self.last_system_id = max(self.last_system_id, rowid)
                 blob = row.get("metrics")
-                sample = ts.system_event(ref, blob, row.get("timestamp"), src.tally,
+                sample = ts.system_event(ref, blob, row.get("timestamp"), src.unused_input,
                                          example=short_repr(blob))
                 if sample is not None:
                     events.append(sample)

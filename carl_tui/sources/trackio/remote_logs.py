@@ -9,9 +9,9 @@ from typing import Any
 
 from carl_tui.sources.base import SourceError
 from carl_tui.sources.rows import iso_to_epoch
-from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio.remote_http import UnknownApi
 from carl_tui.sources.trackio.remote_rows import RunPoints, row_point
+from carl_tui.sources.unused_input import UnusedInput
 
 
 class LogsFallback:
@@ -21,7 +21,7 @@ class LogsFallback:
         self.last: dict[str, int] = {}  # run id -> last step sent
 
     def read(self, call: Callable[..., Any], project: str | None, runs: list, url: str,
-             tally: InputTally) -> RunPoints:
+             unused_input: UnusedInput) -> RunPoints:
         """The new points of `runs` (`RemoteRun`s) through `call` (the source's API call)."""
         out = RunPoints()
         for run in runs:
@@ -37,7 +37,7 @@ class LogsFallback:
                 if not isinstance(row, dict):
                     continue
                 metrics = {k: v for k, v in row.items() if k not in ("step", "timestamp")}
-                point = row_point(row.get("step"), metrics, tally,  # None: no valid step
+                point = row_point(row.get("step"), metrics, unused_input,  # None: no valid step
                                   out.nonfinite.setdefault(run.id, []))
                 if point is not None and point[0] > last:
                     points.append(point)

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from carl_tui.errors import SourceError
 from carl_tui.events import ScalarBatch
-from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio.newest_first import (
     METRICS_INDEXES_SQL,
     PreviewSizes,
@@ -25,6 +24,7 @@ from carl_tui.sources.trackio.newest_first import (
     run_time_indexed,
 )
 from carl_tui.sources.trackio.remote_rows import RunPoints, points_by_run, run_key
+from carl_tui.sources.unused_input import UnusedInput
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.sources.trackio.remote_sql import RemoteProject
@@ -49,8 +49,8 @@ def read_preview(remote: RemoteProject, last_id: int, sizes: PreviewSizes
     newest = _newest_rows(remote, int(top)) if len({run_key(r) for r in shape}) >= 2 else []
     sent = {row.get("id") for row in newest}
     shape = [row for row in shape if row.get("id") not in sent]
-    batches = (_batches(remote, points_by_run(shape, InputTally()), tail=False)
-               + _batches(remote, points_by_run(newest, InputTally()), tail=True))
+    batches = (_batches(remote, points_by_run(shape, UnusedInput()), tail=False)
+               + _batches(remote, points_by_run(newest, UnusedInput()), tail=True))
     return batches, int(top)
 
 

@@ -17,8 +17,8 @@ import orjson
 
 from carl_tui.metric_names import metric_name, valid_number
 from carl_tui.sources.rows import NOT_FINITE, iso_to_epoch, media_kind, short_repr, step_of
-from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trackio.system_tables import X_KEY
+from carl_tui.sources.unused_input import UnusedInput
 
 _NON_FINITE = {"NaN", "Infinity", "-Infinity"}
 
@@ -41,8 +41,8 @@ def run_key(row: dict[str, Any]) -> str:
     return str(row.get("run_id") or row.get("run_name") or "")
 
 
-def points_by_run(rows: list[dict[str, Any]], tally: InputTally) -> RunPoints:
-    """The points of metrics rows, by run; what cannot be read counted in `tally`."""
+def points_by_run(rows: list[dict[str, Any]], unused_input: UnusedInput) -> RunPoints:
+    """The points of metrics rows, by run; what cannot be read counted in `unused_input`."""
     out = RunPoints()
     for row in rows:
         rid = run_key(row)
@@ -52,25 +52,25 @@ def points_by_run(rows: list[dict[str, Any]], tally: InputTally) -> RunPoints:
             try:
                 metrics = orjson.loads(metrics)
             except orjson.JSONDecodeError:
-                tally.skip("row metrics not JSON", short_repr(metrics))
+                unused_input.skip("row metrics not JSON", short_repr(metrics))
                 continue
         if not isinstance(metrics, dict):
-            tally.skip("row metrics not a JSON object", short_repr(metrics))
+            unused_input.skip("row metrics not a JSON object", short_repr(metrics))
             continue
-        point = row_point(row.get("step"), metrics, tally, out.nonfinite.setdefault(rid, []))
+        point = row_point(row.get("step"), metrics, unused_input, out.nonfinite.setdefault(rid, []))
         if point is not None:
             out.by_run.setdefault(rid, []).append(point)
         out.newest[rid] = iso_to_epoch(row.get("timestamp"))
     return out
 
 
-def row_point(step: Any, metrics: dict[str, Any], tally: InputTally,
+def row_point(step: Any, metrics: dict[str, Any], unused_input: UnusedInput,
               nonfinite: list[tuple[str, int]] | None = None) -> Point | None:
     """(step, values) of a row; None (skipped and counted) when it has no valid step.
     Values logged as NaN or infinite are counted, and added to `nonfinite`."""
     x = step_of(metrics[X_KEY]) if X_KEY in metrics else step_of(step)
     if isinstance(x, str):  # the reason the step is not valid
-        tally.skip(x, short_repr(metrics.get(X_KEY, step)))
+        unused_input.skip(x, short_repr(metrics.get(X_KEY, step)))
         return None
     values: dict[str, float] = {}
     for key, value in metrics.items():
@@ -81,9 +81,9 @@ def row_point(step: Any, metrics: dict[str, Any], tally: InputTally,
         if v is not None:
             values[name] = v
         elif type(value) is float or (isinstance(value, str) and value in _NON_FINITE):
-            tally.skip(NOT_FINITE, f"{key}={short_repr(value)}")
+            unused_input.skip(NOT_FINITE, f"{key}={short_repr(value)}")
             if nonfinite is not None:
                 nonfinite.append((name, x))
         elif isinstance(value, dict) and isinstance(value.get("_type"), str):
-            tally.note(media_kind(value))
+            unused_input.note(media_kind(value))
     return x, values

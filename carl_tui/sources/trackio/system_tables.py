@@ -41,7 +41,7 @@ import orjson
 from carl_tui.events import GpuSample, Marker, RunRef, SystemSample
 from carl_tui.metric_names import valid_number
 from carl_tui.sources.rows import clean_text, iso_to_epoch
-from carl_tui.sources.tally import InputTally
+from carl_tui.sources.unused_input import UnusedInput
 
 X_KEY = "train/global_step"  # the Trainer's step in a row's metrics (TRL's report_to)
 GIB_TO_MIB = 1024.0
@@ -72,17 +72,17 @@ def load_json(blob: Any) -> dict | None:
 
 
 
-def system_event(ref: RunRef, blob: Any, stamp: Any, tally: InputTally,
+def system_event(ref: RunRef, blob: Any, stamp: Any, unused_input: UnusedInput,
                  example: object = None) -> SystemSample | None:
     """A system_metrics row (its metrics cell and timestamp) as a sample; a cell that is
-    not a JSON object, and values that are not finite, are counted in `tally` (the cell
+    not a JSON object, and values that are not finite, are counted in `unused_input` (the cell
     shown as `example`, itself by default)."""
     metrics = load_json(blob)
     if metrics is None:
-        tally.skip("system metrics not a JSON object", blob if example is None else example)
+        unused_input.skip("system metrics not a JSON object", blob if example is None else example)
         return None
     sample, bad = system_sample(ref, metrics, iso_to_epoch(stamp))
-    tally.skip("system value not a finite number", ref.run_id, bad)
+    unused_input.skip("system value not a finite number", ref.run_id, bad)
     return sample
 
 def system_sample(

@@ -1,6 +1,6 @@
 """What a source read but could not use, by reason, and what it read but does not plot.
 
-Every source keeps one `InputTally`:
+Every source keeps one `UnusedInput`:
 
 - `skip(reason, example)`: input that is bad (a malformed line, a value that
   is not a finite number, a step that is not an integer, a record whose CRC
@@ -30,7 +30,7 @@ class SkipReason:
     example: str
 
 
-class InputTally:
+class UnusedInput:
     __slots__ = ("_examples", "_notes", "_reasons", "total")
 
     def __init__(self) -> None:
@@ -62,7 +62,7 @@ class InputTally:
     def notes(self) -> tuple[tuple[str, int], ...]:
         return tuple(sorted(self._notes.items()))
 
-    def merge(self, other: InputTally) -> None:
+    def merge(self, other: UnusedInput) -> None:
         for r in other.reasons():
             self.skip(r.reason, r.example, r.count)
         for kind, n in other.notes():
