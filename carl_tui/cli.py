@@ -8,7 +8,9 @@ training stack are imported by the command that needs them.
 
 from __future__ import annotations
 
+import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
 
 from carl_tui.cli_demo import start_demo_training
@@ -23,9 +25,12 @@ from carl_tui.cli_request import (  # noqa: F401  (the commands' names, importab
     EXIT_USAGE,
     UsageError,
     dashboard_request,
+    fleet_requests,
     open_request,
     source_request,
 )
+from carl_tui.identity import demo_run
+from carl_tui.sources.open import Opened, open_file, request
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,6 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_view_args(args)
             return run_fleet_screen(args)
         if args.command in ("summary", "export", "fleet"):
+            # lazy: the readers and the store load only for summary and export
             from carl_tui.report.commands import run_report
 
             return run_report(args)
@@ -64,10 +70,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _delegate(command: str, rest: list[str]) -> int:
     try:
         if command == "train":
+            # lazy: a command's modules load only for it; a missing extra is answered below
             from carl_tui.training.train import main as train_main
         elif command == "serve":
+            # lazy: a command's modules load only for it; a missing extra is answered below
             from carl_tui.serve.command import main as train_main  # type: ignore[no-redef]
         else:
+            # lazy: a command's modules load only for it; a missing extra is answered below
             from carl_tui.actions.launch_cli import main as train_main  # type: ignore[no-redef]
     except ImportError as exc:
         extra = {"train": "train", "serve": "serve"}.get(command, "hub")
@@ -84,6 +93,7 @@ def _config(args, opened, *, completions=None, fleet: bool = False, **kw):
     """What the dashboard is given: the sources opened (built after the first frame), the
     user's settings from the flags, the services (the projects to pick from, the
     completions' readers)."""
+    # lazy: textual only once a screen opens (not for --help)
     from carl_tui.ui.app import DashboardConfig, Services, Settings
 
     settings = Settings(
@@ -109,8 +119,6 @@ def _config(args, opened, *, completions=None, fleet: bool = False, **kw):
 def check_terminal() -> None:
     """The dashboard reads keys from stdin and draws on stderr: where either is not a
     terminal (a CI log, `< /dev/null`, `2> log`) it would run unseen and unstoppable."""
-    import os
-
     if os.environ.get("TEXTUAL_DRIVER"):  # a driver with its own I/O (a web browser)
         return
     if not _on_terminal():
@@ -124,7 +132,7 @@ def _on_terminal() -> bool:
 
 
 def _run_app(config) -> int:
-    from carl_tui.ui.app import build_app
+    from carl_tui.ui.app import build_app  # lazy: textual only once a screen opens (not for --help)
 
     check_terminal()
     app = build_app(config)
@@ -138,6 +146,7 @@ def run_dashboard(args, **kw) -> int:
 
 
 def _run_opened(args, req, opened, *, completions_of=None, **kw) -> int:
+    # lazy: numpy and the readers load after the first frame
     from carl_tui.completions.readers import reader_factory
 
     completions = reader_factory(req, completions_of or (lambda: opened.sources))
@@ -154,9 +163,6 @@ def run_fleet_screen(args) -> int:
     table of every run the sources hold (esc shows the run under it, r the table again).
     Several sources: each is checked first (a bad flag: one line, exit status 2), then
     all are read together; the completions' readers are the first source's."""
-    from carl_tui.cli_request import fleet_requests
-    from carl_tui.sources.open import Opened
-
     named = fleet_requests(args)
     opened = [open_request(req) for _label, req in named]
     if len(opened) == 1:
@@ -170,15 +176,12 @@ def run_fleet_screen(args) -> int:
 
 def run_demo(args) -> int:
     """Train the tiny model in a child process and watch its stream."""
-    from carl_tui.identity import demo_run
-    from carl_tui.sources.open import Opened, open_file
-
     stream, job = start_demo_training(args, "carl-tui demo",
                                       before_start=check_terminal)  # before the training
     run = demo_run(args.seed)
     opened = Opened(lambda: [open_file(stream, "jsonl", run=run)], "carl-tui · demo")
+    # lazy: numpy and the readers load after the first frame
     from carl_tui.completions.readers import reader_factory
-    from carl_tui.sources.open import request
 
     config = _config(args, opened, on_exit=stop_soon(job),
                      local_jobs=[(run, job)],
@@ -197,8 +200,6 @@ def stop_soon(job) -> Callable[[], None]:
     """The dashboard's `on_exit` for a run tied to it: ask the run to stop on a thread and
     return at once (a trainer that ignores its signals takes up to 15 s to be killed;
     the screen must not hang meanwhile). `run_demo` waits for the stop afterwards."""
-    import threading
-
     def on_exit() -> None:
         threading.Thread(target=job.stop, kwargs={"grace": 10, "term_grace": 5},
                          name="carl-demo-stop", daemon=True).start()

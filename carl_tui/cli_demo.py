@@ -4,10 +4,13 @@ first."""
 
 from __future__ import annotations
 
+import importlib.util
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from carl_tui.actions.local_job import LocalJob
 from carl_tui.cli_request import UsageError
 
 
@@ -15,8 +18,6 @@ def start_demo_training(args, who: str, before_start: Callable[[], None] | None 
     """The demo's training, in a child process that ends with this one: its stream checked
     (`_demo_stream`), then `before_start` and the packages it needs; started, and said on
     stderr as `who`."""
-    import importlib.util
-
     stream = _demo_stream(args)
     if before_start is not None:
         before_start()
@@ -27,7 +28,6 @@ def start_demo_training(args, who: str, before_start: Callable[[], None] | None 
             f"the demo trains a model and needs {', '.join(missing)}: "
             "pip install 'carl-tui[train]' (or run `make demo`)"
         )
-    from carl_tui.actions.local_job import LocalJob
 
     argv = [sys.executable, "-m", "carl_tui.training.demo", "--stream", str(stream),
             "--seed", str(args.seed)]
@@ -43,8 +43,6 @@ def start_demo_training(args, who: str, before_start: Callable[[], None] | None 
 def _demo_stream(args) -> Path:
     """Where the demo writes: `--stream` (an existing file only with `--overwrite`: it
     would be deleted), else a new temporary folder."""
-    import tempfile
-
     if not args.stream:
         return Path(tempfile.mkdtemp(prefix="carl-demo-")) / "stream.jsonl"
     stream = Path(args.stream)

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from carl_tui.sources.open import RequestError, check_companions, open_sources, registered, request
+
 EXIT_USAGE = 2
 EXIT_NO_DATA = 1
 
@@ -21,15 +23,11 @@ class UsageError(Exception):
 def _given(args) -> dict[str, Any]:
     """The source flags' values on the parsed command line, by key (None where not given,
     or where the command has no such flag)."""
-    from carl_tui.sources.open import registered  # with the built-in kinds registered
-
     return {f.key: getattr(args, f.key, None) for kind in registered() for f in kind.flags}
 
 
 def source_request(args, **kw):
     """What the user named on the command line, as a `SourceRequest`."""
-    from carl_tui.sources.open import request
-
     values = _given(args)
     if getattr(args, "file", None) is not None and args.command in ("summary", "export",
                                                                     "fleet"):
@@ -45,8 +43,6 @@ def fleet_requests(args, **kw) -> list[tuple[str, Any]]:
     Each kind says which of its values name a source (`SourceKind.fleet`); the default
     kind (the local Trackio store) is read where its own flags name it, or where nothing
     else is named. `--run` picks a run of one source."""
-    from carl_tui.sources.open import RequestError, check_companions, registered, request
-
     pool = _given(args)
     if args.file is not None:
         pool["watch"] = [args.file, *(pool.get("watch") or [])]
@@ -88,8 +84,6 @@ def _fleet_of(kind, pool: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def dashboard_request(args):
     """What the dashboard opens: the source named, or the recording `replay FILE` names."""
-    from carl_tui.sources.open import request
-
     if args.command == "replay":
         values = {**_given(args), "watch": None, "replay": args.file, "speed": args.speed}
         return request(values, run=getattr(args, "run", None))
@@ -97,8 +91,6 @@ def dashboard_request(args):
 
 
 def open_request(req):
-    from carl_tui.sources.open import RequestError, open_sources
-
     try:
         return open_sources(req)
     except RequestError as exc:

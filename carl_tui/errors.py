@@ -8,6 +8,8 @@ one `except CarlError`.
 
 from __future__ import annotations
 
+from carl_tui.redact import redact
+
 
 class CarlError(Exception):
     """A failure with a user-facing message.
@@ -66,8 +68,6 @@ def is_network_error(exc: BaseException) -> bool:
 def describe(exc: BaseException) -> str:
     """One secret-free line for any failure: a CarlError's own message, else
     `TypeName: first line`."""
-    from carl_tui.redact import redact
-
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     if isinstance(exc, CarlError):
         return redact(text or type(exc).__name__)

@@ -99,7 +99,7 @@ class ScalarBatch:
     ) -> ScalarBatch:
         """Build a batch from `(step, {metric: value})` rows (values already valid floats);
         `nonfinite` names the (metric, step) values the run logged as NaN or infinite."""
-        import numpy as np
+        import numpy as np  # lazy: numpy off the first frame (the UI imports events before it)
 
         rows = list(rows)
         steps = np.fromiter((s for s, _ in rows), dtype=np.int64, count=len(rows))

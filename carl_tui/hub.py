@@ -62,6 +62,7 @@ class HubToken:
 def hub_module():
     """`huggingface_hub`, imported on first use; a clear ImportError when it is missing."""
     try:
+        # lazy: huggingface_hub only for what reaches the Hub (the [hub] extra)
         import huggingface_hub
     except ImportError:
         raise ImportError(HUB_MISSING) from None

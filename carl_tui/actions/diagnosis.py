@@ -298,7 +298,7 @@ class Diagnoser:
             if not has_key():
                 raise ActionError(NO_KEY_MESSAGE, kind="no_key")
             try:
-                import anthropic
+                import anthropic  # lazy: anthropic only when Claude is asked (the [claude] extra)
             except ImportError:
                 raise ActionError("The diagnosis needs the anthropic package: "
                                   "pip install 'carl-tui[claude]'.", kind="missing") from None

@@ -6,8 +6,10 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from carl_tui.actions.action_error import ActionError
+from carl_tui.actions.jobs import JobsClient
 from carl_tui.actions.launch_spec import (
     DEFAULT_DATASET,
     DEFAULT_FLAVOR,
@@ -16,6 +18,7 @@ from carl_tui.actions.launch_spec import (
     DEFAULT_TIMEOUT,
     LaunchSpec,
 )
+from carl_tui.actions.local_job import LocalJob
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,8 +73,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     a = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         if a.list_hardware:
-            from carl_tui.actions.jobs import JobsClient
-
             for opt in JobsClient(namespace=a.namespace or None).hardware():
                 print(opt.label())
             return 0
@@ -87,16 +88,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(spec.shell_command())
             return 0
         if spec.target == "local":
-            from pathlib import Path
-
-            from carl_tui.actions.local_job import LocalJob
 
             stream = Path(a.stream) if a.stream else Path(spec.output_dir) / "stream.jsonl"
             job = LocalJob.start(spec, stream)
             print(f"started pid {job.pid}; log {job.log_path}")
             print(f"watch it: carl-tui --watch {stream}")
             return 0
-        from carl_tui.actions.jobs import JobsClient
 
         launched = JobsClient().launch(spec)
         print(f"launched job {launched.job_id} ({launched.flavor}) in {launched.namespace}")

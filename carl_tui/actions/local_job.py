@@ -29,6 +29,7 @@ was recorded, so a reused pid does not count).
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -278,8 +279,6 @@ def _set_parent_death_signal(sig: int) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
     except (OSError, AttributeError):
@@ -384,7 +383,7 @@ def registry_path() -> Path:
 def process_start_time(pid: int) -> float | None:
     """When process `pid` started (epoch s, to 1/100 s), or None if unknown or gone."""
     try:
-        import psutil
+        import psutil  # lazy: psutil only to stop a job's process tree (an optional extra)
     except ImportError:
         psutil = None
     if psutil is not None:

@@ -182,6 +182,7 @@ def _hub_api(api, token: str | None, endpoint: str | None, quiet: bool):
         hub_module()
     except ImportError as exc:
         raise ActionError(f"Push failed: {exc}.", kind="missing") from None
+    # lazy: huggingface_hub only when a checkpoint is pushed (the [hub] extra)
     from huggingface_hub.utils import disable_progress_bars
 
     if quiet:  # progress bars on stderr would scribble over a full-screen app
@@ -201,6 +202,7 @@ def _hub_api(api, token: str | None, endpoint: str | None, quiet: bool):
 def _upload_and_commit(api, repo_id: str, files: list[tuple[str, Path, int]],
                        path_in_repo: str, message: str, report: ProgressCallback):
     """Upload the files one by one (reporting files and bytes done), then make one commit."""
+    # lazy: huggingface_hub only when a checkpoint is pushed (the [hub] extra)
     from huggingface_hub import CommitOperationAdd
 
     prefix = path_in_repo.strip("/")

@@ -27,7 +27,7 @@ def _chunk_stats(chunk: torch.Tensor, tokens: torch.Tensor | None, bufs: list):
 
     Works in two reusable float32 buffers (`bufs`, grown as needed) of the chunk's size.
     """
-    import torch
+    import torch  # lazy: torch only where the fast path is asked for (the training commands)
 
     numel = chunk.numel()
     if not bufs or bufs[0].numel() < numel:
@@ -63,7 +63,7 @@ def token_stats_torch(
     Positions are processed `chunk_size` at a time in two float32 buffers of
     [B, chunk_size, V]; no float32 copy of all the logits is made.
     """
-    import torch
+    import torch  # lazy: torch only where the fast path is asked for (the training commands)
 
     if logits.dim() != 3:
         raise ValueError(f"logits must be [B, T, V], got shape {tuple(logits.shape)}")
@@ -90,7 +90,7 @@ def token_stats_torch(
 
 def entropy_torch(logits: torch.Tensor, chunk_size: int = DEFAULT_CHUNK_SIZE) -> torch.Tensor:
     """Entropy in nats (float64) of softmax over the last axis of [..., V] logits."""
-    import torch
+    import torch  # lazy: torch only where the fast path is asked for (the training commands)
 
     v = logits.shape[-1]
     rows = logits.reshape(-1, v)
@@ -106,7 +106,7 @@ def entropy_torch(logits: torch.Tensor, chunk_size: int = DEFAULT_CHUNK_SIZE) ->
 
 def phi_from_logits_torch(logits, chunk_size: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """(phi, entropy) as float64 numpy arrays from [T, V] logits (numpy array or tensor)."""
-    import torch
+    import torch  # lazy: torch only where the fast path is asked for (the training commands)
 
     x = torch.from_numpy(np.asarray(logits)) if not isinstance(logits, torch.Tensor) else logits
     h = entropy_torch(x, chunk_size=chunk_size).cpu().numpy()

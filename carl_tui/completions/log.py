@@ -20,6 +20,7 @@ from collections import Counter, OrderedDict
 from typing import Any, Protocol
 
 from carl_tui.completions.model import CompletionTable
+from carl_tui.redact import redact
 
 DEFAULT_KEEP = 32
 
@@ -62,7 +63,6 @@ class CompletionLog:
             try:
                 found = reader.scan()
             except Exception as exc:  # noqa: BLE001 - one reader's failure is shown, not raised
-                from carl_tui.redact import redact
 
                 self.errors.append(redact(f"{reader.origin}: {exc}"))
                 continue

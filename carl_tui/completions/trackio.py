@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from carl_tui.completions.model import CompletionTable, from_records
+from carl_tui.sources.trackio import db
 
 TABLE_MARK = "trackio.table"
 PAGE = 500
@@ -90,8 +91,6 @@ class TrackioLocalTables(_TableRows):
         self._conn = None
 
     def query(self, sql: str, args: tuple) -> list[tuple[int, Any, Any]]:
-        from carl_tui.sources.trackio import db
-
         if self._conn is None:
             if not self.path.exists():
                 return []

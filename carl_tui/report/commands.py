@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from carl_tui.cli_request import (
@@ -21,6 +22,7 @@ from carl_tui.cli_request import (
 from carl_tui.cli_request import fail as _fail
 from carl_tui.errors import CarlError, describe
 from carl_tui.report.collect import collect
+from carl_tui.report.completions_export import export_completions
 from carl_tui.report.export import (
     HEALTH,
     PHASE_COLUMNS,
@@ -36,6 +38,7 @@ from carl_tui.report.export import (
 )
 from carl_tui.report.fleet_listing import fleet_dict, fleet_text, job_prices
 from carl_tui.report.summary import summary_dict, summary_text
+from carl_tui.sources.open import RequestError, check_request, open_sources
 from carl_tui.store import RunStore
 from carl_tui.store.fleet import FLEET_STORE, fleet_rows
 
@@ -93,8 +96,6 @@ def _report(args) -> int:
         return _fail(f"run {run.label} has no metrics: no Trainer log dict, stream line or "
                      "tracker row with a number in it")
     if getattr(args, "completions", False):
-        from carl_tui.report.completions_export import export_completions
-
         return export_completions(args, opened, run, snap.meta)
     if args.command == "summary":
         d = summary_dict(snap, described, store.summary())
@@ -108,8 +109,6 @@ def read_sources(args, batches: BatchCollector | None = None, req=None, **sizes:
     into a store: (what was opened, the store, the sources' names), or the exit status
     once it is said in one line why nothing could be read. `sizes`: the store's
     (`RunStore`)."""
-    from carl_tui.sources.open import RequestError, open_sources
-
     _check_output(getattr(args, "output", None))
     req = source_request(args, must_exist=True) if req is None else req
     try:
@@ -154,9 +153,6 @@ def read_each(args, named) -> tuple[RunStore, str]:
     A bad flag is refused before anything is read (exit status 2, as for one source); a
     source that cannot be read (no such file, a server that does not answer, nothing in
     it) is said in one line naming its flag, and the others are read."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from carl_tui.sources.open import RequestError, check_request, open_sources
 
     for _label, req in named:
         try:

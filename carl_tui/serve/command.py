@@ -11,7 +11,9 @@ unless `--allow-actions`. The demo trains once, here, and every tab watches that
 from __future__ import annotations
 
 import argparse
+import asyncio
 import ipaddress
+import logging
 import socket
 import sys
 from collections.abc import Sequence
@@ -19,6 +21,7 @@ from collections.abc import Sequence
 from carl_tui.cli_demo import start_demo_training
 from carl_tui.cli_parser import Parser, build_parser, check_view_args
 from carl_tui.cli_request import EXIT_USAGE, UsageError, dashboard_request, open_request
+from carl_tui.redact import redact
 
 DESCRIPTION = """\
 Serve the dashboard to web browsers: each tab gets its own dashboard, the one
@@ -136,6 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args, options = dashboard_argv(rest)
         try:
+            # lazy: the [serve] extra, for `carl-tui serve` only; the [serve] extra, as above
             import aiohttp  # noqa: F401
             import textual_serve  # noqa: F401
         except ImportError as exc:
@@ -156,8 +160,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def announce(argv: Sequence[str], opts: argparse.Namespace, token: str, port: int) -> None:
     """What the server says when it listens: the URL first, then how it is set up."""
-    from carl_tui.redact import redact
-
     host = opts.host
     shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
     if ":" in shown:
@@ -178,9 +180,7 @@ def announce(argv: Sequence[str], opts: argparse.Namespace, token: str, port: in
 
 
 def serve(argv: list[str], opts: argparse.Namespace) -> int:
-    import asyncio
-    import logging
-
+    # lazy: the [serve] extra, only for `carl-tui serve`
     from carl_tui.serve.server import CarlServer
 
     logging.basicConfig(level=logging.INFO, format="carl-tui serve: %(message)s")

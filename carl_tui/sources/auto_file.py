@@ -13,6 +13,7 @@ from pathlib import Path
 from carl_tui.events import Event, RunLife
 from carl_tui.sources.base import WAITING, Source, SourceError
 from carl_tui.sources.file_format import SNIFF_BYTES, file_source, sniff_format
+from carl_tui.sources.tail import stat_path, unusable
 from carl_tui.sources.unused_input import UnusedInput
 
 
@@ -36,8 +37,6 @@ class AutoFileSource(Source):
         self._wish: tuple[threading.Event | None] | None = None  # a preview asked for
 
     def _decide(self) -> str | None:
-        from carl_tui.sources.tail import stat_path, unusable
-
         st = stat_path(self.path)
         if st is None:
             return None

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from carl_tui.sources.trainer_log import looks_like_trainer_log
+
 SNIFF_BYTES = 65536  # the head of a file that decides its format
 
 
 def file_source(path: Path, file_format: str, run=None, since: float | None = None):
     """The source that reads `path` as `file_format` ("trainer-log", else a JSONL stream)."""
     if file_format == "trainer-log":
+        # lazy: a kind's reader loads only once a source of it opens
         from carl_tui.sources.trainer_file import TrainerLogSource
 
         return TrainerLogSource(path, run=run, since=since)
+    # lazy: a kind's reader loads only once a source of it opens
     from carl_tui.sources.jsonl import JsonlSource
 
     return JsonlSource(path, run=run, since=since)
@@ -22,8 +26,6 @@ def file_source(path: Path, file_format: str, run=None, since: float | None = No
 
 def sniff_format(head: bytes) -> str | None:
     """"jsonl" or "trainer-log" from the first bytes of a file; None: not enough to tell."""
-    from carl_tui.sources.trainer_log import looks_like_trainer_log
-
     text = head.lstrip(b"\xef\xbb\xbf").lstrip()
     if not text:
         return None

@@ -52,6 +52,7 @@ def open_file(path: str | os.PathLike, file_format: str = "auto", run=None, *,
         with open(path, "rb") as fh:
             file_format = sniff_format(fh.read(SNIFF_BYTES)) or "jsonl"
     if file_format == "auto":
+        # lazy: a kind's reader loads only once a source of it opens
         from carl_tui.sources.auto_file import AutoFileSource  # the readers: on first use
 
         return AutoFileSource(path, run=run)

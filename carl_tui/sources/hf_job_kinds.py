@@ -33,6 +33,7 @@ def _open_job(req: SourceRequest) -> Opened:
     job, namespace = req.get("job").strip(), req.get("namespace")
 
     def make() -> list[Any]:
+        # lazy: a kind's reader loads only once a source of it opens
         from carl_tui.sources.hf_jobs import HfJobSource  # huggingface_hub: on first use
 
         return [HfJobSource(job, namespace=namespace)]
@@ -44,6 +45,7 @@ def _open_jobs(req: SourceRequest) -> Opened:
     namespace, headless = req.get("namespace"), req.must_exist
 
     def make() -> list[Any]:
+        # lazy: a kind's reader loads only once a source of it opens
         from carl_tui.sources.hf_jobs_list import HfJobsListSource  # on first use
 
         # headless (`fleet --json`): each job's log read once; live: only the run in view's

@@ -136,6 +136,7 @@ class HfJobsListSource(PolledSource):
         old = self._streams.get(run_key)
         if old is not None and old.finished:
             return None  # read to its end already: the store holds it
+        # lazy: a job's log reader loads only once a job is opened
         from carl_tui.sources.hf_jobs import HfJobSource
 
         new = (old.resume() if isinstance(old, HfJobSource)

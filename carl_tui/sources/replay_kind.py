@@ -31,6 +31,7 @@ def _open(req: SourceRequest) -> Opened:
     path = Path(req.get("replay", ""))
 
     def make() -> list[Any]:
+        # lazy: a kind's reader loads only once a source of it opens
         from carl_tui.sources.replay import ReplaySource  # the reader: on first use
 
         return [ReplaySource(path, speed=speed)]

@@ -27,6 +27,7 @@ def _open(req: SourceRequest) -> Opened:
     logdir = Path(req.get("tensorboard", "."))
 
     def make() -> list[Any]:
+        # lazy: a kind's reader loads only once a source of it opens
         from carl_tui.sources.tensorboard import TensorBoardSource  # on first use
 
         return [TensorBoardSource(logdir, runs=runs)]

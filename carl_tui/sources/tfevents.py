@@ -92,6 +92,7 @@ def _crc_python(data: bytes) -> int:
 
 def _load_c_crc():
     try:
+        # lazy: an optional C extension (the [tensorboard] extra); without it numpy checks
         import google_crc32c
     except ImportError:
         return None

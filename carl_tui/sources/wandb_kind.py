@@ -29,6 +29,7 @@ def _open(req: SourceRequest) -> Opened:
     path = Path(req.get("wandb", "."))
 
     def make() -> list[Any]:
+        # lazy: a kind's reader loads only once a source of it opens
         from carl_tui.sources.wandb_run import WandbSource  # on first use
 
         return [WandbSource(path, runs=runs)]

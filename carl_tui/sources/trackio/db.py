@@ -82,7 +82,8 @@ def connect(path: Path) -> sqlite3.Connection:
     """A read-only connection to a project's database (it is written by the training
     process); SourceError while the file does not exist yet."""
     if not path.exists():
-        from carl_tui.sources.base import WAITING  # (not loaded for the first frame)
+        # lazy: sources.base off the first frame (the CLI checks a project first)
+        from carl_tui.sources.base import WAITING
 
         raise SourceError(f"waiting for {path}", kind=WAITING)
     uri = f"file:{quote(str(path))}?mode=ro"
@@ -114,7 +115,7 @@ def fetch_all(conn: sqlite3.Connection, columns: Sequence[str], rest: str,
     rows (8,000) took 0.05 s read alone, and 74 s beside a busy thread; as one value,
     0.07 s. Where SQLite cannot (no JSON functions, a value that is not UTF-8), the rows
     are fetched one by one."""
-    import orjson
+    import orjson  # lazy: orjson off the first frame (only once rows are read)
 
     inner = f"SELECT {', '.join(f'{c} AS c{i}' for i, c in enumerate(columns))} {rest}"
     cells = ", ".join(f"CASE typeof(c{i}) WHEN 'blob' THEN CAST(c{i} AS TEXT) ELSE c{i} END"

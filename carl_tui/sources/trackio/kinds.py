@@ -19,6 +19,7 @@ from carl_tui.sources.kinds import (
     path_arg,
     text_arg,
 )
+from carl_tui.sources.trackio import db
 from carl_tui.sources.trackio.address import parse_server
 
 
@@ -35,6 +36,7 @@ def _open_remote(req: SourceRequest) -> Opened:
     runs = [req.run] if req.run else None
 
     def source(name: str | None, runs: list[str] | None = None):
+        # lazy: a kind's reader loads only once a source of it opens
         from carl_tui.sources.trackio.remote import TrackioRemoteSource  # on first use
 
         return TrackioRemoteSource(url, project=name, runs=runs)
@@ -72,8 +74,6 @@ TRACKIO_SERVER = SourceKind(
 
 
 def _open_local(req: SourceRequest) -> Opened:
-    from carl_tui.sources.trackio import db  # sqlite3: when the store is opened
-
     root = Path(req.get("trackio_dir")) if req.get("trackio_dir") else db.trackio_dir()
     project, run = req.get("project"), req.run
     if project is None:
@@ -92,6 +92,7 @@ def _open_local(req: SourceRequest) -> Opened:
                            f"(projects: {names})", "not_found")
 
     def source(name: str):
+        # lazy: a kind's reader loads only once a source of it opens
         from carl_tui.sources.trackio.local import TrackioLocalSource  # on first use
 
         return TrackioLocalSource(name, root=root)

@@ -33,6 +33,8 @@ from itertools import groupby
 from operator import itemgetter
 from pathlib import Path
 
+import carl_tui
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not on Windows
@@ -181,8 +183,6 @@ class _Worker:
     for us to ask for them."""
 
     def __init__(self) -> None:
-        import carl_tui
-
         root = str(Path(carl_tui.__file__).resolve().parents[1])
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
