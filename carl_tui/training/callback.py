@@ -22,7 +22,10 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from carl_tui.coherence.gates import PhaseTransitionGate
+from carl_tui.coherence.phases import ACCURACY_CEILING, PhaseClassifier
 from carl_tui.metric_names import ACCURACY, END_OF_TRAINING_KEYS
+from carl_tui.training.completion_sample import completions_line
 from carl_tui.training.stream import StreamWriter, finite, json_safe, phi_of
 
 __all__ = ["CarlCallback", "StreamWriter", "method_of"]
@@ -70,7 +73,6 @@ class CarlCallback(TrainerCallback):
     ):
         if vocab_size < 2:
             raise ValueError("vocab_size must be at least 2")
-        from carl_tui.coherence.gates import PhaseTransitionGate
 
         self.writer = path if isinstance(path, StreamWriter) else StreamWriter(path)
         self.vocab_size = int(vocab_size)
@@ -152,8 +154,6 @@ class CarlCallback(TrainerCallback):
     def _new_classifier(self):
         """A classifier for `phase_metric`: token accuracy has a ceiling, as in the store's
         phases; a reward has none."""
-        from carl_tui.coherence.phases import ACCURACY_CEILING, PhaseClassifier
-
         c = PhaseClassifier(
             ceiling=ACCURACY_CEILING if self.phase_metric == ACCURACY else math.inf)
         c.gate_watched = self.gate is not None and self.gate.metric == self.phase_metric
@@ -183,7 +183,6 @@ class CarlCallback(TrainerCallback):
         logs = getattr(self._trainer, "_logs", None)
         if not self.completions or not isinstance(logs, dict):
             return
-        from carl_tui.training.completion_sample import completions_line
 
         line = completions_line(logs, step, self.completions, model, tokenizer)
         if line is not None:

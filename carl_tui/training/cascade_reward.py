@@ -20,6 +20,8 @@ from typing import Any
 
 from trl.trainer.utils import get_callable_name
 
+from carl_tui.coherence.gates import CascadeGate
+
 
 def _stream_step(kwargs: dict[str, Any]) -> int:
     """The trainer step whose log line will carry this batch's rewards."""
@@ -70,7 +72,6 @@ class CascadeReward:
     ):
         if not task_reward_funcs:
             raise ValueError("the cascade needs at least one task reward")
-        from carl_tui.coherence.gates import CascadeGate
 
         self.carl = carl
         self.gate = gate if gate is not None else CascadeGate()

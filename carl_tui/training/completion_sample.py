@@ -32,7 +32,7 @@ def carl_scores(model, tokenizer, prompts: Sequence[Any], completions: Sequence[
     """The CARL composite of each completion, conditioned on its prompt."""
     if model is None or tokenizer is None or not prompts:
         return [None] * len(prompts)
-    from carl_tui.training.reward import CarlReward
+    from carl_tui.training.reward import CarlReward  # lazy: torch only when a completion is scored
 
     scorer = CarlReward(model, tokenizer, log_components=False)
     return [finite(s.composite) for s in scorer.scores(list(prompts), list(completions))]

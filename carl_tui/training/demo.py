@@ -46,6 +46,19 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from carl_tui.actions.local_job import watch_parent
+from carl_tui.training.stream import StreamWriter
+from carl_tui.training.tiny import (
+    TINY_MODEL_NAME,
+    grpo_dataset,
+    reverse_reward,
+    sft_dataset_tokenized,
+    tiny_model,
+    tiny_tokenizer,
+    tiny_vocab_size,
+    warm_start_copy,
+)
+
 #: Steps of the copy task before SFT on reversal, its batch size and learning rate.
 WARM_START_STEPS = 150
 WARM_START_BATCH = 64
@@ -117,6 +130,7 @@ class _Stop:
 
 
 def _make_pace_callback(seconds: float):
+    # lazy: transformers loads after the stream's first lines
     from transformers import TrainerCallback
 
     class Pace(TrainerCallback):
@@ -139,6 +153,7 @@ def _make_pace_callback(seconds: float):
 
 
 def _make_carl_steps_callback(cascade, steps: int):
+    # lazy: transformers loads after the stream's first lines
     from transformers import TrainerCallback
 
     class EndAfterCarl(TrainerCallback):
@@ -154,6 +169,7 @@ def _make_carl_steps_callback(cascade, steps: int):
 
 
 def _quiet(trainer) -> None:
+    # lazy: transformers loads after the stream's first lines
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     trainer.remove_callback(PrinterCallback)
@@ -162,6 +178,7 @@ def _quiet(trainer) -> None:
 
 def _preload() -> None:
     """Import what the SFT and GRPO stages need (run in a thread during the warm start)."""
+    # lazy: loaded in a thread during the warm start
     import datasets  # noqa: F401
     import trl  # noqa: F401
     from trl import GRPOConfig, GRPOTrainer, SFTConfig, SFTTrainer  # noqa: F401
@@ -251,17 +268,12 @@ def _listen_for_stops(stop: _Stop, install_signals: bool, tie_to_parent: bool) -
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
     if tie_to_parent:
-        from carl_tui.actions.local_job import watch_parent
-
         watch_parent(lambda: stop.request("stopped (its dashboard ended)"))
 
 
 def _first_lines(stream: str, plan: DemoPlan):
     """The stream's first lines, before torch: the dashboard knows the run at once.
     Returns the writer and (run id, run name, project, vocabulary size)."""
-    from carl_tui.training.stream import StreamWriter
-    from carl_tui.training.tiny import TINY_MODEL_NAME, tiny_vocab_size
-
     writer = StreamWriter(stream)
     run_id, run_name, project = (uuid.uuid4().hex[:12], f"tiny-reverse-seed{plan.seed}",
                                  "carl-tui-demo")
@@ -277,13 +289,13 @@ def _first_lines(stream: str, plan: DemoPlan):
 
 def _model_and_callback(run: _DemoRun, names: tuple[str, str, str, int]):
     """Torch, the tiny model and tokenizer, and the callback that streams the run."""
-    import torch
+    import torch  # lazy: torch loads after the stream's first lines
 
     if run.plan.threads > 0:
         torch.set_num_threads(run.plan.threads)
+    # lazy: numpy loads after the stream's first lines
     from carl_tui.coherence.gates import PhaseTransitionGate
     from carl_tui.training.callback import CarlCallback
-    from carl_tui.training.tiny import tiny_model, tiny_tokenizer
 
     run_id, run_name, project, vocab = names
     tok = tiny_tokenizer()
@@ -297,7 +309,7 @@ def _model_and_callback(run: _DemoRun, names: tuple[str, str, str, int]):
 
 def _describe(run: _DemoRun, model) -> None:
     """The run's config (the plan, the threads and the model's size) in its meta."""
-    import torch
+    import torch  # lazy: torch loads after the stream's first lines
 
     plan = run.plan
     run.cb.write_meta(config={
@@ -312,8 +324,6 @@ def _describe(run: _DemoRun, model) -> None:
 def _warm_start(run: _DemoRun, model, tok) -> threading.Thread:
     """1. The copy task, streamed step by step; trl and datasets load in the background
     meanwhile (the thread that loads them is returned)."""
-    from carl_tui.training.tiny import warm_start_copy
-
     cb, stop = run.cb, run.stop
     preload = threading.Thread(target=_preload, name="carl-demo-preload", daemon=True)
     warm_pace = run.plan.pace * WARM_PACE
@@ -346,6 +356,7 @@ def _sft_then_grpo(run: _DemoRun, model, tok, preload: threading.Thread) -> int:
     if preload.ident is None:  # stopped before the first step
         preload.start()
     preload.join()
+    # lazy: datasets loads after the stream's first lines
     import datasets
     from transformers import logging as hf_logging
 
@@ -369,9 +380,8 @@ def _sft_then_grpo(run: _DemoRun, model, tok, preload: threading.Thread) -> int:
 
 def _sft(run: _DemoRun, model, tok, output_dir: str, pace_cb) -> None:
     """2. SFT on reversal until the phase-transition gate fires."""
-    from trl import SFTConfig, SFTTrainer
+    from trl import SFTConfig, SFTTrainer  # lazy: trl loads after the stream's first lines
 
-    from carl_tui.training.tiny import sft_dataset_tokenized
 
     plan, cb = run.plan, run.cb
     # The data set as SFTTrainer would prepare it (a test checks they agree), so that
@@ -395,12 +405,12 @@ def _sft(run: _DemoRun, model, tok, output_dir: str, pace_cb) -> None:
 def _grpo(run: _DemoRun, model, tok, output_dir: str, pace_cb) -> None:
     """3. GRPO: the task reward, then CARL once the cascade gate fires (and the run ends
     `carl_steps` later)."""
+    # lazy: trl loads after the stream's first lines
     from trl import GRPOConfig, GRPOTrainer
 
     from carl_tui.coherence.gates import CascadeGate
     from carl_tui.training.cascade_reward import CascadeReward
     from carl_tui.training.reward import carl_reward
-    from carl_tui.training.tiny import grpo_dataset, reverse_reward
 
     plan, cb = run.plan, run.cb
     cb.begin_stage("grpo", method="grpo", phase_metric="rewards/reverse_reward/mean")

@@ -18,6 +18,9 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+from carl_tui.actions.action_error import ActionError
+from carl_tui.actions.push import push_folder
+
 
 def train_command(
     train_options: Sequence[str], num_processes: int, python: str | None = None
@@ -67,8 +70,6 @@ def main(argv: Sequence[str] | None = None, *, python: str | None = None) -> int
         return rc
     if not args.push_to:
         return 0
-    from carl_tui.actions.action_error import ActionError
-    from carl_tui.actions.push import push_folder
 
     def show(p) -> None:
         print(f"[carl-tui] push: {p.text()}", flush=True)

@@ -20,6 +20,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from carl_tui.coherence.phi_torch import token_stats_torch
+from carl_tui.coherence.rewards import score_sequence
 from carl_tui.training.model_config import text_config, vocab_size
 
 #: Scored rows whose logits are materialised at once (rows x V float32 per chunk).
@@ -158,8 +160,6 @@ def _scored_row_stats(model, batch: _PackedBatch,
 
     The model body runs once over the whole batch; the output layer runs on
     `chunk_rows` scored rows at a time, reduced on the device."""
-    from carl_tui.coherence.phi_torch import token_stats_torch
-
     device = _device(model)
     body = model.get_decoder()
     head = _output_fn(model)
@@ -213,8 +213,6 @@ class CarlReward:
     def scores(self, prompts: Sequence[Any], completions: Sequence[Any],
                completion_ids: Sequence[Sequence[int]] | None = None) -> list[Any]:
         """`CarlScore` of each completion."""
-        from carl_tui.coherence.rewards import score_sequence
-
         p_ids = prompt_token_ids(self.tokenizer, prompts)
         c_ids = (
             [list(c) for c in completion_ids]

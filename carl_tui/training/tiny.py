@@ -31,6 +31,7 @@ def tiny_vocab_size() -> int:
 
 def tiny_tokenizer():
     """A character-level `PreTrainedTokenizerFast`: one token per character, plus pad and eos."""
+    # lazy: tokenizers only once the tokenizer is built (the demo's first lines come first)
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
@@ -57,6 +58,7 @@ def tiny_model(
     `vocab_size` defaults to the tiny tokenizer's size; pass a larger one (e.g.
     32000) to get the same body with a wide output layer (the extra ids are
     never produced by the tokenizer)."""
+    # lazy: torch only once the model is built (the demo's first lines come first)
     import torch
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
@@ -96,7 +98,7 @@ def _rows(n: int, seed: int, min_len: int, max_len: int) -> list[tuple[str, str]
 
 def sft_dataset(n: int = 4096, *, seed: int = 0, min_len: int = 3, max_len: int = 6):
     """Prompt/completion `datasets.Dataset` for SFT (TRL appends eos to the completion)."""
-    from datasets import Dataset
+    from datasets import Dataset  # lazy: datasets only once a dataset is built
 
     rows = _rows(n, seed, min_len, max_len)
     return Dataset.from_dict(
@@ -113,7 +115,7 @@ def sft_dataset_tokenized(n: int = 4096, *, seed: int = 0, min_len: int = 3, max
     """`sft_dataset` as `SFTTrainer` prepares it: `input_ids` (prompt, completion, eos) and
     `labels` (-100 on the prompt). Built in a blink; give `SFTConfig(dataset_kwargs=
     {"skip_prepare_dataset": True})` so that the trainer uses it as is."""
-    from datasets import Dataset
+    from datasets import Dataset  # lazy: datasets only once a dataset is built
 
     ids, labels = [], []
     for prompt, answer in _rows(n, seed, min_len, max_len):
@@ -125,7 +127,7 @@ def sft_dataset_tokenized(n: int = 4096, *, seed: int = 0, min_len: int = 3, max
 
 def grpo_dataset(n: int = 1024, *, seed: int = 1, min_len: int = 3, max_len: int = 6):
     """Prompt + `answer` `datasets.Dataset` for GRPO."""
-    from datasets import Dataset
+    from datasets import Dataset  # lazy: datasets only once a dataset is built
 
     rows = _rows(n, seed, min_len, max_len)
     return Dataset.from_dict({"prompt": [p for p, _ in rows], "answer": [a for _, a in rows]})
@@ -172,7 +174,7 @@ def warm_start_copy(
     `mean_token_accuracy` (argmax = target over the same tokens) and
     `num_tokens` (trained tokens so far); if it returns True the warm start
     ends after that step."""
-    import torch
+    import torch  # lazy: torch only once the model is trained
 
     rng = random.Random(seed + 7919)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
@@ -202,7 +204,7 @@ def warm_start_copy(
 def _copy_batch(tokenizer, rng: random.Random, batch_size: int):
     """(input_ids, attention_mask, labels) of one batch of the copy task: "123>" + "123"
     + eos, with the loss on the copied part and eos only."""
-    import torch
+    import torch  # lazy: torch only once the model is trained
 
     pairs = [reverse_example(rng) for _ in range(batch_size)]
     texts = [p + p[:-1] for p, _ in pairs]  # "123>" + "123"
@@ -223,6 +225,7 @@ def _copy_batch(tokenizer, rng: random.Random, batch_size: int):
 def _copy_step_metrics(logits, labels) -> tuple[float, float, int]:
     """(mean entropy in nats, token accuracy, trained tokens) of one step's predictions
     over the trained tokens (the logits at k predict token k + 1)."""
+    # lazy: torch only once the model is trained
     import torch
 
     from carl_tui.coherence.phi_torch import entropy_torch

@@ -22,6 +22,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from carl_tui.training.model_config import vocab_size
+from carl_tui.training.tiny import (
+    grpo_dataset,
+    reverse_reward,
+    sft_dataset,
+    tiny_model,
+    tiny_tokenizer,
+)
+
 TINY = "tiny"
 TASK_REWARDS = ("accuracy", "think_format", "reverse")
 
@@ -81,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def load_config(path: str | Path, parser: argparse.ArgumentParser) -> dict[str, Any]:
     """Options from a YAML file as parser defaults; unknown keys are an error."""
-    import yaml
+    import yaml  # lazy: yaml only for a --config file
 
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
@@ -123,9 +132,8 @@ def parse_train_args(argv: Sequence[str] | None = None,
 
 def _load_model(args):
     if args.model == TINY:
-        from carl_tui.training.tiny import tiny_model, tiny_tokenizer
-
         return tiny_model(seed=args.seed), tiny_tokenizer()
+    # lazy: the training stack loads after the options are read (--help stays quick)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(args.model)
@@ -135,11 +143,10 @@ def _load_model(args):
 
 def _load_dataset(args):
     if args.dataset == TINY:
-        from carl_tui.training.tiny import grpo_dataset, sft_dataset
-
         n = min(max(64, args.max_steps * (args.batch_size or 64)), 16384)
         make = sft_dataset if args.method == "sft" else grpo_dataset
         return make(n, seed=args.seed)
+    # lazy: the training stack loads after the options are read (--help stays quick)
     from datasets import load_dataset
 
     return load_dataset(args.dataset, name=args.dataset_config, split=args.split)
@@ -151,14 +158,14 @@ def task_rewards(args) -> list:
     out = []
     for name in names:
         if name == "reverse":
-            from carl_tui.training.tiny import reverse_reward
-
             out.append(reverse_reward)
         elif name == "accuracy":
+            # lazy: the training stack loads after the options are read (--help stays quick)
             from trl.rewards import accuracy_reward
 
             out.append(accuracy_reward)
         elif name == "think_format":
+            # lazy: the training stack loads after the options are read (--help stays quick)
             from trl.rewards import think_format_reward
 
             out.append(think_format_reward)
@@ -169,6 +176,7 @@ def task_rewards(args) -> list:
 
 def trainer_config(args):
     """The `SFTConfig` / `GRPOConfig` for these options."""
+    # lazy: the training stack loads after the options are read (--help stays quick)
     from trl import GRPOConfig, SFTConfig
 
     tiny = args.model == TINY
@@ -205,6 +213,7 @@ def trainer_config(args):
 
 
 def _signal_stop_callback():
+    # lazy: the training stack loads after the options are read (--help stays quick)
     from transformers import TrainerCallback
 
     class SignalStop(TrainerCallback):
@@ -223,13 +232,14 @@ def _signal_stop_callback():
 
 def _stream_callback(args, model):
     """The `CarlCallback` writing the JSONL stream (`--stream`), its meta line written."""
+    # lazy: the training stack loads after the options are read (--help stays quick)
     from carl_tui.coherence.gates import PhaseTransitionGate
     from carl_tui.training.callback import CarlCallback
-    from carl_tui.training.model_config import vocab_size
 
     gate = PhaseTransitionGate(metric=args.gate_metric, threshold=args.gate_threshold)
     phase_metric = "mean_token_accuracy"
     if args.method == "grpo":
+        # lazy: the training stack loads after the options are read (--help stays quick)
         from trl.trainer.utils import get_callable_name
 
         phase_metric = f"rewards/{get_callable_name(task_rewards(args)[0])}/mean"
@@ -250,11 +260,13 @@ def _grpo_reward_funcs(args, model, tok, cb=None) -> list:
     funcs = task_rewards(args)
     if not args.carl:
         return funcs
+    # lazy: the training stack loads after the options are read (--help stays quick)
     from carl_tui.training.reward import carl_reward
 
     carl = carl_reward(model, tok)
     if not args.cascade:
         return [*funcs, carl]
+    # lazy: the training stack loads after the options are read (--help stays quick)
     from carl_tui.training.cascade_reward import CascadeReward
 
     return CascadeReward(funcs, carl, callback=cb).reward_funcs
@@ -263,10 +275,12 @@ def _grpo_reward_funcs(args, model, tok, cb=None) -> list:
 def _make_trainer(args, config, model, tok, dataset, callbacks: list, cb):
     """The SFT or GRPO trainer; `cb` is the stream callback (or None)."""
     if args.method == "sft":
+        # lazy: the training stack loads after the options are read (--help stays quick)
         from trl import SFTTrainer
 
         return SFTTrainer(model=model, args=config, train_dataset=dataset,
                           processing_class=tok, callbacks=callbacks)
+    # lazy: the training stack loads after the options are read (--help stays quick)
     from trl import GRPOTrainer
 
     return GRPOTrainer(model=model, args=config, train_dataset=dataset, processing_class=tok,
