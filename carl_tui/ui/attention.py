@@ -62,6 +62,7 @@ def load_alert_config(path: Path | None = None) -> tuple[AlertConfig, str]:
     if not path.exists():
         return AlertConfig(), ""
     try:
+        # lazy: textual (themes) only once a screen reads the settings
         from carl_tui.ui.themes import toml_loads
 
         data = toml_loads(path.read_text(encoding="utf-8")).get("alerts", {})

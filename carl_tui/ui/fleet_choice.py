@@ -41,6 +41,7 @@ def choose_columns(screen: Any) -> None:
     """`c` in the fleet table (`screen`: the `FleetScreen`): tick the columns shown (the
     run and its state always are); the choice is kept. A column not offered now (another
     sweep's axis) keeps its own."""
+    # lazy: the store and numpy off the first frame; the picker's widgets load only when it opens
     from carl_tui.ui.fleet_columns import ALWAYS, columns_for
     from carl_tui.ui.screens.pickers import ColumnPicker
 

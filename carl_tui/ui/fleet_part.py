@@ -9,6 +9,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from carl_tui.errors import describe
+from carl_tui.hub import job_prices
+from carl_tui.identity import HF_JOB
 
 if TYPE_CHECKING:  # pragma: no cover  (the store loads numpy: after the first frame)
     from textual.app import App
@@ -43,6 +45,7 @@ class FleetPart:
 
     def open(self, selected: Iterable[str] = ()) -> None:
         """The fleet table over the dashboard (once: `r` there again does nothing)."""
+        # lazy: the store and numpy off the first frame
         from carl_tui.ui.screens.fleet_table import FleetScreen
 
         app, follower = self.app, self.app.follower
@@ -81,8 +84,6 @@ class FleetPart:
         """Each Jobs flavor's price per hour, asked of the Hub once (in a worker thread:
         the fleet table's, or the card's) and kept for the session's cards."""
         if self.prices is None:
-            from carl_tui.hub import job_prices
-
             self.prices = job_prices(self.app.services.hub_api())
         return self.prices
 
@@ -93,7 +94,6 @@ class FleetPart:
         if wanted.key is None:
             app.notify("no run yet", severity="warning")
             return
-        from carl_tui.identity import HF_JOB
 
         snap = app.store.snapshot(wanted.key, max_points=2)
         if (self.prices is None and snap is not None and snap.job is not None
@@ -112,6 +112,7 @@ class FleetPart:
         self.app.call_from_thread(self._push_card, wanted)
 
     def _push_card(self, wanted: CardWanted) -> None:
+        # lazy: the store and numpy off the first frame
         from carl_tui.ui.screens.run_card import RunCardScreen
 
         self.app.push_screen(RunCardScreen(self.app.store, wanted.key or "", wanted.compared,

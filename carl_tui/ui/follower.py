@@ -39,6 +39,7 @@ from carl_tui.store.notice_groups import (
     is_history,
 )
 from carl_tui.ui.companion import Companions
+from carl_tui.ui.format import age_text
 from carl_tui.ui.messages import SnapshotUpdated, StoreChanged
 from carl_tui.ui.pacing import Pacer
 from carl_tui.ui.run_choice import NEWEST, PICKED, Intent, Want, choose_run
@@ -253,8 +254,6 @@ class Follower:
 
     def history_line(self, now: float) -> str:
         """The run on screen's history in one quiet line ("" when none)."""
-        from carl_tui.ui.format import age_text
-
         kept = self.history.get(self.current_run or "", [])
         return history_line(kept, now, age_text)
 

@@ -10,6 +10,7 @@ def pick_project(app: Any) -> None:
     """`P` on `app` (the `CarlApp`): list the source's projects (in a worker), then
     choose one: one already open is switched to, another is opened as a new source and
     followed."""
+    # lazy: the picker's widgets load only when it opens
     from carl_tui.ui.screens.pickers import ProjectPicker
 
     services = app.services

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from textual.color import Color, ColorParseError
-from textual.theme import Theme
+from textual.theme import BUILTIN_THEMES, Theme
 
 if TYPE_CHECKING:  # pragma: no cover
     from textual.app import App
@@ -53,8 +53,6 @@ def theme_names(folder: Path | None = None) -> list[str]:
     """Names of the themes the app can use: its own, then Textual's built-in ones whose
     colours are colours (not the terminal's ANSI palette: how readable a plot drawn in
     those is depends on the terminal, which cannot be checked)."""
-    from textual.theme import BUILTIN_THEMES
-
     return [t.name for t in load_themes(folder)] + sorted(
         name for name, theme in BUILTIN_THEMES.items() if not _ansi(theme))
 

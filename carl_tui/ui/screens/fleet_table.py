@@ -22,9 +22,9 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Static
 
 from carl_tui.errors import describe
-from carl_tui.store.fleet import FleetRow, needs_prices
+from carl_tui.store.fleet import FleetRow, RowSnapshots, differing_keys, fleet_rows, needs_prices
 from carl_tui.store.fleet_filter import FilterError, FleetFilter, parse_filter
-from carl_tui.ui.fleet_choice import load_hidden
+from carl_tui.ui.fleet_choice import choose_columns, load_hidden
 from carl_tui.ui.fleet_columns import (
     Column,
     arrange,
@@ -34,6 +34,7 @@ from carl_tui.ui.fleet_columns import (
 )
 from carl_tui.ui.keys import FLEET_KEYS
 from carl_tui.ui.messages import CompareSelected
+from carl_tui.ui.screens.run_card import RunCardScreen
 from carl_tui.ui.widgets.fixed_table import FixedWidthTable
 from carl_tui.ui.widgets.key_footer import KeyFooter
 
@@ -65,8 +66,6 @@ LOADING_READ_S = 30.0
 def store_rows() -> RowsOf:
     """The rows of the store, read again and again: each run's snapshot is taken again
     only when the run changed."""
-    from carl_tui.store.fleet import RowSnapshots, fleet_rows
-
     snapshots = RowSnapshots()
     return lambda store, now, prices=None, first=None: fleet_rows(
         store, now=now, prices=prices, snapshots=snapshots, first=first)
@@ -298,8 +297,6 @@ class FleetScreen(Screen[str | None]):
     # -- showing -----------------------------------------------------------------
 
     def config_keys(self) -> list[str]:
-        from carl_tui.store.fleet import differing_keys
-
         return differing_keys(self.rows)
 
     def show_rows(self) -> None:
@@ -474,8 +471,6 @@ class FleetScreen(Screen[str | None]):
         self.show_rows()
 
     def action_card(self) -> None:
-        from carl_tui.ui.screens.run_card import RunCardScreen
-
         key = self.cursor_run()
         if key is None:
             self.notify("no run here", severity="warning")
@@ -503,8 +498,6 @@ class FleetScreen(Screen[str | None]):
         self.show_rows()
 
     def action_choose_columns(self) -> None:
-        from carl_tui.ui.fleet_choice import choose_columns
-
         choose_columns(self)
 
     def action_cycle_group(self) -> None:

@@ -62,6 +62,7 @@ class KeyHelp:
     def rows(self) -> list[tuple[str, str, str, str]]:
         """(key, description, tooltip, id) of every dashboard binding and of the screen on
         top's own keys (the fleet table's), the user's keymap applied."""
+        # lazy: the store and numpy off the first frame
         from carl_tui.ui.screens.fleet_table import screen_keys
 
         app, keymap = self.app, self.keymap

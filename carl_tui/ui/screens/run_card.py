@@ -13,6 +13,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from carl_tui.redact import redact
+from carl_tui.store.fleet import differing_keys, fleet_row
 from carl_tui.store.run_summary import SUMMARY, SUMMARY_STEP
 from carl_tui.ui.fleet_columns import config_text
 from carl_tui.ui.format import DASH, age_text, duration_text
@@ -98,8 +99,6 @@ def events_table(snap: RunSnapshot) -> PlainTable:
 
 def side_by_side(rows: Sequence[FleetRow]) -> PlainTable | None:
     """The config keys that differ between `rows`, one column per run."""
-    from carl_tui.store.fleet import differing_keys
-
     keys = differing_keys(rows)
     if len(rows) < 2 or not keys:
         return None
@@ -128,8 +127,6 @@ class RunCardScreen(InfoScreen):
         self.prices = prices
 
     def _row(self, snap: RunSnapshot | None) -> FleetRow | None:
-        from carl_tui.store.fleet import fleet_row
-
         return None if snap is None else fleet_row(snap, now=self.now, prices=self.prices)
 
     def render_body(self) -> RenderableType:

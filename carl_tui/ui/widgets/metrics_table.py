@@ -108,6 +108,7 @@ class MetricsTable(TextTable):
 
     @staticmethod
     def _cells(label: str, s: SeriesView, smoothing: float) -> tuple:
+        # lazy: the store and numpy off the first frame
         from carl_tui.ui.chart import trend_value  # numpy: loaded once data has arrived
 
         return (

@@ -152,6 +152,7 @@ def health_rows(snap: RunSnapshot, now: float, color=SEVERITY_FALLBACK.get
     ceiling's forecast where the fit is good enough to state; "healthy" when no flag
     stands. `color`: a severity's style."""
     # here, not at the top: the first frame loads no store (tests/test_layers.py)
+    # lazy: the store and numpy off the first frame
     from carl_tui.store.health import flag_line, standing
 
     flags = standing(snap.health_at(now))

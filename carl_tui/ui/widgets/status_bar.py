@@ -48,6 +48,7 @@ class StatusBar(Static):
             _source(t, name, st, now, colors)
         if snap is not None:
             # Loaded here: a snapshot means the store is loaded (the first frame is not).
+            # lazy: the store and numpy off the first frame
             from carl_tui.store.fleet import run_state
 
             t.append("run ", style="dim")

@@ -52,6 +52,7 @@ def bar(frac: float | None, width: int = BAR_WIDTH, style: str = "cyan") -> Text
 
 def sparkline(values: np.ndarray, width: int = SPARK_WIDTH, top: float = 100.0) -> str:
     """The last `width` finite values as block characters on a 0..`top` scale."""
+    # lazy: numpy off the first frame
     import numpy as np  # the panel is drawn empty in the first frame, before numpy loads
 
     v = np.asarray(values, dtype=np.float64)
