@@ -480,7 +480,7 @@ async def test_carl_tui_fleet_in_a_terminal_opens_the_fleet_table(sweep, monkeyp
         assert started[0] == "reading" and started.count("reading") == 1
         assert column(app, "name") == ["grpo-a"] and column(app, "step") == ["45"]
         # the sources held back by a preview read on once the rows are on screen
-        await wait_for(pilot, app.follower.painted.is_set, what="the first rows painted")
+        await wait_for(pilot, app.follower.first_snapshot_shown.is_set, what="the first rows shown")
         await pilot.pause(1.5)  # the status ticks every second
         # The dashboard under the table is not drawn meanwhile: no snapshot, no status
         # (anything drawn there has Textual draw the whole table again).
@@ -719,12 +719,12 @@ async def test_a_big_fleet_shows_a_screen_of_rows_at_once_then_every_row(monkeyp
     """100 runs: the first read takes the rows a screen holds (the newest, FIRST_ROWS),
     the title counts every run; the next read, once they are drawn, adds the others after
     them (the rows shown stay as they are: no rebuild); then the sources' held history is
-    released (`painted`)."""
+    released (`on_all_rows_shown`)."""
     from carl_tui.store.fleet import fleet_rows
     from carl_tui.ui.screens.fleet_table import store_rows
     from tests.test_first_rows import sweep_store
 
-    store, read, asked, taken, painted = sweep_store(100), store_rows(), [], [], []
+    store, read, asked, taken, shown = sweep_store(100), store_rows(), [], [], []
 
     every = threading.Event()  # the read of every row waits for the test
 
@@ -735,7 +735,7 @@ async def test_a_big_fleet_shows_a_screen_of_rows_at_once_then_every_row(monkeyp
         return read(store, now, prices, first)
 
     screen = FleetScreen(store, rows_of=rows_of, clock=lambda: NOW,
-                         painted=lambda: painted.append(screen.table.row_count))
+                         on_all_rows_shown=lambda: shown.append(screen.table.row_count))
     take = screen.reader.take
 
     def spy(rows, *args):
@@ -745,11 +745,11 @@ async def test_a_big_fleet_shows_a_screen_of_rows_at_once_then_every_row(monkeyp
     async with Host(screen).run_test(size=(160, 30)) as pilot:
         await wait_for(pilot, lambda: taken, what="the first screen's rows")
         await pilot.pause(0.3)
-        assert not painted and asked == [fleet_table.FIRST_ROWS, None]  # the next read
+        assert not shown and asked == [fleet_table.FIRST_ROWS, None]  # the next read
         every.set()
         await wait_for(pilot, lambda: screen.table.row_count == 100, what="every row")
-        await wait_for(pilot, lambda: painted, what="the sources told")
-    assert painted == [100]  # their history waits for every row, not the first screen's
+        await wait_for(pilot, lambda: shown, what="the sources told")
+    assert shown == [100]  # their history waits for every row, not the first screen's
     assert asked[:2] == [fleet_table.FIRST_ROWS, None]
     (first, title, keys), (every, _, all_keys) = taken[:2]
     assert (first, every) == (fleet_table.FIRST_ROWS, 100)

@@ -263,13 +263,13 @@ from carl_tui.ui.app import CarlApp
 from carl_tui.ui.widgets.metrics_table import MetricsTable
 args = cli.build_parser().parse_args(sys.argv[1:])
 app = CarlApp(cli._config(args, cli.open_request(cli.source_request(args))))
-painted = MetricsTable.render_lines
+render_lines_before = MetricsTable.render_lines
 def render_lines(self, crop):
     if app.snapshot is not None and not getattr(app, "_probed", False):
         app._probed = True
         print("NUMBERS PAINTED:", app.snapshot.last_step, "plotext" in sys.modules,
               app.dashboard.entropy._plot is not None)
-    return painted(self, crop)
+    return render_lines_before(self, crop)
 MetricsTable.render_lines = render_lines
 async def main():
     async with app.run_test(size=(160, 45)) as pilot:

@@ -53,10 +53,10 @@ class AutoFileSource(Source):
             return None
         return sniff_format(head)
 
-    def want_preview(self, painted: threading.Event | None = None) -> None:
-        self._wish = (painted,)  # asked by the dashboard, maybe before the file exists
+    def want_preview(self, preview_shown: threading.Event | None = None) -> None:
+        self._wish = (preview_shown,)  # asked by the dashboard, maybe before the file exists
         if self.inner is not None:
-            self.inner.want_preview(painted)
+            self.inner.want_preview(preview_shown)
 
     def poll(self) -> list[Event]:
         if self.inner is None:

@@ -130,13 +130,13 @@ class Source:
     def skipped(self) -> int:
         return self.unused_input.total
 
-    def want_preview(self, painted: threading.Event | None = None) -> None:
+    def want_preview(self, preview_shown: threading.Event | None = None) -> None:
         """Ask for a coarse preview of a long history first, and to read the rest once
-        `painted` is set; a source that cannot preview ignores it."""
+        `preview_shown` is set; a source that cannot preview ignores it."""
         if self.previews:
             self.preview = True
-            if painted is not None:
-                self.hold = painted
+            if preview_shown is not None:
+                self.hold = preview_shown
 
     # -- its runs' lives -------------------------------------------------------
 

@@ -274,9 +274,9 @@ class CarlApp(App[None]):
             return
         dash = self.dashboard
         dash.post_message(update)
-        if update.snapshot is not None and not self.follower.painted.is_set():
+        if update.snapshot is not None and not self.follower.first_snapshot_shown.is_set():
             # Sources hold a long history back until this frame is drawn.
-            dash.call_after_refresh(self.follower.painted.set)
+            dash.call_after_refresh(self.follower.first_snapshot_shown.set)
         self._refresh_status()
 
     @on(CompareSelected)

@@ -64,7 +64,7 @@ class FleetPart:
                                   current=app.current_run, selected=selected,
                                   prices_of=self.job_prices,
                                   reading_history=lambda: follower.catching_up,
-                                  painted=follower.painted.set)
+                                  on_all_rows_shown=follower.first_snapshot_shown.set)
         app.push_screen(self.screen, opened)
 
     def pick_run(self) -> None:

@@ -54,11 +54,11 @@ MAX_HISTORY = 50  # notices of history kept per run (the line names each kind's 
 ALWAYS_SHOWN = ("phase_transition", "job")
 
 
-def enable_preview(source: Source, painted: threading.Event | None = None) -> Source:
+def enable_preview(source: Source, preview_shown: threading.Event | None = None) -> Source:
     """Ask `source` for a coarse preview of a long history first, when it can give one
     (a wrapper that picks its reader later passes the wish on), and to read the rest
-    once `painted` is set (the preview is on screen)."""
-    source.want_preview(painted)
+    once `preview_shown` is set (the preview is on screen)."""
+    source.want_preview(preview_shown)
     return source
 
 
@@ -75,8 +75,8 @@ class Follower:
         # view) and said in one quiet line, never rung, toasted or sent to the desktop.
         self.opened_at = clock()
         self.history: dict[str, list[Notice]] = {}  # run key -> its notices of history
-        self.painted = threading.Event()  # the first snapshot of a run is on screen
-        self.runners = [SourceRunner(enable_preview(s, self.painted), self.emit)
+        self.first_snapshot_shown = threading.Event()  # the first snapshot of a run is on screen
+        self.runners = [SourceRunner(enable_preview(s, self.first_snapshot_shown), self.emit)
                         for s in sources]
         self.current_run: str | None = None
         self.snapshot: RunSnapshot | None = None
@@ -114,7 +114,7 @@ class Follower:
     def add_source(self, source: Source, *, follow: str | None = None) -> SourceRunner:
         """Start polling another source (a launched job, a chosen project); with
         `follow`, switch to that run key as soon as it has data."""
-        runner = SourceRunner(enable_preview(source, self.painted), self.emit)
+        runner = SourceRunner(enable_preview(source, self.first_snapshot_shown), self.emit)
         self.runners.append(runner)
         if self._started:
             self._start(runner)
@@ -134,7 +134,7 @@ class Follower:
     def stop(self, timeout: float = 0.3) -> None:
         """Stop every runner without waiting on their I/O for long (a hung server
         must not hold up quitting: runner threads are daemons)."""
-        self.painted.set()
+        self.first_snapshot_shown.set()
         for runner in self.runners:
             runner.stop(timeout=0)
         deadline = time.monotonic() + timeout

@@ -102,12 +102,12 @@ class RowReader:
     def __init__(self, screen: FleetScreen, store: RunStore, rows_of: RowsOf, *,
                  clock: Callable[[], float], reading_history: Callable[[], bool],
                  prices_of: Callable[[], Mapping[str, float]] | None,
-                 painted: Callable[[], object] | None) -> None:
+                 on_all_rows_shown: Callable[[], object] | None) -> None:
         self.screen, self.store, self.rows_of, self.clock = screen, store, rows_of, clock
         self.reading_history = reading_history
         self.prices_of = prices_of
         self.prices: Mapping[str, float] | None = None  # the Hub's, once asked
-        self.painted = painted  # told once every row is on screen
+        self.on_all_rows_shown = on_all_rows_shown  # told once every row is on screen
         self.seen = (-1, -1.0)  # (the store's runs_version, time) of the rows read
         self.reading = False  # a read of the rows is under way
         self.read_from = 0.0  # when the read under way began (perf_counter)
@@ -183,9 +183,9 @@ class RowReader:
         screen.show_rows()
         if len(rows) < runs:  # the first screen's: every row next, once they are drawn
             screen.call_after_refresh(self.poll)
-        elif rows and self.painted is not None:  # every row on screen
-            screen.call_after_refresh(self.painted)
-            self.painted = None
+        elif rows and self.on_all_rows_shown is not None:  # every row on screen
+            screen.call_after_refresh(self.on_all_rows_shown)
+            self.on_all_rows_shown = None
         # While a backlog of history is read (a big project loading: the store changes
         # all the time), the rows are read again once READ_PACE times what this read and
         # its showing took has passed (the table takes a small share of the time, the
@@ -239,18 +239,18 @@ class FleetScreen(Screen[str | None]):
                  selected: Iterable[str] = (),
                  prices_of: Callable[[], Mapping[str, float]] | None = None,
                  reading_history: Callable[[], bool] = lambda: False,
-                 painted: Callable[[], object] | None = None):
+                 on_all_rows_shown: Callable[[], object] | None = None):
         """`prices_of`: each Jobs flavor's price per hour (the Hub's list), asked once, in
         the worker, when a run is a job: its cost is that times the hours it ran.
         `reading_history`: whether a source is reading a backlog of history (the table is read
-        less often meanwhile, and at once when it is done). `painted`: called once the first
-        rows are on screen (sources hold a long history back until then)."""
+        less often meanwhile, and at once when it is done). `on_all_rows_shown`: called once
+        the first rows are on screen (sources hold a long history back until then)."""
         super().__init__()
         self.store = store
         self.clock = clock
         self.reader = RowReader(self, store, rows_of or store_rows(), clock=clock,
                                 reading_history=reading_history, prices_of=prices_of,
-                                painted=painted)
+                                on_all_rows_shown=on_all_rows_shown)
         self.current = current  # the run on the dashboard: the cursor starts on it
         self.rows: list[FleetRow] = []  # every run, as last read
         self.shown: list[FleetRow] = []  # the rows on screen, in order
