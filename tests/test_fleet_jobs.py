@@ -365,7 +365,7 @@ def test_a_job_is_told_the_same_by_the_list_and_by_its_own_stream(loopback_hub):
     jobs.set_stage("job-running", "ERROR", message="killed")
     api = HfApi(endpoint=srv.url, token=jobs.token)
     listed = HfJobsListSource(api=api)
-    told = [e for _ in range(2) for e in listed.poll() + listed.take_lives()
+    told = [e for _ in range(2) for e in listed.poll() + listed.take_run_states()
             if e.run.key == "hf-job:alice:job-running"]
     own = HfJobSource("job-running", namespace="alice", api=api, status_interval=0.05)
     store = RunStore()

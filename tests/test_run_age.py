@@ -137,5 +137,5 @@ def test_a_life_said_again_carries_the_files_time(tmp_path):
     mtime = aged(path, 300)
     source = JsonlSource(path)
     events = source.poll()
-    lives = [ev for ev in source.take_lives(events) if isinstance(ev, RunLife)]
+    lives = [ev for ev in source.take_run_states(events) if isinstance(ev, RunLife)]
     assert [(life.state, life.updated_at) for life in lives] == [("live", mtime)]

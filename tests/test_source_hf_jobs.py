@@ -284,5 +284,5 @@ def test_a_stage_given_as_huggingface_hubs_enum_is_read_as_its_name():
     events = src._status_events(info)
     assert [e.stage for e in events if isinstance(e, Job)] == ["ERROR"]
     assert src._stage == "ERROR" and src._stage in TERMINAL_STAGES
-    [life] = src.take_lives()
+    [life] = src.take_run_states()
     assert (life.state, life.reason) == ("failed", "job ERROR: out of memory")

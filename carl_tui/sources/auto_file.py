@@ -93,8 +93,8 @@ class AutoFileSource(Source):
     def drain(self) -> list[Event]:
         return [] if self.inner is None else self.inner.drain()
 
-    def take_lives(self, events=()) -> list[RunLife]:
-        return [] if self.inner is None else self.inner.take_lives(events)
+    def take_run_states(self, events=()) -> list[RunLife]:
+        return [] if self.inner is None else self.inner.take_run_states(events)
 
     def close(self) -> None:
         if self.inner is not None:

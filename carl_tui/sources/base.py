@@ -82,10 +82,10 @@ class Source:
       (your Hugging Face jobs) gives the source that reads the run in view (its log);
       the dashboard asks when the run in view changes and closes the previous one.
       None (the default): the source reads its runs itself.
-    - its runs' lives: `report_run_state(run, state)` when it learns or changes one (live,
-      finished, failed, queued); a run it sends data for and said nothing of is live.
-      `take_lives(events)` gives what was said since, as `RunLife` events (the engine
-      calls it after each poll).
+    - its runs' states: `report_run_state(run, state)` when it learns or changes one
+      (live, finished, failed, queued); a run it sends data for and reported nothing of is
+      live. `take_run_states(events)` gives what was reported since, as `RunLife` events
+      (the engine calls it after each poll).
     - `slow_after_s`: a poll still running after this many seconds is said to be
       waiting, not live (a server that trickles its reply: given up on only later);
       None (the default): no poll of it is watched.
@@ -138,19 +138,19 @@ class Source:
             if preview_shown is not None:
                 self.hold = preview_shown
 
-    # -- its runs' lives -------------------------------------------------------
+    # -- its runs' states ------------------------------------------------------
 
-    def _lives(self) -> tuple[dict[str, RunLife], dict[str, RunLife]]:
-        """(the last life said per run key, those not yet taken)."""
+    def _run_states(self) -> tuple[dict[str, RunLife], dict[str, RunLife]]:
+        """(the last state reported per run key, those not yet taken)."""
         book = self.__dict__.get("_life_book")
         if book is None:
             book = self.__dict__["_life_book"] = ({}, {})
         return book
 
     def report_run_state(self, run: RunRef, state: Life, updated_at: float | None = None,
-                 reason: str = "") -> None:
-        """Say a run's life; said again only when it changes."""
-        said, pending = self._lives()
+                         reason: str = "") -> None:
+        """Report a run's state; reported again only when it changes."""
+        said, pending = self._run_states()
         life = RunLife(run, state, updated_at, reason)
         if said.get(run.key) != life:
             said[run.key] = pending[run.key] = life
@@ -165,7 +165,7 @@ class Source:
             return None
         return st.st_mtime if stat.S_ISREG(st.st_mode) else None
 
-    def say_training_ends(self, events: Sequence[Event]) -> None:
+    def finish_runs_at_training_end(self, events: Sequence[Event]) -> None:
         """A run whose end-of-training record is among `events` is finished: a Trainer's
         summary (`train_runtime`: a metrics line of a stream, a log's `train_summary`)."""
         for ev in events:
@@ -173,11 +173,11 @@ class Source:
                     or (isinstance(ev, RunMeta) and "train_summary" in ev.meta)):
                 self.report_run_state(ev.run, "finished")
 
-    def take_lives(self, events: Sequence[Event] = ()) -> list[RunLife]:
-        """The lives said since the last call; a run in `events` that was never said is
-        live. A run with data in `events` is said with the source's `data_time()` (its
-        file's time), where it has one."""
-        said, pending = self._lives()
+    def take_run_states(self, events: Sequence[Event] = ()) -> list[RunLife]:
+        """The states reported since the last call; a run in `events` that was never
+        reported is live. A run with data in `events` is reported with the source's
+        `data_time()` (its file's time), where it has one."""
+        said, pending = self._run_states()
         runs = {ev.run.key: ev.run for ev in events
                 if not isinstance(ev, (SourceStatus, RunLife))}
         when = self.data_time() if runs else None
@@ -298,7 +298,7 @@ class Poller:
             return self.failed(exc)
         self.backoff.reset()
         data = any(not isinstance(e, SourceStatus) for e in events)
-        return Outcome(placed(events, source.take_lives(events)), data)
+        return Outcome(placed(events, source.take_run_states(events)), data)
 
     def failed(self, exc: Exception) -> Outcome:
         """A failed poll: whether retrying can help, and how long to wait first."""
@@ -315,7 +315,7 @@ class Poller:
     def drain(self) -> list[Event]:
         """What the source held back, with its lives (the reader stops here)."""
         held = self.source.drain()
-        return placed(held, self.source.take_lives(held))
+        return placed(held, self.source.take_run_states(held))
 
     def status(self, message: str = "", **kw) -> SourceStatus:
         """The source's health now: finished or live."""

@@ -465,7 +465,7 @@ class JsonlSource(PolledSource):
             events.append(ScalarBatch(self._preview_run or self.run,
                                       np.empty(0, dtype=np.int64), {}, preview=True))
             self._preview_end = None
-        self.say_training_ends(events)
+        self.finish_runs_at_training_end(events)
         return events
 
     def _preview_events(self) -> list[Event]:

@@ -95,14 +95,14 @@ class TrainerLogSource(PolledSource):
         # What is held waits while a backlog is read: the bars to place it may follow.
         events.extend(self.output.events(lines, now, release=not lines or not read.backlog,
                                          shown=notes))
-        self.say_training_ends(events)
+        self.finish_runs_at_training_end(events)
         return events
 
     def drain(self) -> list[Event]:
         """Release the dicts held back for the bar that would place them: the reader is
         stopping here (`summary`, `export`), so nothing more will come to place them."""
         held = self.output.flush()
-        self.say_training_ends(held)
+        self.finish_runs_at_training_end(held)
         return held
 
     def close(self) -> None:
