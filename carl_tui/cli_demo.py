@@ -4,13 +4,10 @@ first."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from carl_tui.actions.local_job import LocalJob
 from carl_tui.cli_request import UsageError
 
 
@@ -18,6 +15,8 @@ def start_demo_training(args, who: str, before_start: Callable[[], None] | None 
     """The demo's training, in a child process that ends with this one: its stream checked
     (`_demo_stream`), then `before_start` and the packages it needs; started, and said on
     stderr as `who`."""
+    import importlib.util  # lazy: kept off `carl-tui --help` and the first frame
+
     stream = _demo_stream(args)
     if before_start is not None:
         before_start()
@@ -28,6 +27,8 @@ def start_demo_training(args, who: str, before_start: Callable[[], None] | None 
             f"the demo trains a model and needs {', '.join(missing)}: "
             "pip install 'carl-tui[train]' (or run `make demo`)"
         )
+    # lazy: a child process's tools, kept off `carl-tui --help` and the first frame
+    from carl_tui.actions.local_job import LocalJob
 
     argv = [sys.executable, "-m", "carl_tui.training.demo", "--stream", str(stream),
             "--seed", str(args.seed)]
@@ -43,6 +44,8 @@ def start_demo_training(args, who: str, before_start: Callable[[], None] | None 
 def _demo_stream(args) -> Path:
     """Where the demo writes: `--stream` (an existing file only with `--overwrite`: it
     would be deleted), else a new temporary folder."""
+    import tempfile  # lazy: kept off `carl-tui --help` and the first frame
+
     if not args.stream:
         return Path(tempfile.mkdtemp(prefix="carl-demo-")) / "stream.jsonl"
     stream = Path(args.stream)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from carl_tui.sources.trainer_log import looks_like_trainer_log
-
 SNIFF_BYTES = 65536  # the head of a file that decides its format
 
 
@@ -26,6 +24,9 @@ def file_source(path: Path, file_format: str, run=None, since: float | None = No
 
 def sniff_format(head: bytes) -> str | None:
     """"jsonl" or "trainer-log" from the first bytes of a file; None: not enough to tell."""
+    # lazy: the log reader's patterns are kept off `carl-tui --help` and the first frame
+    from carl_tui.sources.trainer_log import looks_like_trainer_log
+
     text = head.lstrip(b"\xef\xbb\xbf").lstrip()
     if not text:
         return None

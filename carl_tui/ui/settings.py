@@ -15,17 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from carl_tui import metric_names as mn
-from carl_tui.actions.jobs import JobsClient
-from carl_tui.actions.local_job import LocalJob
-from carl_tui.actions.push import push_folder
-from carl_tui.hub import list_jobs, make_api
 from carl_tui.ui.plot_view import ChartSettings
 
 if TYPE_CHECKING:  # pragma: no cover
     from huggingface_hub import HfApi
 
     from carl_tui.actions.diagnosis import Diagnoser
+    from carl_tui.actions.jobs import JobsClient
     from carl_tui.actions.launch_spec import LaunchSpec
+    from carl_tui.actions.local_job import LocalJob
     from carl_tui.actions.push import PushProgress, PushResult
     from carl_tui.events import Job, RunRef
     from carl_tui.sources.base import Source
@@ -81,36 +79,47 @@ class Services:
     def jobs_client(self) -> JobsClient:
         if self.jobs_client_factory is not None:
             return self.jobs_client_factory()
+        # lazy: the actions and the Hub load when first used, not with the first frame
+        from carl_tui.actions.jobs import JobsClient
 
         return JobsClient(endpoint=self.hub_endpoint)
 
     def diagnoser(self) -> Diagnoser:
         if self.diagnoser_factory is not None:
             return self.diagnoser_factory()
-        # lazy: numpy and the readers off the first frame
+        # lazy: the actions and the Hub load when first used, not with the first frame
         from carl_tui.actions.diagnosis import Diagnoser
 
         return Diagnoser()
 
     def hub_api(self) -> HfApi:
         """An `HfApi` with the user's token (never shown) for the configured endpoint."""
+        # lazy: the actions and the Hub load when first used, not with the first frame
+        from carl_tui.hub import make_api
+
         return make_api(None, endpoint=self.hub_endpoint)
 
     def job_source(self, job_id: str, namespace: str) -> Source:
         if self.job_source_factory is not None:
             return self.job_source_factory(job_id, namespace)
-        # lazy: numpy and the readers off the first frame
+        # lazy: the actions and the Hub load when first used, not with the first frame
         from carl_tui.sources.hf_jobs import HfJobSource
 
         return HfJobSource(job_id, namespace=namespace, api=self.hub_api())
 
     def list_jobs(self) -> list[Job]:
         """The account's Hugging Face jobs, newest first (raises CarlError)."""
+        # lazy: the actions and the Hub load when first used, not with the first frame
+        from carl_tui.hub import list_jobs
+
         return list_jobs(None, api=self.hub_api())
 
     def push_folder(self, folder: Path, repo_id: str,
                     progress: Callable[[PushProgress], None]) -> PushResult:
         """Upload a checkpoint folder to a private model repo (raises CarlError)."""
+        # lazy: the actions and the Hub load when first used, not with the first frame
+        from carl_tui.actions.push import push_folder
+
         return push_folder(folder, repo_id, endpoint=self.hub_endpoint, private=True,
                            progress=progress)
 
@@ -118,5 +127,7 @@ class Services:
         """Start the training `spec` on this machine, writing its stream to `stream`."""
         if self.local_starter is not None:
             return self.local_starter(spec, stream)
+        # lazy: the actions and the Hub load when first used, not with the first frame
+        from carl_tui.actions.local_job import LocalJob
 
         return LocalJob.start(spec, stream)

@@ -19,7 +19,6 @@ from carl_tui.sources.kinds import (
     path_arg,
     text_arg,
 )
-from carl_tui.sources.trackio import db
 from carl_tui.sources.trackio.address import parse_server
 
 
@@ -74,6 +73,8 @@ TRACKIO_SERVER = SourceKind(
 
 
 def _open_local(req: SourceRequest) -> Opened:
+    from carl_tui.sources.trackio import db  # lazy: sqlite3 only once the store is opened
+
     root = Path(req.get("trackio_dir")) if req.get("trackio_dir") else db.trackio_dir()
     project, run = req.get("project"), req.run
     if project is None:

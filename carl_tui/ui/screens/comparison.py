@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from carl_tui.ui.messages import CompareChanged
-from carl_tui.ui.screens.pickers import ComparePicker
 
 if TYPE_CHECKING:  # pragma: no cover
     from textual.screen import Screen
@@ -33,6 +32,9 @@ class Comparison:
 
     def pick(self) -> None:
         """`c`: tick the runs to compare with the run shown."""
+        # lazy: the picker's widgets load only when it opens
+        from carl_tui.ui.screens.pickers import ComparePicker
+
         screen = self.screen
         current = screen.snapshot.run.key if screen.snapshot else None
         runs = [r for r in screen.runs if r.key != current]
