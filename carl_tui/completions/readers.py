@@ -64,8 +64,11 @@ def wandb_run_dir(path: Path, run_id: str | None) -> Path | None:
 
 
 def readers_for(req: Any, run: Any = None, meta: Mapping[str, Any] | None = None, *,
-                remote_query: Callable[[str], list[dict]] | None = None) -> list[Reader]:
-    """The readers of the run `run` (a `RunRef`) of what `req` names, best first."""
+                remote_query: Callable[[str], list[dict]] | None = None,
+                marked: Any = None) -> list[Reader]:
+    """The readers of the run `run` (a `RunRef`) of what `req` names, best first;
+    `marked`: the completions lines the source reading the stream marked (its
+    `LineMarks`), read there rather than from the file again."""
     readers: list[Reader] = []
     near: list[Path] = []
     run_id = getattr(run, "run_id", None)
@@ -75,7 +78,8 @@ def readers_for(req: Any, run: Any = None, meta: Mapping[str, Any] | None = None
     elif req.watch is not None:
         path = Path(req.watch)
         near.append(path)
-        readers.append(_file_reader(path, req.file_format))
+        readers.append(StreamReader(marked) if marked is not None
+                       else _file_reader(path, req.file_format))
     elif req.wandb is not None:
         rundir = wandb_run_dir(Path(req.wandb), run_id)
         if rundir is not None:
@@ -116,13 +120,19 @@ def _trackio_local(req: Any, run: Any) -> list[Reader]:
     return [TrackioLocalTables(db.db_path(run.project, root), run.run_id)]
 
 
-def reader_factory(req: Any, sources: Callable[[], list]) -> Callable[..., list]:
+def reader_factory(req: Any, sources: Callable[[], list], *,
+                   live: bool = True) -> Callable[..., list]:
     """`(run, meta) -> readers` for the dashboard and `export`: what `req` names, with the
     Trackio server's `query_project` when it names one (through the connection of the
-    source `sources()` gives)."""
+    source `sources()` gives). `live`: `sources()` are the ones being read (the
+    dashboard's): a stream's completions lines are taken from the source reading it."""
 
     def make(run: Any, meta: Mapping[str, Any] | None = None) -> list[Reader]:
         remote = sources()[0].query_sql if req.trackio is not None else None
-        return readers_for(req, run, meta, remote_query=remote)
+        marked = None
+        if live and req.watch is not None:
+            marked = next((s.completions_lines for s in sources()
+                           if s.completions_lines is not None), None)
+        return readers_for(req, run, meta, remote_query=remote, marked=marked)
 
     return make
