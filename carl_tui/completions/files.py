@@ -73,8 +73,8 @@ class StdoutReader:
 
     def scan(self) -> list[tuple[int, Any, CompletionTable | None]]:
         return [found for got in _reads(self._follower, self.skipped)
-                for off, lines in got.segments()
-                for found in self._index(got.generation, off, b"\n".join(lines) + b"\n")]
+                for off, data in got.runs
+                for found in self._index(got.generation, off, data + b"\n")]
 
     def _index(self, gen: int, off: int, data: bytes) -> list:
         if self._held and self._held_end == (gen, off):  # the panel goes on here

@@ -35,12 +35,11 @@ class LineMarks:
         self._lock = threading.Lock()
 
     def feed(self, got: FollowRead) -> None:
-        """Mark the lines of one read (searched joined: a line that holds no needle
-        costs no Python step)."""
+        """Mark the lines of one read (searched in its runs of bytes: a line that holds no
+        needle costs no Python step)."""
         first, *rest = self.needles
         found: list[Mark] = []
-        for off, lines in got.segments():
-            data = b"\n".join(lines)
+        for off, data in got.runs:
             at = data.find(first)
             while at >= 0:
                 start = data.rfind(b"\n", 0, at) + 1

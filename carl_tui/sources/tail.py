@@ -86,14 +86,10 @@ class FollowRead:
     backlog: bool  # more data is waiting: read again at once
     generation: int = 0  # the file generation these lines belong to
     dropped: list[tuple[str, bytes]] = field(default_factory=list)  # (reason, first bytes)
-    # (index in `lines`, file offset): from each, lines follow each other in the file
-    starts: list[tuple[int, int]] = field(default_factory=list)
-
-    def segments(self) -> list[tuple[int, list[bytes]]]:
-        """`(file offset, lines)` runs of lines that lie one after the other in the file,
-        each ended by one newline (a line skipped or a byte order mark breaks a run)."""
-        ends = [i for i, _ in self.starts[1:]] + [len(self.lines)] * bool(self.starts)
-        return [(off, self.lines[i:j]) for (i, off), j in zip(self.starts, ends, strict=True)]
+    # (file offset, bytes): `lines` as they lie in the file, joined by their newlines (the
+    # last one left off), in runs a skipped line or a byte order mark breaks: for readers
+    # that index lines by offset, searched without a Python step per line
+    runs: list[tuple[int, bytes]] = field(default_factory=list)
 
     def drop_long(self, example: bytes, max_line_bytes: int, name: str) -> None:
         self.dropped.append(("line too long", example))
@@ -453,13 +449,15 @@ class FileFollower:
         self.offset += len(block) + 1
         self._buf = bytearray(data[end + 1 :])
         lines = block.split(b"\n")
+        skip = 0
         if len(lines[0]) > self.max_line_bytes:
             out.drop_long(lines[0][:EXAMPLE_BYTES], self.max_line_bytes, self.name)
-            start += len(lines.pop(0)) + 1
+            skip = len(lines.pop(0)) + 1
         elif start == 0 and lines[0].startswith(BOM):
             lines[0] = lines[0][len(BOM) :]
-            start += len(BOM)
-        out.starts.append((len(out.lines), start))
+            skip = len(BOM)
+        if lines:
+            out.runs.append((start + skip, block[skip:] if skip else block))
         out.lines.extend(lines)
 
     def _restart(self, note: str, out: FollowRead) -> None:
