@@ -86,3 +86,23 @@ def test_each_run_of_lines_starts_where_its_first_line_is_in_the_file(tmp_path):
     assert follower.read_range(0, runs[1][0], runs[1][0] + 6) == b"second"
     assert follower.read_range(1, runs[1][0], runs[1][0] + 6) is None  # not that file
     assert follower.bytes_read == len(data)
+
+
+def test_after_a_rotation_the_view_reads_the_new_file_and_never_an_old_range_there(tmp_path):
+    stream = tmp_path / "s.jsonl"
+    stream.write_bytes(completions(1, "one") + metrics(1) + completions(3, "three"))
+    src = JsonlSource(stream)
+    caught_up(src)
+    log = CompletionLog([StreamReader(src.completions_lines)])
+    assert log.poll() == 2 and log.table(1).rows[0].completion == "one"
+    stream.rename(tmp_path / "s.jsonl.1")  # logrotate's create mode
+    stream.write_bytes(completions(2, "two, in the new file") + completions(1, "one again"))
+    caught_up(src)
+    assert src.generation == 1
+    assert log.poll() == 2 and log.steps == [1, 2, 3]
+    assert log.table(2).rows[0].completion == "two, in the new file"
+    assert log.table(1).rows[0].completion == "one again"
+    # step 3's line lies in the old file: its range is not read from the new one
+    assert log.table(3) is None
+    both = (tmp_path / "s.jsonl.1").stat().st_size + stream.stat().st_size
+    assert src.follower.bytes_read == both  # each file read once
