@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from carl_tui.completions.files import NOT_UTF8, StreamReader
 from carl_tui.completions.log import CompletionLog
 from carl_tui.completions.readers import reader_factory
@@ -106,3 +108,29 @@ def test_after_a_rotation_the_view_reads_the_new_file_and_never_an_old_range_the
     assert log.table(3) is None
     both = (tmp_path / "s.jsonl.1").stat().st_size + stream.stat().st_size
     assert src.follower.bytes_read == both  # each file read once
+
+
+def test_a_trainer_logs_tables_are_read_from_the_read_of_its_metrics(tmp_path):
+    pytest.importorskip("trl")
+    from carl_tui.completions.files import StdoutReader
+    from carl_tui.sources.trainer_file import TrainerLogSource
+    from tests.test_completions import printed  # a panel, as TRL prints it
+
+    log_file = tmp_path / "train.log"
+    panel = printed(["p7"], ["c7"], {"r": [1.0]}, [0.5], 7) + "\n"
+    log_file.write_text("{'loss': 0.5, 'epoch': 0.1}\n" + panel[:len(panel) // 2])
+    src = TrainerLogSource(log_file, max_bytes_per_poll=1024)
+    readers = reader_factory(SourceRequest(watch=str(log_file), file_format="trainer-log"),
+                             lambda: [src])(src.run)
+    assert [type(r) for r in readers] == [StdoutReader]
+    log = CompletionLog(readers)
+    src.poll()
+    assert log.poll() == 0  # half a table: it waits for its end
+    with open(log_file, "a") as f:
+        f.write(panel[len(panel) // 2:] + "{'loss': 0.4, 'epoch': 0.2}\n")
+    while src.poll() or src.behind:
+        pass
+    assert log.poll() == 1 and log.table(7).rows[0].completion == "c7"
+    follower = src.completions_lines.follower  # the source's own
+    assert follower.bytes_read == log_file.stat().st_size
+    assert follower.ranges_read == 1

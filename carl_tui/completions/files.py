@@ -19,13 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from carl_tui.completions.model import CompletionTable, from_records, make_row
-from carl_tui.completions.stdout import find_panels, parse_panel
+from carl_tui.completions.stdout import parse_panel
 from carl_tui.errors import CarlError, SourceError
 from carl_tui.sources.base import WAITING
-from carl_tui.sources.line_marks import (  # why a completions line is skipped
-    NOT_JSON,  # noqa: F401
+from carl_tui.sources.line_marks import (
+    LINE_TOO_LONG,
+    NOT_JSON,  # noqa: F401  (why a completions line is skipped: said here too)
     NOT_UTF8,  # noqa: F401
-    LineMarks,
+    Marks,
+    PanelMarks,
     completions_marks,
 )
 from carl_tui.sources.tail import FileFollower, FollowRead
@@ -36,7 +38,6 @@ CHUNK = 8 << 20
 #: is held up to it too); a longer one is skipped and counted. What follows is read.
 MAX_LINE = 512 << 20
 
-LINE_TOO_LONG = "line too long"
 
 
 def _waited(follower: FileFollower) -> FollowRead | None:
@@ -58,37 +59,51 @@ def _reads(follower: FileFollower, skipped: Counter[str]) -> Iterator[FollowRead
             return
 
 
-class StdoutReader:
-    """The rich tables printed in a Trainer's stdout (`train.log`, a job's log), read by
-    the one `FileFollower`; a table is indexed (generation, start, end), and parsed (and
-    redacted) when it is looked at."""
+class _MarkedReader:
+    """The tables a followed file holds, from its `Marks`: those the source reading the
+    file marked as it read it (the file is read once), or, given a path (`export`, a
+    replay, tests), those it marks reading the file with a `FileFollower` of its own."""
+
+    origin = ""
+
+    def __init__(self, source: str | Path | Marks):
+        self._own: FileFollower | None = None
+        if isinstance(source, Marks):
+            self.marks = source
+        else:
+            self._own = FileFollower(source, max_bytes_per_poll=CHUNK, max_line_bytes=MAX_LINE)
+            self.marks = self._marks_of(self._own)
+        self.skipped: Counter[str] = Counter()  # lines left out, by reason
+        self._taken = 0  # marks taken so far
+
+    def _marks_of(self, follower: FileFollower) -> Marks:
+        raise NotImplementedError
+
+    def scan(self) -> list[tuple[int, Any, CompletionTable | None]]:
+        for got in _reads(self._own, self.skipped) if self._own is not None else ():
+            self.marks.feed(got)
+        new = self.marks.since(self._taken)
+        self._taken += len(new)
+        out = []
+        for locator, step in new:
+            if isinstance(step, str):
+                self.skipped[step] += 1
+            elif step is not None:  # the table is made when it is looked at
+                out.append((step, locator, None))
+        return out
+
+
+class StdoutReader(_MarkedReader):
+    """The rich tables printed in a Trainer's stdout (`train.log`, a job's log): indexed
+    (generation, start, end), parsed (and redacted) when looked at."""
 
     origin = "stdout"
 
-    def __init__(self, path: str | Path):
-        self._follower = FileFollower(path, max_bytes_per_poll=CHUNK, max_line_bytes=MAX_LINE)
-        self.skipped: Counter[str] = Counter()  # lines left out, by reason
-        self._held = b""  # a panel begun in the lines read so far, not ended yet
-        self._held_end = (0, 0)  # (generation, offset) just past `_held`
-
-    def scan(self) -> list[tuple[int, Any, CompletionTable | None]]:
-        return [found for got in _reads(self._follower, self.skipped)
-                for off, data in got.runs
-                for found in self._index(got.generation, off, data + b"\n")]
-
-    def _index(self, gen: int, off: int, data: bytes) -> list:
-        if self._held and self._held_end == (gen, off):  # the panel goes on here
-            data, off = self._held + data, off - len(self._held)
-        panels, consumed = find_panels(data, off)
-        self._held, self._held_end = data[consumed:], (gen, off + len(data))
-        if len(self._held) > MAX_LINE:  # never ended: given up, as a line too long
-            self.skipped[LINE_TOO_LONG] += 1
-            self._held = b""
-        return [(step, (gen, start, end), None) for start, end, step in panels
-                if b"Prompt" in data[start - off:end - off]]
+    def _marks_of(self, follower: FileFollower) -> Marks:
+        return PanelMarks(follower, MAX_LINE)
 
     def load(self, locator: tuple[int, int, int]) -> CompletionTable | None:
-        text = self._follower.read_range(*locator)
+        text = self.marks.line(locator)
         return None if text is None else parse_panel(text.decode("utf-8", "replace"))
 
 
@@ -110,37 +125,13 @@ def stream_table(obj: Any) -> CompletionTable | None:
     return CompletionTable(step=step, rows=out, origin="stream")
 
 
-class StreamReader:
-    """The `completions` lines of a JSONL stream (the CARL callback's, a recording).
-
-    Given the `LineMarks` of the source that reads the stream for its metrics, it takes
-    the lines that source marked: the stream is read once. Given a path (`export`, a
-    replay), it reads the file with a `FileFollower` of its own and marks them itself."""
+class StreamReader(_MarkedReader):
+    """The `completions` lines of a JSONL stream (the CARL callback's, a recording)."""
 
     origin = "stream"
 
-    def __init__(self, stream: str | Path | LineMarks):
-        self._own: FileFollower | None = None
-        if isinstance(stream, LineMarks):
-            self.marks = stream
-        else:
-            self._own = FileFollower(stream, max_bytes_per_poll=CHUNK, max_line_bytes=MAX_LINE)
-            self.marks = completions_marks(self._own)
-        self.skipped: Counter[str] = Counter()  # lines left out, by reason
-        self._taken = 0  # marks taken so far
-
-    def scan(self) -> list[tuple[int, Any, CompletionTable | None]]:
-        for got in _reads(self._own, self.skipped) if self._own is not None else ():
-            self.marks.feed(got)
-        new = self.marks.since(self._taken)
-        self._taken += len(new)
-        out = []
-        for locator, step in new:
-            if isinstance(step, str):
-                self.skipped[step] += 1
-            elif step is not None:  # the table is made when it is looked at
-                out.append((step, locator, None))
-        return out
+    def _marks_of(self, follower: FileFollower) -> Marks:
+        return completions_marks(follower)
 
     def load(self, locator: tuple[int, int, int]) -> CompletionTable | None:
         line = self.marks.line(locator)

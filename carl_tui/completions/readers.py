@@ -25,6 +25,7 @@ from carl_tui.completions.files import (
     WandbTableReader,
 )
 from carl_tui.completions.log import Reader
+from carl_tui.sources.line_marks import PanelMarks
 
 
 def parquet_folders(near: list[Path], meta: Mapping[str, Any] | None = None) -> list[Path]:
@@ -67,8 +68,8 @@ def readers_for(req: Any, run: Any = None, meta: Mapping[str, Any] | None = None
                 remote_query: Callable[[str], list[dict]] | None = None,
                 marked: Any = None) -> list[Reader]:
     """The readers of the run `run` (a `RunRef`) of what `req` names, best first;
-    `marked`: the completions lines the source reading the stream marked (its
-    `LineMarks`), read there rather than from the file again."""
+    `marked`: the completions the source reading the file named marked (its
+    `completions_lines`), read there rather than from the file again."""
     readers: list[Reader] = []
     near: list[Path] = []
     run_id = getattr(run, "run_id", None)
@@ -78,8 +79,9 @@ def readers_for(req: Any, run: Any = None, meta: Mapping[str, Any] | None = None
     elif req.watch is not None:
         path = Path(req.watch)
         near.append(path)
-        readers.append(StreamReader(marked) if marked is not None
-                       else _file_reader(path, req.file_format))
+        readers.append(_file_reader(path, req.file_format) if marked is None
+                       else StdoutReader(marked) if isinstance(marked, PanelMarks)
+                       else StreamReader(marked))
     elif req.wandb is not None:
         rundir = wandb_run_dir(Path(req.wandb), run_id)
         if rundir is not None:
