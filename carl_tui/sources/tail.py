@@ -252,15 +252,13 @@ class FileFollower:
             return line
 
     def read_range(self, generation: int, start: int, end: int) -> bytes | None:
-        """The bytes `start:end` of the file read as `generation`, read again (a line a
-        reader indexed); None when that file is no longer the one followed."""
+        """Bytes `start:end` of the file read as `generation`, again; None: not followed now."""
         with self._lock:
             if generation != self.generation or self._fifo or self._ident is None:
                 return None
             fd = self._fd if self._fd is not None else os.open(self.path, _O_FLAGS)
             try:
-                fst = os.fstat(fd)
-                same = (fst.st_dev, fst.st_ino) == self._ident and fst.st_size >= end
+                same = _ident_of(st := os.fstat(fd)) == self._ident and st.st_size >= end
                 self.ranges_read += same
                 return _pread(fd, end - start, start) if same else None
             finally:
@@ -456,7 +454,7 @@ class FileFollower:
         elif start == 0 and lines[0].startswith(BOM):
             lines[0] = lines[0][len(BOM) :]
             skip = len(BOM)
-        if lines:
+        if lines:  # `block` is the lines as read: no copy unless cut at its start
             out.runs.append((start + skip, block[skip:] if skip else block))
         out.lines.extend(lines)
 
