@@ -138,6 +138,16 @@ READ_ONLY_HIDDEN: frozenset[str] = frozenset(k.action for k in ACTION_KEYS) | {
 RECORDING_HIDDEN: frozenset[str] = frozenset({"stop_job", "push_checkpoint"})
 
 
+# Where the footer has no room for every key (80 columns), the ones it keeps, most needed
+# first; the rest stay bound and listed by `?`.
+FOOTER_FIRST: tuple[str, ...] = (
+    "help", "quit",
+    "open_run", "toggle_select", "card", "filter", "cycle_sort", "choose_columns",  # fleet
+    "cycle_group", "close",
+    "pick_run", "pick_metrics", "toggle_grid_metric", "cycle_x_axis", "cycle_smoothing",
+    "toggle_log_panel", "completions")
+
+
 # The dashboard's keys had `app.` ids before they became the screen's own (`view.`): a
 # keymap that names the old id still works.
 RENAMED_IDS: dict[str, str] = {
