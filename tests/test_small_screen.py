@@ -106,3 +106,18 @@ async def test_a_replay_and_the_demo_leave_out_the_keys_that_cannot_act(run_ref,
         assert said[1].endswith(": its run has no checkpoint here to push.")
         await pilot.pause(0.1)
         assert app.screen is app.dashboard and len(app.screen_stack) == 1
+
+
+async def test_at_80x24_the_metric_grid_footer_shows_whole_keys(run_ref):
+    app = dashboard(run_ref)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("M")
+        await wait_for(pilot, lambda: "every metric" in screen_lines(app)[0], what="the grid")
+        await pilot.pause(0.2)
+        items = footer_items(screen_lines(app)[-1])
+        shown = [d for _k, d in items]
+        assert shown[:3] == ["Back", "Next page", "Previous page"], shown
+        known = {k.description for k in ALL_KEYS} | {"Back", "Next page", "Previous page"}
+        assert [d for d in shown if d not in known] == [], screen_lines(app)[-1]
+        assert "Help" in shown

@@ -173,6 +173,7 @@ def why_hidden(action: str, *, recording: bool = False, demo: bool = False) -> s
 # first; the rest stay bound and listed by `?`.
 FOOTER_FIRST: tuple[str, ...] = (
     "help", "quit",
+    "pop_screen", "page(1)", "page(-1)",  # the metric grid (M)
     "open_run", "toggle_select", "card", "filter", "cycle_sort", "choose_columns",  # fleet
     "cycle_group", "close",
     "pick_run", "pick_metrics", "toggle_grid_metric", "cycle_x_axis", "cycle_smoothing",
