@@ -98,6 +98,7 @@ def _config(args, opened, *, completions=None, fleet: bool = False, **kw):
         read_only=getattr(args, "read_only", False),
         guard=dict(getattr(args, "guard", None) or []) or None,
         recording=getattr(args, "command", None) == "replay",
+        demo=getattr(args, "command", None) == "demo",
         fleet=fleet,
     )
     services = Services(list_projects=opened.list_projects, open_project=opened.open_project,

@@ -52,8 +52,9 @@ class Settings:
     save_dir: str = "."  # where ctrl+s writes the screen and the plotted data
     read_only: bool = False  # no key that acts on the world, nor ctrl+s (READ_ONLY_HIDDEN)
     # A recording played back (`replay`): its run has no job to stop and no checkpoint to
-    # push here (RECORDING_HIDDEN); launching and the account's jobs still act.
+    # push here; launching and the account's jobs are left out too (RECORDING_HIDDEN).
     recording: bool = False
+    demo: bool = False  # `carl-tui demo`: no launch, and no checkpoint to push (DEMO_HIDDEN)
     output_dir: str | None = None  # where the run's checkpoints are (p), unless its meta says
     push_repo: str | None = None  # default target repo of p
     launch_defaults: LaunchSpec | None = None  # the launch form's; None: LaunchSpec()
