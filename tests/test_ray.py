@@ -1,0 +1,175 @@
+"""Ray Jobs: the engine over the dashboard's REST API, the job sources, and the launch
+form, `s` and `j` on a real local Ray head (tests/engines.py). The tests of what needs no
+cluster (the address, the mapping of Ray's words, the refusals) run everywhere; the rest
+skip with one line where Ray is not installed (`make ray`), and fail under CI."""
+
+from __future__ import annotations
+
+import ast
+import socket
+import time
+
+import httpx
+import pytest
+
+from carl_tui.actions.launch_spec import LaunchSpec
+from carl_tui.engines.base import JobEngine, Submission
+from carl_tui.engines.ray import (
+    SECRETS_REFUSED,
+    RayEngine,
+    dashboard_url,
+    job_from_details,
+    ray_run,
+)
+from carl_tui.errors import CarlError
+from carl_tui.events import LogLines, ScalarBatch
+from carl_tui.sources.ray_job import ray_job_source, ray_jobs_source
+from tests.conftest import wait_until
+from tests.engines import ray_head  # noqa: F401  (the session's Ray head fixture)
+
+SECRET = "hf_PlantedRayTokenShouldNeverLeave42"
+
+
+def tiny_spec(address: str, tmp_path, steps: int, name: str) -> LaunchSpec:
+    """A GRPO run of the offline tiny model on the CPU: seconds, no download."""
+    return LaunchSpec(target="ray", model="tiny", dataset="tiny", max_steps=steps,
+                      num_generations=2, carl=False, learning_rate=3e-4, run_name=name,
+                      output_dir=str(tmp_path / name), ray_address=address,
+                      extra_args=("--no-save",))
+
+
+def trainer_steps(log: str) -> list[int]:
+    """The steps of the Trainer's own log: one dict line with `loss` per logged step
+    (logging_steps 1), numbered from 1, as the Trainer counts them."""
+    dicts = [ast.literal_eval(line.strip()) for line in log.splitlines()
+             if line.strip().startswith("{'loss'")]
+    return list(range(1, len(dicts) + 1))
+
+
+def ray_state(url: str, job_id: str) -> str:
+    return httpx.get(f"{url}/api/jobs/{job_id}", timeout=5).json()["status"]
+
+
+# -- without a cluster ----------------------------------------------------------------
+
+
+def test_the_address_is_the_dashboard_url_and_never_carries_credentials(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert dashboard_url() == "http://127.0.0.1:8265"
+    monkeypatch.setenv("RAY_ADDRESS", "head.example:8265")
+    assert dashboard_url() == "http://head.example:8265"
+    assert dashboard_url("https://ray.example/prefix/") == "https://ray.example/prefix"
+    with pytest.raises(CarlError, match="not a Ray dashboard address"):
+        dashboard_url("ray://head:10001")
+    with pytest.raises(CarlError, match="user name or password") as err:
+        dashboard_url("http://alice:s3cretpw@head:8265")
+    assert "s3cretpw" not in str(err.value)
+
+
+def test_ray_states_map_to_the_stage_words_and_keep_rays_own_word():
+    url = "http://127.0.0.1:8265"
+    base = {"submission_id": "s-1", "entrypoint": f"python train.py --hub-token {SECRET}",
+            "start_time": 1_700_000_000_000, "message": "Job was intentionally stopped."}
+    words = {"PENDING": ("SCHEDULING", "queued"), "RUNNING": ("RUNNING", "live"),
+             "SUCCEEDED": ("COMPLETED", "finished"), "FAILED": ("ERROR", "failed"),
+             "STOPPED": ("CANCELED", "failed")}
+    for ray, (stage, life) in words.items():
+        job = job_from_details(url, {**base, "status": ray})
+        assert (job.stage, job.life) == (stage, life)
+        assert job.message == f"{ray}: Job was intentionally stopped."
+    job = job_from_details(url, {**base, "status": "SUCCEEDED", "end_time": 1_700_000_010_000})
+    assert job.run == ray_run(url, "s-1") and job.run.project == "127.0.0.1:8265"
+    assert job.created_at == 1_700_000_000.0 and job.finished_at == 1_700_000_010.0
+    assert SECRET not in job.label and SECRET not in " ".join(job.command)
+    assert job.command[:2] == ("python", "train.py")
+    assert job_from_details(url, {**base, "status": "PENDING"}).started_at is None
+
+
+def test_secrets_are_refused_with_the_way_to_give_the_cluster_its_token():
+    engine = RayEngine("http://127.0.0.1:9")
+    assert isinstance(engine, JobEngine)
+    sub = Submission(name="t", command=("python", "-V"), secrets={"HF_TOKEN": SECRET})
+    assert engine.check(sub) == [SECRETS_REFUSED]
+    assert "ray start" in SECRETS_REFUSED and "no secrets store" in SECRETS_REFUSED
+    with pytest.raises(CarlError, match="no secrets store") as err:
+        engine.submit(sub)  # refused before anything is sent (nothing listens on port 9)
+    assert SECRET not in str(err.value)
+    plain = Submission(name="t", command=("python", "-V"), env={"HF_TOKEN": SECRET})
+    assert any("is a secret" in p for p in engine.check(plain))
+    bad = Submission(name="a b", command=(), gpus=-1, options={"flavor": "x"})
+    problems = engine.check(bad)
+    assert len(problems) == 4, problems
+
+
+def test_the_submission_is_rays_own_request(tmp_path):
+    spec = tiny_spec("http://127.0.0.1:8265", tmp_path, 3, "ray-unit").with_(num_gpus=2)
+    sub = spec.submission()
+    assert sub.gpus == 2 and not sub.secrets
+    assert sub.command[:5] == ("python", "-m", "accelerate.commands.launch",
+                               "--num_processes", "2")
+    body = RayEngine(spec.ray_address).payload(sub)
+    assert set(body) == {"entrypoint", "submission_id", "metadata", "runtime_env",
+                         "entrypoint_num_cpus", "entrypoint_num_gpus"}
+    assert body["entrypoint_num_gpus"] == 2 and body["entrypoint_num_cpus"] == 1
+    assert body["submission_id"].startswith("ray-unit-")
+    assert body["runtime_env"] == {"env_vars": {"PYTHONUNBUFFERED": "1"}}
+    assert "--max-steps 3" in body["entrypoint"]
+    assert spec.with_(num_gpus=-1).validate() == [
+        "GPUs must be a whole number of 0 or more (got -1)."]
+    assert "Ray address" in spec.with_(ray_address="ray://h:10001").validate()[0]
+
+
+def test_no_dashboard_says_how_to_start_or_tunnel_one():
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    engine = RayEngine(f"http://127.0.0.1:{port}", backoff_s=0.01)
+    t0 = time.monotonic()
+    with pytest.raises(CarlError) as err:
+        engine.jobs()
+    assert time.monotonic() - t0 < 5  # refused: said at once, not retried for long
+    assert str(err.value) == (f"Listing the Ray jobs: no Ray dashboard at "
+                              f"http://127.0.0.1:{port}: start one with `ray start --head` or "
+                              "tunnel it: `ssh -L 8265:localhost:8265 HEAD`")
+
+
+# -- on a real Ray head -----------------------------------------------------------------
+
+
+def test_a_job_is_followed_to_its_end_with_the_trainers_steps(ray_head, tmp_path):  # noqa: F811
+    engine = RayEngine(ray_head.url)
+    job = engine.submit(tiny_spec(ray_head.url, tmp_path, 3, "follow").submission())
+    assert job.stage in ("SCHEDULING", "RUNNING")
+    source = ray_job_source(job.job_id, ray_head.url)
+    events, texts = [], []
+
+    def read() -> bool:
+        batch = source.poll()
+        events.extend(batch)
+        texts.extend(line for e in batch if isinstance(e, LogLines) for line in e.lines)
+        return source.finished
+
+    wait_until(read, "the job followed to its end", timeout=180)
+    log = engine.log(job.job_id).text
+    # each line once, in order: the log read incrementally is the log
+    assert "\n".join(texts).strip() == log.strip()
+    steps = sorted({int(s) for e in events if isinstance(e, ScalarBatch) and "loss" in e.columns
+                    for s in e.steps})
+    assert steps == trainer_steps(log) == [1, 2, 3]
+    assert source.state.stage == "COMPLETED" and ray_state(ray_head.url, job.job_id) == "SUCCEEDED"
+    assert source.take_lives()[-1].state == "finished"
+
+
+def test_the_list_reads_each_jobs_state_as_ray_says_it(ray_head, tmp_path):  # noqa: F811
+    engine = RayEngine(ray_head.url)
+    done = engine.submit(Submission(name="list-done", command=("python", "-c", "print(1)")))
+    wait_until(lambda: engine.job(done.job_id).ended, "the job ended", timeout=60)
+    source = ray_jobs_source(ray_head.url, read_logs=True)
+    events = source.poll()
+    assert source.finished
+    listed = {e.job_id: e for e in events if hasattr(e, "job_id") and hasattr(e, "stage")}
+    truth = httpx.get(f"{ray_head.url}/api/jobs/", timeout=5).json()
+    for info in truth:
+        if info.get("submission_id") in listed:
+            assert listed[info["submission_id"]].message.split(":")[0] == info["status"]
+    assert listed[done.job_id].stage == "COMPLETED"
