@@ -25,7 +25,6 @@ from carl_tui.errors import CarlError
 from carl_tui.events import LogLines, ScalarBatch
 from carl_tui.sources.ray_job import ray_job_source, ray_jobs_source
 from tests.conftest import wait_until
-from tests.engines import ray_head  # noqa: F401  (the session's Ray head fixture)
 
 SECRET = "hf_PlantedRayTokenShouldNeverLeave42"
 
@@ -136,31 +135,43 @@ def test_no_dashboard_says_how_to_start_or_tunnel_one():
 # -- on a real Ray head -----------------------------------------------------------------
 
 
-def test_a_job_is_followed_to_its_end_with_the_trainers_steps(ray_head, tmp_path):  # noqa: F811
+PRINTER = ("import time\n"
+           "for step in range(1, 6):\n"
+           "    print({'loss': 1.0 / step, 'reward': step / 10, 'epoch': step / 5}, flush=True)\n"
+           "    time.sleep(0.4)\n"
+           "print({'train_runtime': 2.0, 'train_loss': 0.5, 'epoch': 1.0}, end='')\n")
+
+
+def test_a_job_is_followed_to_its_end_with_the_trainers_steps(ray_head):
+    """A job printing Trainer log lines over two seconds (the real training is launched
+    from the form in test_ray_ui): its log read incrementally, each line once, its last
+    line (no newline) kept, the steps those of the log, its end the run's life."""
     engine = RayEngine(ray_head.url)
-    job = engine.submit(tiny_spec(ray_head.url, tmp_path, 3, "follow").submission())
+    job = engine.submit(Submission(name="follow", command=("python", "-c", PRINTER)))
     assert job.stage in ("SCHEDULING", "RUNNING")
-    source = ray_job_source(job.job_id, ray_head.url)
-    events, texts = [], []
+    source = ray_job_source(job.job_id, ray_head.url, interval=0.2)
+    events, texts, reads = [], [], []
 
     def read() -> bool:
         batch = source.poll()
         events.extend(batch)
-        texts.extend(line for e in batch if isinstance(e, LogLines) for line in e.lines)
+        new = [line for e in batch if isinstance(e, LogLines) for line in e.lines]
+        texts.extend(new)
+        reads.append(len(new))
         return source.finished
 
-    wait_until(read, "the job followed to its end", timeout=180)
+    wait_until(read, "the job followed to its end", timeout=120)
     log = engine.log(job.job_id).text
-    # each line once, in order: the log read incrementally is the log
-    assert "\n".join(texts).strip() == log.strip()
+    assert sum(1 for n in reads if n) >= 2  # the log came in more than one read
+    assert "\n".join(texts) == log.rstrip("\n")  # each line once, in order: the log
     steps = sorted({int(s) for e in events if isinstance(e, ScalarBatch) and "loss" in e.columns
                     for s in e.steps})
-    assert steps == trainer_steps(log) == [1, 2, 3]
+    assert steps == trainer_steps(log) == [1, 2, 3, 4, 5]
     assert source.state.stage == "COMPLETED" and ray_state(ray_head.url, job.job_id) == "SUCCEEDED"
     assert source.take_lives()[-1].state == "finished"
 
 
-def test_the_list_reads_each_jobs_state_as_ray_says_it(ray_head, tmp_path):  # noqa: F811
+def test_the_list_reads_each_jobs_state_as_ray_says_it(ray_head, tmp_path):
     engine = RayEngine(ray_head.url)
     done = engine.submit(Submission(name="list-done", command=("python", "-c", "print(1)")))
     wait_until(lambda: engine.job(done.job_id).ended, "the job ended", timeout=60)
