@@ -184,3 +184,15 @@ def test_the_list_reads_each_jobs_state_as_ray_says_it(ray_head, tmp_path):
         if info.get("submission_id") in listed:
             assert listed[info["submission_id"]].message.split(":")[0] == info["status"]
     assert listed[done.job_id].stage == "COMPLETED"
+
+
+def test_carl_tui_launch_targets_ray_with_its_gpu_request(capsys):
+    from carl_tui.actions.launch_cli import main
+
+    assert main(["--target", "ray", "--model", "tiny", "--dataset", "tiny", "--gpus", "2",
+                 "--ray-address", "127.0.0.1:8265", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "Ray (127.0.0.1:8265, 2 GPU)" in out
+    assert "python -m accelerate.commands.launch --num_processes 2 -m carl_tui train" in out
+    assert main(["--target", "ray", "--gpus", "-2", "--dry-run"]) == 2
+    assert "GPUs must be a whole number of 0 or more (got -2)" in capsys.readouterr().err
