@@ -196,3 +196,21 @@ def test_carl_tui_launch_targets_ray_with_its_gpu_request(capsys):
     assert "python -m accelerate.commands.launch --num_processes 2 -m carl_tui train" in out
     assert main(["--target", "ray", "--gpus", "-2", "--dry-run"]) == 2
     assert "GPUs must be a whole number of 0 or more (got -2)" in capsys.readouterr().err
+
+
+def test_the_live_list_reads_each_jobs_log_once_as_it_grows(ray_head):
+    engine = RayEngine(ray_head.url)
+    job = engine.submit(Submission(name="list-live", command=("python", "-c", PRINTER)))
+    source = ray_jobs_source(ray_head.url, interval=0.2)
+    events = []
+
+    def read() -> bool:
+        events.extend(source.poll())
+        log = source.logs.get(job.job_id)
+        return log is not None and log.done
+
+    wait_until(read, "the job's log read to its end by the list", timeout=120)
+    assert not source.finished and source.list_calls >= 2  # live: it lists again
+    steps = [int(s) for e in events if isinstance(e, ScalarBatch) and "loss" in e.columns
+             and e.run.run_id == job.job_id for s in e.steps]
+    assert steps == trainer_steps(engine.log(job.job_id).text) == [1, 2, 3, 4, 5]

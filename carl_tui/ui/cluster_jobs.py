@@ -116,7 +116,8 @@ class ClusterJobs:
         if not is_cluster_kind(row.run.source):
             return False
         c = self.c
-        if not c.follower.follows_job(row.job_id):
+        known = c.follower.store.snapshot(row.run.key, 2, ()) is not None  # `fleet --ray`'s
+        if not (known or c.follower.follows_job(row.job_id)):
             c.follower.add_source(c.services.cluster_job_source(row))
         c.follower.follow(row.run.key)
         c.app.notify(f"Following {engine_name(row.run.source)} job {row.job_id} "
