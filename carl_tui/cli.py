@@ -176,7 +176,7 @@ def _read_ahead(req, opened):
     import os
     import shutil
 
-    if req.named() or (os.cpu_count() or 1) < 2 or not _on_terminal():
+    if req.flags_given() or (os.cpu_count() or 1) < 2 or not _on_terminal():
         return None
     from carl_tui.ui.first_rows import FIRST_ROWS, FirstRows
 
@@ -194,12 +194,12 @@ def run_demo(args) -> int:
     run = demo_run(args.seed)
     opened = Opened(lambda: [open_file(stream, "jsonl", run=run)], "carl-tui · demo")
     from carl_tui.completions.readers import reader_factory
-    from carl_tui.sources.open import SourceRequest
+    from carl_tui.sources.open import request
 
     config = _config(args, opened, on_exit=stop_soon(job),
                      local_jobs=[(run, job)],
-                     completions=reader_factory(SourceRequest(watch=str(stream),
-                                                              file_format="jsonl"),
+                     completions=reader_factory(request(watch=str(stream),
+                                                        file_format="jsonl"),
                                                 lambda: opened.sources))
     try:
         return _run_app(config)

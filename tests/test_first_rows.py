@@ -26,7 +26,7 @@ def _run(i: int) -> RunRef:
 
 
 def sweep_events(runs: int, *, ties: int = 4) -> list:
-    """`runs` runs of the spec's trajectory, each with its config; the last rows of groups
+    """`runs` runs of the reference trajectory, each with its config; the last rows of groups
     of `ties` runs were logged at the same second (ties keep the store's order), and
     every seventh run has a config but no row yet (no time: last)."""
     events: list = []
