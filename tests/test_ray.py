@@ -214,3 +214,35 @@ def test_the_live_list_reads_each_jobs_log_once_as_it_grows(ray_head):
     steps = [int(s) for e in events if isinstance(e, ScalarBatch) and "loss" in e.columns
              and e.run.run_id == job.job_id for s in e.steps]
     assert steps == trainer_steps(engine.log(job.job_id).text) == [1, 2, 3, 4, 5]
+
+
+def test_fleet_ray_lists_every_job_with_rays_state_and_summary_agrees(ray_head, capsys):
+    from tests.test_fleet import assert_agrees_with_summary, fleet
+    from tests.test_report import cli, export_rows, summary
+
+    engine = RayEngine(ray_head.url)
+    done = engine.submit(Submission(name="fleet-done", command=("python", "-c", PRINTER)))
+    failed = engine.submit(Submission(name="fleet-failed",
+                                      command=("python", "-c", "raise SystemExit(3)")))
+    wait_until(lambda: engine.job(done.job_id).ended and engine.job(failed.job_id).ended,
+               "both jobs ended", timeout=120)
+    address = ["--ray-address", ray_head.url]
+    rows = {r["id"]: r for r in fleet(["--ray", *address, "--timeout", "30"], capsys)}
+    truth = httpx.get(f"{ray_head.url}/api/jobs/", timeout=5).json()
+    life = {"PENDING": "queued", "RUNNING": "live", "SUCCEEDED": "finished",
+            "FAILED": "failed", "STOPPED": "failed"}
+    submitted = [t for t in truth if t.get("submission_id")]
+    assert {r["id"] for r in rows.values()} == {t["submission_id"] for t in submitted}
+    for info in submitted:  # what Ray said then: an ended job's state cannot change
+        if info["status"] in ("SUCCEEDED", "FAILED", "STOPPED"):
+            assert rows[info["submission_id"]]["state"] == life[info["status"]], info
+    assert rows[failed.job_id]["state"] == "failed" and rows[done.job_id]["source"] == "ray-job"
+    assert (rows[done.job_id]["first_step"], rows[done.job_id]["last_step"]) == (1, 5)
+    s = summary(["--ray-job", done.job_id, *address, "--timeout", "30"], capsys)
+    assert_agrees_with_summary(rows[done.job_id], s)
+    steps = [r["step"] for r in export_rows(["--ray-job", done.job_id, *address,
+                                             "--timeout", "30"], capsys) if "loss" in r]
+    assert steps == [1, 2, 3, 4, 5]
+    rc, _out, err = cli(["summary", "--ray-job", "no-such-job", *address, "--timeout", "5"],
+                        capsys)
+    assert rc != 0 and "no such job" in err

@@ -39,9 +39,9 @@ import httpx
 from carl_tui.engines.base import LogChunk, Submission
 from carl_tui.errors import CarlError
 from carl_tui.events import Job, RunRef
+from carl_tui.identity import RAY_JOB
 from carl_tui.redact import redact, redact_argv
 
-RAY_JOB = "ray-job"  # the identity source kind of a Ray job's run
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 TIMEOUT_S = 10.0
 RETRIES = 3  # attempts after a dropped connection or a timeout, with backoff
