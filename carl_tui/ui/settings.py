@@ -76,9 +76,6 @@ class Services:
     # The completions view (a): (run, its meta) -> the readers of its completions.
     completions: Callable[[RunRef, Any], list] | None = None
     clock: Callable[[], float] = time.time  # for "updated 3s ago"; fixed in snapshot tests
-    # The fleet table's first rows and run count, read ahead (`first_rows.FirstRows`):
-    # None until they came.
-    first_rows: Callable[[], tuple[list, int] | None] | None = None
     # The clusters' job engines (Ray, Slurm: actions/engines.py): `ray_address` is the
     # Ray dashboard the launch form offers and `j` lists ("": $RAY_ADDRESS or the local
     # one; `j` lists it where `list_ray`); `engines` keeps each engine by the (source kind,
