@@ -6,6 +6,7 @@ skip with one line where Ray is not installed (`make ray`), and fail under CI.""
 from __future__ import annotations
 
 import ast
+import json
 import socket
 import time
 
@@ -222,8 +223,8 @@ def test_fleet_ray_lists_every_job_with_rays_state_and_summary_agrees(ray_head, 
 
     engine = RayEngine(ray_head.url)
     done = engine.submit(Submission(name="fleet-done", command=("python", "-c", PRINTER)))
-    failed = engine.submit(Submission(name="fleet-failed",
-                                      command=("python", "-c", "raise SystemExit(3)")))
+    failed = engine.submit(Submission(name="fleet-failed", command=(
+        "python", "-c", "raise SystemExit(3)", "--hub-token", SECRET)))
     wait_until(lambda: engine.job(done.job_id).ended and engine.job(failed.job_id).ended,
                "both jobs ended", timeout=120)
     address = ["--ray-address", ray_head.url]
@@ -237,6 +238,8 @@ def test_fleet_ray_lists_every_job_with_rays_state_and_summary_agrees(ray_head, 
         if info["status"] in ("SUCCEEDED", "FAILED", "STOPPED"):
             assert rows[info["submission_id"]]["state"] == life[info["status"]], info
     assert rows[failed.job_id]["state"] == "failed" and rows[done.job_id]["source"] == "ray-job"
+    assert rows[failed.job_id]["config"]["command"][-2:] == ["--hub-token", "[REDACTED]"]
+    assert SECRET not in json.dumps(list(rows.values()))  # the entrypoint masked
     assert (rows[done.job_id]["first_step"], rows[done.job_id]["last_step"]) == (1, 5)
     s = summary(["--ray-job", done.job_id, *address, "--timeout", "30"], capsys)
     assert_agrees_with_summary(rows[done.job_id], s)
@@ -246,3 +249,19 @@ def test_fleet_ray_lists_every_job_with_rays_state_and_summary_agrees(ray_head, 
     rc, _out, err = cli(["summary", "--ray-job", "no-such-job", *address, "--timeout", "5"],
                         capsys)
     assert rc != 0 and "no such job" in err
+
+
+def test_a_submit_that_had_gone_through_is_the_same_job(ray_head):
+    """A submit retried after a dropped reply: Ray refuses the submission id it holds
+    (the head passes on its agent's ValueError "... already exists" as a 500), and the
+    engine answers with that job, not an error."""
+    engine = RayEngine(ray_head.url)
+    sub = Submission(name="twice", command=("python", "-c", "print(2)"))
+    body = engine.payload(sub)
+    first = httpx.post(f"{ray_head.url}/api/jobs/", json=body, timeout=10)
+    assert first.status_code == 200
+    engine.payload = lambda _sub: body  # the same request again
+    job = engine.submit(sub)
+    assert job.job_id == body["submission_id"] == first.json()["submission_id"]
+    again = httpx.post(f"{ray_head.url}/api/jobs/", json=body, timeout=10)
+    assert again.status_code == 500 and "already exists" in again.text

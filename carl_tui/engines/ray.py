@@ -149,6 +149,14 @@ def _resources(info: Mapping[str, Any]) -> str:
     return " + ".join(said) or "ray"
 
 
+def _error_line(text: str) -> str:
+    """The line of an error reply that says what happened: the dashboard answers with a
+    Python traceback (its last `...Error: ...` line), else a line of text."""
+    lines = [line.strip() for line in text.splitlines() if len(line.strip()) > 1]
+    said = [line for line in lines if "Error: " in line]
+    return (said or lines or [""])[-1]
+
+
 class RayEngine:
     """Jobs on the Ray cluster whose dashboard is at `address` (`JobEngine`)."""
 
@@ -205,7 +213,7 @@ class RayEngine:
                             "(see `carl-tui fleet --ray`)", retry=False, kind="not_found",
                             status=404)
         if reply.status_code >= 400:
-            text = redact(reply.text.strip().splitlines()[-1] if reply.text.strip() else "")
+            text = redact(_error_line(reply.text))
             raise CarlError(f"{what}: the Ray dashboard at {self.url} answered "
                             f"{reply.status_code}" + (f": {text[:300]}" if text else ""),
                             retry=reply.status_code >= 500, kind="http",
@@ -276,7 +284,12 @@ class RayEngine:
             raise CarlError("Cannot launch on Ray:\n- " + "\n- ".join(problems),
                             retry=False, kind="invalid")
         body = self.payload(submission)
-        reply = self._request("POST", "/api/jobs/", "Submitting the job", json=body)
+        try:
+            reply = self._request("POST", "/api/jobs/", "Submitting the job", json=body)
+        except CarlError as exc:  # a retried submit that had gone through: the same job
+            if exc.status not in (400, 500) or "already exists" not in str(exc):
+                raise
+            reply = {}
         sid = str((reply or {}).get("submission_id") or body["submission_id"])
         try:
             return self.job(sid)
