@@ -150,8 +150,9 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
         self.post_message(HardwareLoaded(options=options, namespace=namespace))
 
     def on_hardware_loaded(self, msg: HardwareLoaded) -> None:
-        if msg.error:
-            self._note(f"Hardware list unavailable: {msg.error}", style="yellow")
+        if msg.error:  # said for Hugging Face Jobs only: the Hub's flavors
+            if self.query_one("#target", Select).value == "hf-jobs":
+                self._note(f"Hardware list unavailable: {msg.error}", style="yellow")
             return
         select = self.query_one("#flavor", Select)
         current = select.value
