@@ -81,6 +81,14 @@ async def test_a_ray_job_launched_from_the_form_is_followed_to_finished(ray_head
         assert loss.count == 3
         assert ray_state(ray_head.url, job_id) == "SUCCEEDED"
 
+        # j lists the cluster the job was launched on (no --ray-address was given)
+        await pilot.press("j")
+        screen = app.screen
+        assert isinstance(screen, JobsScreen)
+        await wait_for(pilot, lambda: key in screen.rows, what="the Ray job listed")
+        assert screen.rows[key].stage == "COMPLETED"
+        assert screen.rows[key].label.startswith("python -m carl_tui train --model tiny")
+
 
 async def test_s_stops_a_ray_job_and_says_so_and_j_lists_it(ray_head, tmp_path):
     app = make_app(tiny_spec(ray_head.url, tmp_path, 100_000, "form-stop"), list_ray=True,

@@ -111,12 +111,17 @@ class Services:
         return EngineJobSource(self.engine_for(job.run), job.job_id, run=job.run)
 
     def list_cluster_jobs(self) -> list[Job]:
-        """The jobs of the clusters `j` lists (the Ray cluster, when one is named)."""
-        if not self.list_ray:
-            return []
-        engine = self.engine("ray")
-        jobs = engine.jobs()
-        self.remember(engine, jobs)
+        """The jobs `j` lists of the clusters: the Ray cluster named (`list_ray`) and each
+        one a job was launched on or listed from here."""
+        engines = {e.describe(): e for e in self.engines.values()}  # one per cluster
+        if self.list_ray:
+            engine = self.engine("ray")
+            engines.setdefault(engine.describe(), engine)
+        jobs: list[Job] = []
+        for engine in engines.values():
+            listed = engine.jobs()
+            self.remember(engine, listed)
+            jobs += listed
         return jobs
 
     def jobs_client(self) -> JobsClient:
