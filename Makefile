@@ -14,7 +14,7 @@ PY_OLDEST ?= $(call find_python,3.10)
 PY_NEWEST ?= $(call find_python,3.13)
 BUILD  := build/ci
 
-.PHONY: demo test suite lint wheel-check base-suites base-suite-on base-suite bench install screenshots screencast tools browser \
+.PHONY: demo test suite lint wheel-check base-suites base-suite-on base-suite bench install screenshots screencast tools browser ray \
 	screenshot-browser
 
 $(BIN)/carl-tui: pyproject.toml
@@ -40,7 +40,7 @@ suite: install tools
 # skip saying why (under CI the browser tests fail instead). `env` passes DEBIAN_FRONTEND
 # through sudo, which drops the environment it is given: no package may stop to ask.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
-tools: browser
+tools: browser ray
 	@command -v logrotate >/dev/null 2>&1 || test -x /usr/sbin/logrotate || \
 	  { command -v apt-get >/dev/null 2>&1 && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq logrotate >/dev/null; } || \
 	  { command -v brew >/dev/null 2>&1 && brew install logrotate; } || \
@@ -51,6 +51,14 @@ browser:
 	  { command -v apt-get >/dev/null && $(SUDO) apt-get update -qq && \
 	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "make: no Chromium here (not root nor password-less sudo, or no apt-get): the browser tests will skip"
+
+# A real Ray head for the Ray Jobs tests (tests/engines.py), in its own virtual environment,
+# never the project's: `ray[default]` from the package index. Elsewhere those tests skip
+# saying why (under CI they fail instead).
+ray:
+	@test -x build/ray-venv/bin/ray || \
+	  { python3 -m venv build/ray-venv && build/ray-venv/bin/pip install -q 'ray[default]'; } || \
+	  echo "make: Ray could not be installed into build/ray-venv: the Ray tests will skip"
 
 lint: install
 	$(BIN)/ruff check carl_tui tests benchmarks screenshots

@@ -8,6 +8,7 @@ training stack are imported by the command that needs them.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Sequence
 
@@ -101,8 +102,10 @@ def _config(args, opened, *, completions=None, fleet: bool = False, **kw):
         demo=getattr(args, "command", None) == "demo",
         fleet=fleet,
     )
+    ray = getattr(args, "ray_address", None) or os.environ.get("RAY_ADDRESS") or ""
     services = Services(list_projects=opened.list_projects, open_project=opened.open_project,
-                        completions=completions)
+                        completions=completions,
+                        ray_address=ray, list_ray=bool(ray))  # `j` lists a named cluster
     return DashboardConfig(sources=lambda: opened.sources, settings=settings,
                            services=services, **kw)
 

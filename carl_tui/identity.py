@@ -27,6 +27,7 @@ TRACKIO = "trackio"
 TRACKIO_REMOTE = "trackio-remote"
 TENSORBOARD = "tensorboard"
 WANDB = "wandb"
+RAY_JOB = "ray-job"  # a Ray job (engines/ray.py): project = its dashboard's host:port
 
 LOCAL_PROJECT = "this machine"
 
