@@ -57,7 +57,7 @@ browser:
 # saying why (under CI they fail instead).
 ray:
 	@test -x build/ray-venv/bin/ray || \
-	  { python3 -m venv build/ray-venv && build/ray-venv/bin/pip install -q 'ray[default]'; } || \
+	  { $(PYTHON) -m venv build/ray-venv && build/ray-venv/bin/pip install -q 'ray[default]==2.60.0'; } || \
 	  echo "make: Ray could not be installed into build/ray-venv: the Ray tests will skip"
 
 lint: install
