@@ -27,6 +27,7 @@ TRACKIO = "trackio"
 TRACKIO_REMOTE = "trackio-remote"
 TENSORBOARD = "tensorboard"
 WANDB = "wandb"
+SLURM_JOB = "slurm-job"
 
 LOCAL_PROJECT = "this machine"
 
@@ -66,3 +67,9 @@ def tensorboard_run(logdir: str | os.PathLike, relative: str) -> RunRef:
 
 def wandb_run(project: str, run_id: str, name: str = "") -> RunRef:
     return RunRef(WANDB, project or "wandb", run_id, name or run_id)
+
+
+def slurm_run(user: str, job_id: str) -> RunRef:
+    """A Slurm batch job: project = its user, named by its id (the same key from
+    `squeue`, `scontrol` and the launch form)."""
+    return RunRef(SLURM_JOB, user or "", job_id, job_id)
