@@ -114,8 +114,7 @@ class SlurmCluster:
             "ReturnToService=2",
             "MinJobAge=3600",
             node,
-            f"PartitionName={self.partition} Nodes={host} Default=YES MaxTime=INFINITE "
-            "State=UP",
+            f"PartitionName={self.partition} Nodes={host} Default=YES State=UP",
             "",
         ]))
         key = r / "munge.key"
@@ -145,8 +144,8 @@ class SlurmCluster:
         return self
 
     def _idle(self) -> bool:
-        out = subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True,
-                             env=self.env, timeout=10)
+        out = subprocess.run(["sinfo", "-h", "-o", "%T"], check=False, capture_output=True,
+                             text=True, env=self.env, timeout=10)
         return out.returncode == 0 and out.stdout.strip() == "idle"
 
     def _wait(self, ready, what: str) -> None:
@@ -171,18 +170,19 @@ class SlurmCluster:
     def _end_jobs(self) -> None:
         """Cancel every job left and wait (10 s at most) for their processes to end: a
         job's processes outlive slurmd (`proctrack/linuxproc` keeps them across a restart)."""
-        run = dict(capture_output=True, text=True, env=self.env, timeout=10)
-        subprocess.run(["scancel", "--user", str(os.geteuid())], **run)
+        run = {"capture_output": True, "text": True, "env": self.env, "timeout": 10}
+        subprocess.run(["scancel", "--user", str(os.geteuid())], check=False, **run)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            out = subprocess.run(["squeue", "-h", "-t", "R,CG,CF,S", "-o", "%i"], **run)
+            out = subprocess.run(["squeue", "-h", "-t", "R,CG,CF,S", "-o", "%i"], check=False,
+                                 **run)
             if out.returncode != 0 or not out.stdout.strip():
                 return
             time.sleep(0.2)
 
     def stop(self) -> None:
-        """Every job cancelled, then SIGTERM to each daemon (slurmd, slurmctld, munged: the reverse of their start),
-        SIGKILL after 15 s; every job's processes end with slurmd's."""
+        """Every job cancelled, then SIGTERM to each daemon (slurmd, slurmctld, munged: the
+        reverse of their start), SIGKILL after 15 s."""
         began = time.monotonic()
         if self.procs.get("slurmctld") is not None and self.procs["slurmctld"].poll() is None:
             self._end_jobs()

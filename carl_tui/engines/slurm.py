@@ -120,7 +120,7 @@ class SlurmEngine:
                             "commands; run it on a login node", retry=False, kind="usage")
         self.commands.append(tuple(argv))
         try:
-            return subprocess.run([exe, *argv[1:]], capture_output=True, text=True,
+            return subprocess.run([exe, *argv[1:]], check=False, capture_output=True, text=True,
                                   input=stdin, timeout=self.timeout_s,
                                   env={**base, **(env or {})})
         except subprocess.TimeoutExpired:

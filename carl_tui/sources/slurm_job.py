@@ -14,6 +14,7 @@ TIMEOUT or CANCELLED one's failed, Slurm's word in its reason.
 from __future__ import annotations
 
 import time
+
 from carl_tui.engines.slurm import SlurmEngine
 from carl_tui.engines.slurm_records import SlurmRecord
 from carl_tui.errors import CarlError
@@ -35,7 +36,7 @@ def _source_error(exc: CarlError) -> SourceError:
 class _Info:
     """What `JobNews` reads of a job besides the `Job`: its labels (Slurm has none)."""
 
-    labels: dict[str, str] = {}
+    labels = None
 
 
 class SlurmJobSource(PolledSource):
