@@ -39,7 +39,7 @@ from carl_tui.engines.slurm_records import (
 from carl_tui.errors import CarlError
 from carl_tui.events import Job
 from carl_tui.identity import SLURM_JOB
-from carl_tui.redact import is_secret_name, redact
+from carl_tui.redact import is_secret_key, redact
 
 TIMEOUT_S = 30.0  # the longest a command may take (a busy controller answers slowly)
 OPTIONS = ("partition", "account", "qos", "output")  # a Submission's Slurm options
@@ -163,7 +163,7 @@ class SlurmEngine:
             if not _ENV_NAME.match(name):
                 problems.append(f"{name!r} is not an environment variable's name")
         problems += [f"{name} is a secret: give it as a secret (the script shows plain "
-                     "variables)" for name in s.env if is_secret_name(name)]
+                     "variables)" for name in s.env if is_secret_key(name)]
         if any("\n" in w for w in (s.working_dir, *s.command)):
             problems.append("a command word or the working folder holds a line break")
         return problems
