@@ -10,7 +10,8 @@ finished jobs remembered for an hour (`MinJobAge`), so `squeue`/`scontrol` still
 their end. The ports are free ones, so two suites may run at once. The commands reach
 it through `SLURM_CONF` (`cluster.env`).
 
-Run as a script, it starts a cluster, prints its `SLURM_CONF`, and stops it on Ctrl-C.
+Run as a script, it starts a cluster, prints its `SLURM_CONF`, and stops it on Ctrl-C
+(or SIGTERM).
 """
 
 from __future__ import annotations
@@ -227,6 +228,11 @@ if __name__ == "__main__":
     why = missing()
     if why:
         raise SystemExit(why)
+    def interrupted(_signum, _frame):
+        raise KeyboardInterrupt
+
+    for signum in (signal.SIGINT, signal.SIGTERM):  # a shell's background job ignores SIGINT
+        signal.signal(signum, interrupted)
     with tempfile.TemporaryDirectory(prefix="slurm-") as tmp:
         cluster = SlurmCluster(Path(tmp)).start()
         print(f"export SLURM_CONF={cluster.conf}   (ready in {cluster.setup_s:.1f} s; "

@@ -11,7 +11,9 @@ such value), most recently updated first:
      "gate": {"metric": str, "fired_at": int | null},
      "task": {"metric": str, "last": float, "best": float, "trend": [float, ...]},
      "loss": float, "gpu_percent": float, "flavor": str, "cost_usd": float,
-     "created_at": float (a job's creation, epoch seconds), "config": {key: value},
+     "created_at": float (a job's creation, epoch seconds),
+     "job_state": str (a job's state in its engine's words: "PENDING (Resources)"),
+     "config": {key: value},
      "health": str (the worst health flag standing, or "ok"),
      "health_flags": [str, ...] (every flag standing, worst first)}
 
@@ -56,6 +58,7 @@ def fleet_dict(row: FleetRow) -> dict[str, Any]:
         "flavor": row.flavor,
         "cost_usd": row.cost_usd,
         "created_at": row.created_at,
+        "job_state": row.job_state,
         "config": dict(row.config),
         "health": row.worst_flag,
         "health_flags": list(row.health),
@@ -100,12 +103,18 @@ def fleet_table(rows: Sequence[FleetRow], *, now: float | None = None) -> list[l
     for r in rows:
         phase = "-" if r.phase is None else f"{r.phase}@{r.phase_from}"
         out.append([
-            r.run.label, r.source, r.state, _cell(r.last_step),
+            r.run.label, r.source, _state_cell(r), _cell(r.last_step),
             ago(None if r.updated_at is None else now - r.updated_at), phase,
             _cell(r.gate_step), _cell(r.task_metric), _cell(r.task_last),
             _cell(r.task_best), r.worst_flag, *(_config_cell(r.config.get(k)) for k in axes),
         ])
     return out
+
+
+def _state_cell(row: FleetRow) -> str:
+    """The run's state; a queued job's with its engine's reason ("queued: PENDING
+    (Resources)")."""
+    return f"{row.state}: {row.job_state}" if row.state == "queued" and row.job_state else row.state
 
 
 def fleet_text(rows: Sequence[FleetRow], *, now: float | None = None) -> str:

@@ -55,6 +55,9 @@ class FleetRow:
     flavor: str | None = None  # the job's hardware flavor, for a job
     cost_usd: float | None = None  # price per hour x time running, for a job with a price
     created_at: float | None = None  # when its job was created (epoch seconds), for a job
+    # The job's state in its engine's own words, with a pending job's reason ("PENDING
+    # (Resources)", Ray's "STOPPED"): `Job.message`, for a job whose engine says one.
+    job_state: str | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
     # Its history is still being read after a coarse preview (the dashboard's store): the
     # phase, the gate's step and the best value are the preview's (None: not told yet);
@@ -206,6 +209,7 @@ def fleet_row(snap: RunSnapshot, *, now: float,
         gpu_percent=_gpu_percent(snap),
         flavor=str(flavor) if flavor else None,
         cost_usd=_cost(snap, now, prices),
+        job_state=(snap.job.message or None) if snap.job is not None else None,
         created_at=snap.job.created_at if snap.job is not None else None,
         config=shown_config(config),
         provisional=snap.phase.provisional,
