@@ -132,8 +132,7 @@ class SlurmEngine:
     def _checked(self, *argv: str, **kw) -> str:
         done = self.run(*argv, **kw)
         if done.returncode != 0:
-            raise CarlError(f"{argv[0]}: {_first_line(done.stderr or done.stdout)}",
-                            kind="invalid")
+            raise CarlError(_said(argv[0], done), kind="invalid")
         return done.stdout
 
     # -- the interface ------------------------------------------------------------------
@@ -193,7 +192,7 @@ class SlurmEngine:
                 self.squeue_json = True
                 records = from_squeue_json(_json(done.stdout, "squeue --json"))
             elif self.squeue_json or "json" not in (done.stderr or ""):
-                raise CarlError(f"squeue: {_first_line(done.stderr or done.stdout)}")
+                raise CarlError(_said("squeue", done))
             else:
                 self.squeue_json = False  # an older Slurm: no --json
         if records is None:
@@ -215,9 +214,9 @@ class SlurmEngine:
         found = from_scontrol(done.stdout) if done.returncode == 0 else []
         if found:
             return found[0]
-        said = _first_line(done.stderr or done.stdout)
+        said = _said("scontrol", done)
         if "Invalid job id" not in said:
-            raise CarlError(f"scontrol: {said}")
+            raise CarlError(said)
         acct = self.run("sacct", "--json", "-j", job_id)
         found = (from_sacct_json(_json(acct.stdout, "sacct --json"))
                  if acct.returncode == 0 else [])
@@ -258,6 +257,12 @@ def _json(text: str, what: str) -> object:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         raise CarlError(f"{what}: not JSON: {_first_line(text)}") from None
+
+
+def _said(command: str, done: subprocess.CompletedProcess) -> str:
+    """What a failed command said, in one line that names it once."""
+    line = _first_line(done.stderr or done.stdout) or f"exit status {done.returncode}"
+    return line if line.startswith(f"{command}:") else f"{command}: {line}"
 
 
 def _first_line(text: str) -> str:
