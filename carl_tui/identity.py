@@ -69,7 +69,7 @@ def wandb_run(project: str, run_id: str, name: str = "") -> RunRef:
     return RunRef(WANDB, project or "wandb", run_id, name or run_id)
 
 
-def slurm_run(user: str, job_id: str) -> RunRef:
-    """A Slurm batch job: project = its user, named by its id (the same key from
-    `squeue`, `scontrol` and the launch form)."""
-    return RunRef(SLURM_JOB, user or "", job_id, job_id)
+def slurm_run(user: str, job_id: str, name: str = "") -> RunRef:
+    """A Slurm batch job: project = its user, id = its job id (the same key from
+    `squeue`, `scontrol` and the launch form), shown as "NAME (ID)"."""
+    return RunRef(SLURM_JOB, user or "", job_id, f"{name} ({job_id})" if name else job_id)

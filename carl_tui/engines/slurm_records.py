@@ -102,7 +102,7 @@ class SlurmRecord:
     def job(self) -> Job:
         ended = STAGES.get(self.state) in ("COMPLETED", "ERROR", "CANCELED")
         return Job(
-            run=slurm_run(self.user, self.job_id), job_id=self.job_id, stage=self.stage,
+            run=slurm_run(self.user, self.job_id, self.name), job_id=self.job_id, stage=self.stage,
             namespace=self.user, name=self.name, message=self.message,
             created_at=self.submitted, started_at=self.started,
             finished_at=(self.ended or self.started) if ended else None,

@@ -103,18 +103,12 @@ def fleet_table(rows: Sequence[FleetRow], *, now: float | None = None) -> list[l
     for r in rows:
         phase = "-" if r.phase is None else f"{r.phase}@{r.phase_from}"
         out.append([
-            r.run.label, r.source, _state_cell(r), _cell(r.last_step),
+            r.run.label, r.source, r.state_text, _cell(r.last_step),
             ago(None if r.updated_at is None else now - r.updated_at), phase,
             _cell(r.gate_step), _cell(r.task_metric), _cell(r.task_last),
             _cell(r.task_best), r.worst_flag, *(_config_cell(r.config.get(k)) for k in axes),
         ])
     return out
-
-
-def _state_cell(row: FleetRow) -> str:
-    """The run's state; a queued job's with its engine's reason ("queued: PENDING
-    (Resources)")."""
-    return f"{row.state}: {row.job_state}" if row.state == "queued" and row.job_state else row.state
 
 
 def fleet_text(rows: Sequence[FleetRow], *, now: float | None = None) -> str:

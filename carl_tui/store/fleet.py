@@ -70,6 +70,14 @@ class FleetRow:
     health_severity: str | None = None  # the worst one's
 
     @property
+    def state_text(self) -> str:
+        """The state as shown: a queued job's with its engine's reason ("queued: PENDING
+        (Resources)")."""
+        if self.state == "queued" and self.job_state:
+            return f"queued: {self.job_state}"
+        return self.state
+
+    @property
     def worst_flag(self) -> str:
         """The worst flag standing, or "ok"."""
         return self.health[0] if self.health else "ok"
