@@ -71,8 +71,9 @@ class FleetRow:
 
     @property
     def state_text(self) -> str:
-        """The state as shown: a queued job's with its engine's reason ("queued: PENDING
-        (Resources)")."""
+        """The state as printed (`fleet` piped): a queued job's with its engine's reason
+        ("queued: PENDING (Resources)"); the screen's column is too narrow for it, the
+        job bar and the run card say it there."""
         if self.state == "queued" and self.job_state:
             return f"queued: {self.job_state}"
         return self.state

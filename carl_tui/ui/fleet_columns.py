@@ -68,7 +68,7 @@ def _num(v: Any, fmt: str = "{}") -> str:
 
 def _state(row: FleetRow, _now: float, colors: Mapping[str, str]) -> Text:
     color = colors.get(STATE_COLORS.get(row.state, ""), "")
-    return Text(row.state_text, style=f"bold {color}".strip(), justify="left")
+    return Text(row.state, style=f"bold {color}".strip(), justify="left")
 
 
 def _health(row: FleetRow, _now: float, colors: Mapping[str, str]) -> str | Text:
