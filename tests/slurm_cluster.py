@@ -144,10 +144,25 @@ class SlurmCluster:
         self.setup_s = time.monotonic() - began
         return self
 
-    def _idle(self) -> bool:
+    def stop_controller(self) -> None:
+        """slurmctld down (SIGTERM), the node and its jobs left running."""
+        proc = self.procs["slurmctld"]
+        proc.terminate()
+        proc.wait(15)
+
+    def start_controller(self) -> None:
+        """slurmctld up again, from its saved state (its jobs as they were)."""
+        self._spawn("slurmctld", "-D", "-f", str(self.conf))
+        self._wait(lambda: self._node_state() not in ("", "down", "unknown"),
+                   "the controller to answer again (sinfo)")
+
+    def _node_state(self) -> str:
         out = subprocess.run(["sinfo", "-h", "-o", "%T"], check=False, capture_output=True,
                              text=True, env=self.env, timeout=10)
-        return out.returncode == 0 and out.stdout.strip() == "idle"
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    def _idle(self) -> bool:
+        return self._node_state() == "idle"
 
     def _wait(self, ready, what: str) -> None:
         deadline = time.monotonic() + READY_S

@@ -15,7 +15,9 @@ from carl_tui.engines.base import JobEngine, Submission
 from carl_tui.engines.slurm import SlurmEngine, batch_script, slurm_time
 from carl_tui.engines.slurm_records import STAGES, from_sacct_json, from_squeue_json
 from carl_tui.errors import CarlError
-from carl_tui.events import STAGE_LIFE
+from carl_tui.events import STAGE_LIFE, LogLines
+from carl_tui.sources.base import SourceError
+from carl_tui.sources.slurm_job import SlurmJobSource
 from tests.slurm_cluster import cluster_fixture
 
 slurm = pytest.fixture(scope="module")(cluster_fixture)
@@ -190,3 +192,38 @@ def test_an_unknown_job_is_said_as_such(engine):
     assert str(err.value).startswith("Slurm knows no job 987654 (the controller forgets")
     with pytest.raises(CarlError, match="is not a Slurm job id"):
         engine.stop("12; rm -rf /")
+
+
+def test_a_job_is_followed_while_its_controller_restarts(engine, slurm, tmp_path):
+    """slurmctld down mid-job: the job's log is still read (scontrol cannot answer, its
+    failure said only when nothing came); up again, the job is seen to its end."""
+    job = engine.submit(Submission(
+        name="ticks", working_dir=str(tmp_path),
+        command=("bash", "-c", "for i in $(seq 1 30); do echo tick $i; sleep 0.3; done")))
+    source = SlurmJobSource(job.job_id, engine=SlurmEngine(timeout_s=3),
+                            status_interval=0.2)
+    lines: list[str] = []
+    failures: list[str] = []
+
+    def poll_until(done, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            assert time.monotonic() < deadline, (lines, failures)
+            try:
+                events = source.poll()
+            except SourceError as exc:
+                failures.append(str(exc))
+                events = []
+            lines.extend(x for ev in events if isinstance(ev, LogLines) for x in ev.lines)
+            time.sleep(0.1)
+
+    poll_until(lambda: "tick 3" in lines)
+    slurm.stop_controller()
+    try:
+        seen = len(lines)
+        poll_until(lambda: len(lines) >= seen + 5)  # the log goes on without the controller
+    finally:
+        slurm.start_controller()
+    poll_until(lambda: source.finished)
+    assert lines == [f"tick {i}" for i in range(1, 31)]
+    assert (source.job.stage, source.job.message) == ("COMPLETED", "COMPLETED")

@@ -8,7 +8,9 @@ as it grows through the Trainer-log file source (`TrainerLogSource`: byte-offset
 tailing, the Trainer's dicts and bars, steps recovered as for any Trainer log). Once
 Slurm says the job ended and its log has been read to the end, what the parser holds is
 released and the source is finished: a COMPLETED job's run is finished, a FAILED,
-TIMEOUT or CANCELLED one's failed, Slurm's word in its reason.
+TIMEOUT or CANCELLED one's failed, Slurm's word in its reason. While the controller does
+not answer (restarted, busy), the log is still read; the failure is said when nothing
+came.
 """
 
 from __future__ import annotations
@@ -71,9 +73,20 @@ class SlurmJobSource(PolledSource):
     def poll(self) -> list[Event]:
         events: list[Event] = []
         now = time.monotonic()
+        failed: SourceError | None = None
         if self.job is None or (not self.job.ended and now - self._asked >= self.status_interval):
-            events += self._status()
+            try:
+                events += self._status()
+            except SourceError as exc:  # the controller is away: its log still grows
+                if self.log is None:
+                    raise
+                failed = exc
             self._asked = now
+        if failed is not None:
+            events += self.log.poll()
+            if not events:
+                raise failed
+            return events
         if self.log is None:
             if self.job is not None and self.job.ended:
                 self.finished = True  # it ended before it wrote a log (or never ran)
