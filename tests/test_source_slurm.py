@@ -19,6 +19,7 @@ from carl_tui.engines.base import Submission
 from carl_tui.engines.slurm import SlurmEngine
 from carl_tui.events import Job, LogLines, RunLife, RunMeta, ScalarBatch
 from carl_tui.sources.slurm_job import SlurmJobsListSource, SlurmJobSource
+from tests.conftest import dashboard_config, plain_text, wait_for
 from tests.slurm_cluster import cluster_fixture
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -146,3 +147,23 @@ def test_the_list_gives_one_run_per_job_with_slurms_states(jobs):
     assert once.finished
     steps = {ev.run.run_id for ev in headless if isinstance(ev, ScalarBatch)}
     assert {done, stopped} <= steps
+
+
+async def test_the_dashboard_shows_a_followed_job_to_its_end(jobs):
+    """`carl-tui --slurm-job ID`'s screen: the job's state in the job bar, the run
+    finished at its last step in the status bar."""
+    from carl_tui.ui.app import build_app
+    from carl_tui.ui.widgets.job_bar import JobBar
+    from carl_tui.ui.widgets.status_bar import StatusBar
+
+    done = jobs["done"].job_id
+    source = SlurmJobSource(done, engine=jobs["engine"])
+    app = build_app(dashboard_config([source], refresh_interval=0.05))
+    async with app.run_test(size=(160, 45)) as pilot:
+        def status() -> str:
+            return plain_text(app.query_one(StatusBar), 300)
+        await wait_for(pilot, lambda: f"step {STEPS} · finished" in status(),
+                       what="the run finished at its last step", timeout=60)
+        assert status().startswith(f"run tiny-grpo ({done}) · step {STEPS} · finished")
+        assert f"job {done} COMPLETED" in plain_text(app.query_one(JobBar), 300)
+
