@@ -85,7 +85,7 @@ def test_check_names_every_problem_and_sends_nothing(tmp_path):
     ]
     with pytest.raises(CarlError) as err:
         engine.submit(bad)
-    assert SECRET not in str(err.value) and engine.commands == []
+    assert SECRET not in str(err.value) and list(engine.commands) == []
     assert engine.check(Submission(name="ok", command=("true",))) == []
 
 

@@ -22,6 +22,7 @@ import re
 import shlex
 import shutil
 import subprocess
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -46,6 +47,7 @@ OPTIONS = ("partition", "account", "qos", "output")  # a Submission's Slurm opti
 _WORD = re.compile(r"^[A-Za-z0-9_.:+@-]+$")  # a job name, partition, account, qos
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 LOG_READ_BYTES = 8 << 20  # the most of a job's log one `log` call reads
+COMMANDS_KEPT = 100
 
 
 def slurm_time(seconds: int) -> str:
@@ -103,7 +105,8 @@ class SlurmEngine:
         self.timeout_s = timeout_s
         self.env = dict(env) if env is not None else None  # the commands' (None: ours)
         self.squeue_json = squeue_json  # None: tried first, then `squeue -o` if refused
-        self.commands: list[tuple[str, ...]] = []  # every command line run (what was sent)
+        # the last command lines run (what was sent), for the tests and a bug report
+        self.commands: deque[tuple[str, ...]] = deque(maxlen=COMMANDS_KEPT)
 
     def __repr__(self) -> str:
         return f"SlurmEngine(user={self.user!r})"
