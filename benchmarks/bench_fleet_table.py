@@ -7,12 +7,12 @@ Ours:
 
 - `carl-tui fleet --project fleet` in a pseudo-terminal of 160x45, from the process's
   start: the time until the table's title counts every run ("fleet · 1000 runs") over
-  the rows a screen holds, each with its name and state (the newest runs, read ahead by
-  a forked child while the screen starts: `ui/first_rows.py`; the rows below them are
-  added next), against a bare Textual app's first frame measured the same way
+  the rows a screen holds, each with its name and state (the newest runs, from the app's
+  first poll; the rows below them are added next), against a bare Textual app's first
+  frame measured the same way
   (`bench_startup.measure_bare`, the floor of any screen);
-- in a process of its own, the app with its fleet table under Textual's headless driver
-  (no child reads ahead there): the time to the first screen's rows, to every row in
+- in a process of its own, the app with its fleet table under Textual's headless driver:
+  the time to the first screen's rows, to every row in
   the table, and until every row shows its phase as the whole history says it (no preview's
   "≈" or "reading history" left), checked row by row against what `fleet --json` prints
   for the same project, and the process's CPU seconds (its reading helpers included);

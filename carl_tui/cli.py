@@ -80,10 +80,10 @@ def _delegate(command: str, rest: list[str]) -> int:
 # -- the dashboard ----------------------------------------------------------------------
 
 
-def _config(args, opened, *, completions=None, fleet: bool = False, first_rows=None, **kw):
+def _config(args, opened, *, completions=None, fleet: bool = False, **kw):
     """What the dashboard is given: the sources opened (built after the first frame), the
     user's settings from the flags, the services (the projects to pick from, the
-    completions' readers, the fleet's first rows read ahead)."""
+    completions' readers)."""
     from carl_tui.ui.app import DashboardConfig, Services, Settings
 
     settings = Settings(
@@ -101,7 +101,7 @@ def _config(args, opened, *, completions=None, fleet: bool = False, first_rows=N
         fleet=fleet,
     )
     services = Services(list_projects=opened.list_projects, open_project=opened.open_project,
-                        completions=completions, first_rows=first_rows)
+                        completions=completions)
     return DashboardConfig(sources=lambda: opened.sources, settings=settings,
                            services=services, **kw)
 
@@ -160,28 +160,12 @@ def run_fleet_screen(args) -> int:
     named = fleet_requests(args)
     opened = [open_request(req) for _label, req in named]
     if len(opened) == 1:
-        return _run_opened(args, named[0][1], opened[0], fleet=True,
-                           first_rows=_read_ahead(named[0][1], opened[0]))
+        return _run_opened(args, named[0][1], opened[0], fleet=True)
     both = Opened(lambda: [s for o in opened for s in o.sources],
                   f"carl-tui · fleet of {len(opened)} sources")
     first = opened[0]
     return _run_opened(args, named[0][1], both, fleet=True,
                        completions_of=lambda: first.sources)
-
-
-def _read_ahead(req, opened):
-    """A local Trackio project's first screen of rows, read on the second core while the
-    screen starts (`ui/first_rows.py`); None for other sources (a server, a job: the same
-    requests twice), where there is no second core, and with no terminal to draw on."""
-    import os
-    import shutil
-
-    if req.named() or (os.cpu_count() or 1) < 2 or not _on_terminal():
-        return None
-    from carl_tui.ui.first_rows import FIRST_ROWS, FirstRows
-
-    lines = shutil.get_terminal_size((80, 24)).lines
-    return FirstRows(opened.make, max(FIRST_ROWS, lines)).result
 
 
 def run_demo(args) -> int:
@@ -194,12 +178,12 @@ def run_demo(args) -> int:
     run = demo_run(args.seed)
     opened = Opened(lambda: [open_file(stream, "jsonl", run=run)], "carl-tui · demo")
     from carl_tui.completions.readers import reader_factory
-    from carl_tui.sources.open import SourceRequest
+    from carl_tui.sources.open import request
 
     config = _config(args, opened, on_exit=stop_soon(job),
                      local_jobs=[(run, job)],
-                     completions=reader_factory(SourceRequest(watch=str(stream),
-                                                              file_format="jsonl"),
+                     completions=reader_factory(request(watch=str(stream),
+                                                        file_format="jsonl"),
                                                 lambda: opened.sources))
     try:
         return _run_app(config)

@@ -11,6 +11,12 @@ from collections.abc import Sequence
 
 from carl_tui import __version__
 from carl_tui.cli_request import EXIT_USAGE, UsageError
+from carl_tui.sources.kinds import MAX_NAME, MAX_PATH, MAX_TEXT  # noqa: F401
+from carl_tui.sources.kinds import bounded as _bounded
+from carl_tui.sources.kinds import flags as source_flags
+from carl_tui.sources.kinds import nonempty as _nonempty
+from carl_tui.sources.kinds import path_arg as _path
+from carl_tui.sources.registry import BUILT_IN  # noqa: F401  (registers the built-in kinds)
 
 DESCRIPTION = """\
 Watch a language-model training run live: phi (the CARL order parameter),
@@ -105,34 +111,6 @@ def _timeout(text: str) -> float:
     return _finite(text, positive=True, says="a number of seconds > 0")
 
 
-# Longest names and texts taken from the command line (a metric, run or project name, a
-# job id; a path; a URL or a keymap): what a person types, with room to spare.
-MAX_NAME, MAX_PATH, MAX_TEXT = 256, 4096, 2048
-
-
-def _bounded(text: str, limit: int = MAX_NAME, what: str = "a name") -> str:
-    if len(text) > limit:
-        raise argparse.ArgumentTypeError(f"too long for {what} ({len(text):,} characters; "
-                                         f"at most {limit:,})")
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
-        raise argparse.ArgumentTypeError(f"control characters in {what}: {text[:60]!r}")
-    return text
-
-
-def _path(text: str) -> str:
-    return _bounded(text, MAX_PATH, "a path")
-
-
-def _text(text: str) -> str:
-    return _bounded(text, MAX_TEXT, "this option")
-
-
-def _nonempty(text: str) -> str:
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must not be empty")
-    return _bounded(text.strip())
-
-
 def _metric(text: str) -> str:
     return _nonempty(_bounded(text, what="a metric name"))
 
@@ -147,38 +125,33 @@ def _metric_list(text: str) -> list[str]:
 # -- parser -------------------------------------------------------------------------
 
 
-def _add_source_options(p: argparse.ArgumentParser, many: bool = False) -> None:
-    """The source flags; `many` (`fleet`): several sources at once, and --watch,
-    --tensorboard and --wandb may be given more than once."""
-    src = p.add_argument_group("sources (any number of them, --watch, --tensorboard and "
-                               "--wandb repeatable; default: the local Trackio store)" if many
-                               else "sources (pick one; default: the local Trackio store)")
-    append = {"action": "append"} if many else {}
-    src.add_argument("--watch", metavar="FILE", type=_path, **append,
-                     help="follow a file another process writes: a JSONL stream or a Trainer's "
-                          "stdout log (told apart by content), or a folder of them (a sweep: "
-                          "each *.jsonl, *.log, *.out, *.txt in it)")
-    src.add_argument("--file-format", choices=("auto", "jsonl", "trainer-log"), default="auto",
-                     help="what the watched file holds (default: decided by its content)")
-    src.add_argument("--trackio", metavar="URL", type=_text,
-                     help="a Trackio server: user/space, https://user-space.hf.space, or "
-                          "http://host:port (the URL `trackio show` prints works too)")
-    src.add_argument("--job", metavar="JOB_ID", type=_bounded, help="follow a Hugging Face Job")
-    if many:
-        src.add_argument("--jobs", action="store_true",
-                         help="every Hugging Face job of --namespace (default: yours), one "
-                              "row each: one list call a refresh; a job's log is read for "
-                              "the run opened (with --json: each job's log once)")
-    src.add_argument("--namespace", type=_bounded,
-                     help="namespace of the job (user or org)" if not many else
-                     "namespace of --job or --jobs (user or org; default: yours)")
-    src.add_argument("--tensorboard", metavar="LOGDIR", type=_path, **append,
-                     help="TensorBoard event files under LOGDIR (each folder of them is a run)")
-    src.add_argument("--wandb", metavar="PATH", type=_path, **append,
-                     help="a W&B run folder (wandb/run-*, wandb/offline-run-*) or a wandb/ folder")
-    src.add_argument("--project", type=_nonempty, help="Trackio project")
+def _add_source_options(p: argparse.ArgumentParser, command: str = "dashboard") -> None:
+    """Every registered kind's source flags that `command` gets (sources/kinds.py); in
+    `fleet`, several sources at once, and the repeatable flags more than once."""
+    many = command == "fleet"
+    given = source_flags(command)
+    again = [f.name for _kind, f in given if f.repeatable]
+    src = p.add_argument_group(
+        f"sources (any number of them, {_and(again)} repeatable; default: the local Trackio "
+        "store)" if many and again else "sources (pick one; default: the local Trackio store)")
+    for _kind, f in given:
+        opts: dict = {"help": f.fleet_help if many and f.fleet_help else f.help}
+        if f.switch:
+            opts["action"] = "store_true"
+        else:
+            opts.update(type=f.type, default=f.default_value())
+            if f.metavar:
+                opts["metavar"] = f.metavar
+            if f.choices:
+                opts["choices"] = f.choices
+            if many and f.repeatable:
+                opts["action"] = "append"
+        src.add_argument(f.name, dest=f.key, **opts)
     src.add_argument("--run", type=_nonempty, help="the run to open (id or name)")
-    src.add_argument("--trackio-dir", metavar="DIR", type=_path, help="local Trackio store folder")
+
+
+def _and(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _add_reading_options(p: argparse.ArgumentParser) -> None:
@@ -214,10 +187,10 @@ def _add_display_options(p: argparse.ArgumentParser) -> None:
                         "file's [guard])")
 
 
-def _add_headless_options(p: argparse.ArgumentParser, many: bool = False) -> None:
+def _add_headless_options(p: argparse.ArgumentParser, command: str) -> None:
     p.add_argument("file", nargs="?", metavar="FILE", type=_path,
                    help="a JSONL stream or a Trainer log (or name a source with the options)")
-    _add_source_options(p, many)
+    _add_source_options(p, command)
     _add_reading_options(p)
     p.add_argument("--timeout", type=_timeout, default=30.0,
                    help="seconds to wait for a remote or live source (default 30)")
@@ -233,7 +206,7 @@ def _add_fleet_parser(sub) -> None:
                                    "--json: read what the source holds now, print, exit. "
                                    "Several sources at once: every run of each is a row, "
                                    "its source named.")
-    _add_headless_options(f, many=True)
+    _add_headless_options(f, "fleet")
     _add_display_options(f)
     f.add_argument("--json", action="store_true",
                    help="one JSON array, one object per run (for scripts and CI)")
@@ -264,12 +237,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("summary", help="print a run's story and exit (no screen)",
                        description="Read what a source holds now and print the run's story: "
                                    "steps, phases, gate, cascade, every metric's last/min/max.")
-    _add_headless_options(s)
+    _add_headless_options(s, "summary")
     s.add_argument("--json", action="store_true", help="one JSON object (for scripts and CI)")
 
     e = sub.add_parser("export", help="print every step of a run as JSONL or CSV (no screen)",
                        description="Every step the dashboard holds, one row per step.")
-    _add_headless_options(e)
+    _add_headless_options(e, "export")
     e.add_argument("--format", dest="out_format", choices=("jsonl", "csv"), default="jsonl",
                    help="output format (default jsonl)")
     e.add_argument("--metrics", type=_metric_list, default=None,

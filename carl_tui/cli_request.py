@@ -18,88 +18,81 @@ class UsageError(Exception):
     """A problem with what the user asked for, printed as one line (exit status 2)."""
 
 
+def _given(args) -> dict[str, Any]:
+    """The source flags' values on the parsed command line, by key (None where not given,
+    or where the command has no such flag)."""
+    from carl_tui.sources.open import registered  # with the built-in kinds registered
+
+    return {f.key: getattr(args, f.key, None) for kind in registered() for f in kind.flags}
+
+
 def source_request(args, **kw):
     """What the user named on the command line, as a `SourceRequest`."""
-    from carl_tui.sources.open import SourceRequest
+    from carl_tui.sources.open import request
 
-    watch = getattr(args, "watch", None)
+    values = _given(args)
     if getattr(args, "file", None) is not None and args.command in ("summary", "export",
                                                                     "fleet"):
-        if watch is not None:
+        if values.get("watch") is not None:
             raise UsageError("give the file once: either FILE or --watch FILE")
-        watch = args.file
-    return SourceRequest(
-        watch=watch,
-        trackio=getattr(args, "trackio", None),
-        project=getattr(args, "project", None),
-        run=getattr(args, "run", None),
-        trackio_dir=getattr(args, "trackio_dir", None),
-        job=getattr(args, "job", None),
-        jobs=bool(getattr(args, "jobs", False)),
-        namespace=getattr(args, "namespace", None),
-        tensorboard=getattr(args, "tensorboard", None),
-        wandb=getattr(args, "wandb", None),
-        file_format=getattr(args, "file_format", "auto") or "auto",
-        **kw,
-    )
+        values["watch"] = args.file
+    return request(values, run=getattr(args, "run", None), **kw)
 
 
 def fleet_requests(args, **kw) -> list[tuple[str, Any]]:
     """`fleet`'s sources: (the flag as typed, its `SourceRequest`) for each source named:
-    several at once, `--watch`, `--tensorboard` and `--wandb` repeatable. The local Trackio
-    store is read where `--project` (without `--trackio`) or `--trackio-dir` names it, or
-    where nothing else is named; beside a server whose URL names its project
-    (`?project=X`), `--project` is the local store's. `--run` picks a run of one source."""
-    import argparse
+    several at once, each kind's repeatable flags (`--watch`, ...) one source a value.
+    Each kind says which of its values name a source (`SourceKind.fleet`); the default
+    kind (the local Trackio store) is read where its own flags name it, or where nothing
+    else is named. `--run` picks a run of one source."""
+    from carl_tui.sources.open import RequestError, check_companions, registered, request
 
-    from carl_tui.sources.trackio.address import parse_server
-
-    def one(**given) -> argparse.Namespace:
-        fields = dict.fromkeys(("watch", "trackio", "project", "run", "trackio_dir", "job",
-                                "namespace", "tensorboard", "wandb", "file"))
-        return argparse.Namespace(**{**fields, "command": "fleet", "jobs": False,
-                                     "file_format": args.file_format, **given})
-
-    named: list[tuple[str, argparse.Namespace]] = []
-    watches = [*([args.file] if args.file is not None else []), *(args.watch or [])]
-    named += [(f"--watch {w}", one(watch=w)) for w in watches]
-    named += [(f"--tensorboard {d}", one(tensorboard=d)) for d in args.tensorboard or []]
-    named += [(f"--wandb {d}", one(wandb=d)) for d in args.wandb or []]
-    project, local_project = args.project, None
-    if args.trackio is not None:
-        try:
-            in_url = parse_server(args.trackio)[1]
-        except ValueError:
-            in_url = None  # said by the request's check, naming the flag
-        project, local_project = (None, args.project) if in_url else (args.project, None)
-        named.append((f"--trackio {args.trackio}", one(trackio=args.trackio, project=project)))
-    else:
-        project, local_project = None, args.project
-    if args.job is not None:
-        named.append((f"--job {args.job}", one(job=args.job, namespace=args.namespace)))
-    if args.jobs:
-        named.append(("--jobs", one(jobs=True, namespace=args.namespace)))
-    if local_project is not None or args.trackio_dir is not None or not named:
-        label = (f"--project {local_project}" if local_project is not None else
-                 f"--trackio-dir {args.trackio_dir}" if args.trackio_dir else "Trackio")
-        named.append((label, one(project=local_project, trackio_dir=args.trackio_dir)))
-    if args.namespace is not None and args.job is None and not args.jobs:
-        raise UsageError("--namespace is the namespace of a job: give it with --job JOB_ID "
-                         "(or with `fleet --jobs`)")
+    pool = _given(args)
+    if args.file is not None:
+        pool["watch"] = [args.file, *(pool.get("watch") or [])]
+    try:
+        check_companions(pool)
+    except RequestError as exc:
+        raise UsageError(str(exc)) from None
+    named: list[tuple[str, dict[str, Any]]] = []
+    default = None
+    for kind in registered():
+        if kind.default:
+            default = kind
+            continue
+        named += _fleet_of(kind, pool)
+    if default is not None:
+        local = _fleet_of(default, pool)
+        if not local and not named:
+            local = [(default.label, {f.key: pool.get(f.key) for f in default.flags})]
+        named += local
     if len(named) > 1 and args.run is not None:
         raise UsageError("--run picks a run of one source: with several, the fleet lists "
                          "every run (filter them with / in the table)")
-    for _label, ns in named:
-        ns.run = args.run
-    return [(label, source_request(ns, **kw)) for label, ns in named]
+    return [(label, request(values, run=args.run, **kw)) for label, values in named]
+
+
+def _fleet_of(kind, pool: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A kind's sources in `fleet`: as it says (`SourceKind.fleet`), else one per value of
+    its first flag (a list when the flag is repeatable), labelled as typed, with its other
+    flags' values."""
+    if kind.fleet is not None:
+        return kind.fleet(pool)
+    first, *others = kind.flags
+    given = pool.get(first.key)
+    values = given if isinstance(given, list) else [] if given in (None, False) else [given]
+    rest = {f.key: pool.get(f.key) for f in others}
+    return [(first.name if v is True else f"{first.name} {v}", {first.key: v, **rest})
+            for v in values]
 
 
 def dashboard_request(args):
     """What the dashboard opens: the source named, or the recording `replay FILE` names."""
+    from carl_tui.sources.open import request
+
     if args.command == "replay":
-        req = source_request(args, speed=args.speed)
-        req.watch, req.replay = None, args.file
-        return req
+        values = {**_given(args), "watch": None, "replay": args.file, "speed": args.speed}
+        return request(values, run=getattr(args, "run", None))
     return source_request(args)
 
 

@@ -32,6 +32,44 @@ _ALIASES = {
 }
 
 
+# What verl and OpenRLHF call the metrics the panels and the health flags read under TRL's
+# names (sources/framework_lines.py reads their logs). Read in their sources: verl
+# (trainer/ppo/metric_utils.py `compute_data_metrics`, workers/actor/dp_actor.py,
+# trainer/ppo/core_algos.py, trainer/ppo/ray_trainer.py) and OpenRLHF
+# (trainer/ray/ppo_actor.py `training_step`/`ppo_train`, trainer/ppo_trainer.py,
+# trainer/ppo_utils/experience_maker.py). Their other keys keep their own names.
+FRAMEWORK_NAMES: dict[str, dict[str, str]] = {
+    "verl": {
+        "critic/score/mean": REWARD,  # the reward function's score: the task reward
+        "actor/entropy": ENTROPY,
+        "actor/kl_loss": "kl",  # KL to the reference policy, as TRL's `kl`
+        "actor/pg_loss": "loss",
+        "actor/grad_norm": "grad_norm",
+        "actor/lr": "learning_rate",
+        "actor/pg_clipfrac": "clip_ratio/region_mean",  # PPO's clipped share of tokens
+        "response_length/mean": "completions/mean_length",
+        "response_length/clip_ratio": "completions/clipped_ratio",  # at the length cap
+        "training/epoch": "epoch",
+        "training/global_step": "global_step",  # the step itself: not a metric
+    },
+    "openrlhf": {
+        "policy_loss": "loss",
+        "entropy_loss": ENTROPY,  # the mean entropy of the policy (not a loss term)
+        "actor_lr": "learning_rate",
+        "actor_grad_norm": "grad_norm",
+        "group_reward_std": "reward_std",  # the reward's spread within a prompt's group
+        "ppo_clip_ratio": "clip_ratio/region_mean",
+        "response_length": "completions/mean_length",
+        "rollout/truncated_rate": "completions/clipped_ratio",  # hit the length cap
+    },
+}
+
+
+def framework_name(framework: str, key: str) -> str:
+    """The dashboard's name for a key verl or OpenRLHF logged (the key itself when the
+    dashboard gives it no part of its own)."""
+    return FRAMEWORK_NAMES.get(framework, {}).get(key, key)
+
 
 # What the Trainer logs once, when training ends (its dict printed last, and the same keys
 # in TensorBoard, Trackio, W&B and the CARL stream): the run's summary, never a point of a

@@ -84,7 +84,8 @@ def plain_text(widget, width: int = 120) -> str:
 
 
 def spec_trajectory(n: int = 46, seed: int = 0) -> list[tuple[int, dict[str, float]]]:
-    """A run shaped like the phase table in CARL-SPEC.md (accuracy and entropy per step)."""
+    """A run shaped like the reference phase table (docs/maths.md, "Phases of a run"):
+    accuracy and entropy per step."""
     import random
 
     rnd = random.Random(seed)

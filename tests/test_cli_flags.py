@@ -72,7 +72,7 @@ def test_bad_flag_is_one_line_and_exit_2(argv, flag, words, capsys):
 def test_job_without_the_hub_extra_is_one_line(capsys, monkeypatch):
     """--job is checked before the first frame without importing huggingface_hub (the
     job's source is built after it): without the extra, one line and exit 2."""
-    import carl_tui.sources.open as source_open
+    import carl_tui.sources.hf_job_kinds as source_open
 
     real = source_open.find_spec
     monkeypatch.setattr(source_open, "find_spec",
@@ -94,9 +94,9 @@ def test_a_directory_is_refused_with_a_hint(tmp_path, capsys):
 
 
 def test_a_missing_file_waits_on_the_dashboard_but_not_in_summary(tmp_path, capsys):
-    from carl_tui.sources.open import SourceRequest, check_request
+    from carl_tui.sources.open import check_request, request
 
-    check_request(SourceRequest(watch=str(tmp_path / "later.jsonl")))  # the run may start later
+    check_request(request(watch=str(tmp_path / "later.jsonl")))  # the run may start later
     rc, err = run_cli(["summary", str(tmp_path / "later.jsonl")], capsys)
     assert rc == 1 and "no such file" in err  # an unknown source, like an empty run: 1
 
@@ -109,9 +109,9 @@ def test_a_keymap_that_moves_quit_leaves_q_free_for_another_action():
 
 
 def test_the_url_trackio_show_prints_is_accepted():
-    from carl_tui.sources.open import SourceRequest, open_sources
+    from carl_tui.sources.open import open_sources, request
 
-    opened = open_sources(SourceRequest(trackio="http://127.0.0.1:7860/?project=grpo-runs"))
+    opened = open_sources(request(trackio="http://127.0.0.1:7860/?project=grpo-runs"))
     source = opened.sources[0]
     assert source.url == "http://127.0.0.1:7860" and source.project == "grpo-runs"
 

@@ -1,4 +1,4 @@
-"""Coherence, phase-transition and cascade gates: the spec's rules, edge cases,
+"""Coherence, phase-transition and cascade gates: the rules of docs/maths.md, edge cases,
 plain-Python references, update_many against a loop, and the cascade deciding
 within its documented bounds on runs shaped like real ones."""
 

@@ -1,9 +1,9 @@
 """The phase method (coherence/phases.py): segments found by a penalised change-point
-search, each phase dated where the curve changed and said when it was seen; the spec's
-table within one step of each band's edge; words that keep their meaning (plateau far
-below the ceiling, crystallisation near it or at the gate, converged only after it);
-pure noise stays in baseline; any reward scale gives the same phases; the labels do not
-depend on how the steps are cut into batches; a million steps in batches."""
+search, each phase dated where the curve changed and said when it was seen; the
+reference table (docs/maths.md) within one step of each band's edge; words that keep their
+meaning (plateau far below the ceiling, crystallisation near it or at the gate, converged
+only after it); pure noise stays in baseline; any reward scale gives the same phases; the
+labels do not depend on how the steps are cut into batches; a million steps in batches."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def dated(c: PhaseClassifier) -> dict[str, int]:
     return {p.value: s for p, s in c.timeline}
 
 
-# ------------------------------------------------------------------ the spec's table
+# ----------------------------------------------------- the reference table (docs/maths.md)
 
 
 @pytest.mark.parametrize("seed", range(6))

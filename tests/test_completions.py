@@ -22,7 +22,7 @@ from carl_tui.completions.readers import readers_for
 from carl_tui.completions.stdout import find_panels, parse_panel
 from carl_tui.events import RunRef
 from carl_tui.report import completions_export as completions_report
-from carl_tui.sources.open import SourceRequest
+from carl_tui.sources.open import request
 from tests.data.make_grpo_completions import MAX_STEPS, PROJECT
 
 pytestmark = pytest.mark.timeout(300)
@@ -114,7 +114,7 @@ def test_trackio_tables_equal_parquet(run):
     code, out, err = export("--trackio-dir", str(run / "trackio"), "--project", PROJECT)
     assert code == 0, err
     assert jsonl(out) == parquet_rows(run)
-    readers = readers_for(SourceRequest(trackio_dir=str(run / "trackio")),
+    readers = readers_for(request(trackio_dir=str(run / "trackio")),
                           RunRef("trackio", PROJECT, trackio_run_id(run)))
     assert [r.origin for r in readers] == ["trackio"]  # the config's output_dir is relative
 
@@ -126,7 +126,7 @@ def test_wandb_tables_equal_parquet(run, tmp_path):
     code, out, err = export("--wandb", str(wandb_dir))
     assert code == 0, err
     assert jsonl(out) == parquet_rows(run)
-    readers = readers_for(SourceRequest(wandb=str(wandb_dir)), None)
+    readers = readers_for(request(wandb=str(wandb_dir)), None)
     assert [r.origin for r in readers] == ["wandb"]
 
 

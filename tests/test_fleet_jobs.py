@@ -33,7 +33,7 @@ STEPS = 46
 
 
 def trainer_lines(n: int = STEPS, seed: int = 0, *, end: bool = True) -> list[str]:
-    """A Trainer's console output of a run shaped like the spec's table: each logged
+    """A Trainer's console output of a run shaped like the reference table: each logged
     dict, then the progress bar printed again after it (its true step), and the
     end-of-training dict when `end`."""
     lines = []
@@ -400,9 +400,9 @@ def test_the_sources_fleet_reads(argv, expected):
     got = fleet_requests(build_parser().parse_args(["fleet", *argv]))
     assert [label for label, _ in got] == [label for label, _ in expected]
     for (_, req), (_, fields) in zip(got, expected, strict=True):
-        assert req.named() == [] or len(req.named()) == 1
+        assert req.flags_given() == [] or len(req.flags_given()) == 1
         for name, value in fields.items():
-            assert getattr(req, name) == value, name
+            assert req.get(name) == value, name
 
 
 def test_fleet_jobs_json_masks_every_secret_flag_of_a_command(loopback_hub, capsys):

@@ -605,10 +605,10 @@ async def test_rows_that_fail_to_read_are_said_once_not_read_again_at_every_poll
 
     app = Host(screen)
     async with app.run_test(size=(120, 30)) as pilot:
-        await wait_for(pilot, lambda: calls and not screen._reading, what="the failed read")
+        await wait_for(pilot, lambda: calls and not screen.reader.reading, what="the failed read")
         for _ in range(3):
             screen.poll()
-            assert not screen._reading
+            assert not screen.reader.reading
         assert calls == [store.version]
         run = RunRef("test", "p", "r1", "r1")
         store.apply([ScalarBatch.from_rows(run, [(0, {"entropy": 1.0})])])
@@ -632,7 +632,7 @@ async def test_a_run_of_this_machine_does_not_ask_the_hub_for_prices():
                          prices_of=lambda: asked.append(1) or {"local": 1.0})
 
     async with Host(screen).run_test(size=(160, 30)) as pilot:
-        await wait_for(pilot, lambda: len(screen.rows) == 1 and not screen._reading,
+        await wait_for(pilot, lambda: len(screen.rows) == 1 and not screen.reader.reading,
                        what="the local run's row")
         assert screen.rows[0].flavor == "local" and screen.rows[0].cost_usd is None
     assert asked == []
@@ -650,8 +650,8 @@ async def test_while_a_history_loads_the_table_is_read_paced_and_at_once_when_do
     async with app.run_test(size=(160, 45)) as pilot:
         fleet = await open_fleet(pilot, app)
         loading = [True]
-        fleet.reading_history = lambda: loading[0]
-        fleet._next_read = clock.perf_counter() + 3600  # the pause after a long read
+        fleet.reader.reading_history = lambda: loading[0]
+        fleet.reader.next_read = clock.perf_counter() + 3600  # the pause after a long read
         run = next(r for r in app.store.runs() if r.name == "grpo-b")
         before = by_name(app, "step")["grpo-b"]
         app.store.apply([ScalarBatch.from_rows(run, [(46, {"loss": 0.5})])])
@@ -668,7 +668,7 @@ async def test_while_a_history_loads_the_table_is_read_paced_and_at_once_when_do
         # loading again, in a pause: a new run is a row at once (it has no row to wait in)
         loading[0] = True
         await pilot.pause(0.3)
-        fleet._next_read = clock.perf_counter() + 3600
+        fleet.reader.next_read = clock.perf_counter() + 3600
         new = RunRef("jsonl", "sweep", "grpo-e", "grpo-e")
         app.store.apply([ScalarBatch.from_rows(new, [(3, {"loss": 0.7})])])
         await wait_for(pilot, lambda: row_count(app) == len(SWEEP) + 1,
@@ -704,10 +704,10 @@ async def test_a_previews_rows_wait_longer_for_their_next_read_than_exact_ones(s
         fleet = await open_fleet(pilot, app)
         rows = list(fleet.rows)
         for provisional in (False, True):
-            fleet._read_from = time.perf_counter()
-            fleet._take([replace(r, provisional=provisional) for r in rows],
-                        fleet._seen[0], NOW, len(rows))
-            wait = fleet._next_read - time.perf_counter()
+            fleet.reader.read_from = time.perf_counter()
+            fleet.reader.take([replace(r, provisional=provisional) for r in rows],
+                              fleet.reader.seen[0], NOW, len(rows))
+            wait = fleet.reader.next_read - time.perf_counter()
             assert (wait > fleet_table.LOADING_READ_S - 1) is provisional, wait
 
 
@@ -736,12 +736,12 @@ async def test_a_big_fleet_shows_a_screen_of_rows_at_once_then_every_row(monkeyp
 
     screen = FleetScreen(store, rows_of=rows_of, clock=lambda: NOW,
                          painted=lambda: painted.append(screen.table.row_count))
-    take = screen._take
+    take = screen.reader.take
 
     def spy(rows, *args):
         take(rows, *args)
         taken.append((screen.table.row_count, title_of(screen), list(screen.table.rows)))
-    monkeypatch.setattr(screen, "_take", spy)
+    monkeypatch.setattr(screen.reader, "take", spy)
     async with Host(screen).run_test(size=(160, 30)) as pilot:
         await wait_for(pilot, lambda: taken, what="the first screen's rows")
         await pilot.pause(0.3)
@@ -758,62 +758,23 @@ async def test_a_big_fleet_shows_a_screen_of_rows_at_once_then_every_row(monkeyp
     assert all(a is b for a, b in zip(keys, all_keys[:first], strict=True))  # kept
 
 
-@pytest.mark.parametrize("some", [True, False], ids=["rows", "none"])
-async def test_rows_read_ahead_stand_until_the_store_holds_runs(some):
-    """`carl-tui fleet`'s first rows, read by a forked child: shown once they come, then
-    `ahead_done` (the sources start); reads of the still empty store leave them; once
-    the store holds the runs, the rows are its own. None coming: `ahead_done` at once."""
-    from carl_tui.store import RunStore
-    from carl_tui.store.fleet import fleet_rows
-    from tests.test_first_rows import sweep_events, sweep_store
-
-    got = (fleet_rows(sweep_store(100), now=NOW, first=64), 100) if some else ([], 0)
-    came: list = [None]
-    store, done = RunStore(), []
-    screen = FleetScreen(store, clock=lambda: NOW, first_rows=lambda: came[0],
-                         ahead_done=lambda: done.append(screen.table.row_count))
-    async with Host(screen).run_test(size=(160, 30)) as pilot:
-        await pilot.pause(0.2)
-        assert screen.table.row_count == 0 and not done
-        came[0] = got
-        await wait_for(pilot, lambda: done, what="the rows read ahead drawn")
-        assert done == [len(got[0])]  # on screen when the sources start
-        await pilot.pause(0.3)  # the empty store read meanwhile: the rows stay
-        assert screen.table.row_count == len(got[0])
-        if some:
-            assert title_of(screen).startswith("fleet · 100 runs")
-            assert [str(c) for c in screen.table.get_column("step")] == [
-                str(r.last_step) if r.last_step is not None else "–" for r in got[0]]
-        store.apply(sweep_events(100))
-        await wait_for(pilot, lambda: screen.table.row_count == 100, what="the store's rows")
-    assert [r.run.key for r in screen.shown] == [r.run.key for r in fleet_rows(store, now=NOW)]
-    assert done == [len(got[0])]  # once
-
-
-async def test_carl_tui_fleet_reads_its_sources_once_the_rows_read_ahead_are_drawn(
-        sweep, monkeypatch):
-    from carl_tui.report.collect import collect
-    from carl_tui.ui import fleet_part
-
-    # the bound on the wait (1 s) is for a read-ahead that never comes; on a busy machine it
-    # could pass before the first frame, and this test is about the order when rows come
-    monkeypatch.setattr(fleet_part, "AHEAD_WAIT_S", 30.0)
-    from carl_tui.store import RunStore
-    from carl_tui.store.fleet import fleet_rows
-
-    read = RunStore()
-    collect([open_file(p) for p in sweep], read, patient=False)
-    ahead = (fleet_rows(read, now=NOW, first=2), len(sweep))
-    app = fleet_app(sweep, fleet=True, first_rows=lambda: ahead)
+async def test_carl_tui_fleet_reads_its_sources_at_once_and_its_rows_are_the_stores(sweep):
+    """No rows come from anywhere but the one poller: the sources start as the table
+    opens (nothing held back waiting for rows read elsewhere), and each row shown is the
+    store's own."""
+    app = fleet_app(sweep, fleet=True)
     follower, started = app.follower, []
     start = follower.start
     follower.start = lambda: started.append(row_count(app)) or start()
     async with app.run_test(size=(160, 45)) as pilot:
         await wait_for(pilot, lambda: started, what="the sources started")
-        assert started[0] == 2  # the rows read ahead were on screen first
+        assert started[0] <= 0  # before any row: the table was not open, or empty
         await wait_for(pilot, lambda: row_count(app) == len(sweep) and all(
             c != "–" for c in column(app, "step")), timeout=20, what="the sources' rows")
         assert sorted(column(app, "step")) == ["19", "29", "39", "45"]
+        assert sorted(r.run.key for r in app.screen.rows) == sorted(
+            r.key for r in app.store.runs())
+    assert len(started) == 1
 
 
 def test_the_task_column_names_its_metric():

@@ -79,7 +79,7 @@ def test_a_flags_line_says_where_it_began_where_it_was_seen_and_its_evidence_in_
              "reward variance (>= 80%)")
     assert flag_line(g) == "no_learning_signal since step 3: 85% of groups have no reward variance"
     h = flag("entropy_collapse", 1, 9, text="entropy collapsed: 0.12, from 1.3 at the start; "
-             "reward ceiling 0.8 +/- 0.1 at zero entropy (R = -1 exp(H) + 2, R^2 0.9 over 9 "
+             "task reward ceiling 0.8 +/- 0.1 at zero entropy (R = -1 exp(H) + 2, R^2 0.9 over 9 "
              "steps)")
     assert short_evidence(h) == "entropy 0.12, from 1.3 at the start"
 
@@ -117,8 +117,8 @@ def test_the_panel_states_the_reward_ceiling_once_its_fit_is_good():
     assert fit is not None and fit.stated
     first, second = health_lines(snap)
     assert first.startswith("health       no_learning_signal since step 120 (seen at 127)")
-    assert second.strip() == (f"reward ceiling {fit.ceiling:.3g} ± {fit.ceiling_se:.2g} at "
-                              f"zero entropy (R² {fit.r2:.2f}, {fit.n} steps)")
+    assert second.strip() == (f"task reward ceiling {fit.ceiling:.3g} ± {fit.ceiling_se:.2g} at "
+                              f"zero entropy (R² {fit.r2:.2f})")
     assert "0.655 ± 0.014" in second
 
 
@@ -339,7 +339,7 @@ def test_summary_states_the_reward_ceiling_once_its_fit_is_good(tmp_path, capsys
     assert fit["ceiling"] == pytest.approx(0.6547, abs=1e-3) and fit["n"] == 150
     assert fit["ceiling"] == pytest.approx(fit["b"] - fit["a"])
     _, out, _ = cli(["summary", path], capsys)
-    assert "        reward ceiling 0.655 +/- 0.014 at zero entropy (R^2 0.65 over 150 steps)" \
+    assert "        task reward ceiling 0.655 +/- 0.014 at zero entropy (R^2 0.65 over 150 steps)" \
         in out.splitlines()
     assert summary([str(write_jsonl("tiny-grpo-truncation.json", tmp_path))],
                    capsys)["reward_ceiling"] is None

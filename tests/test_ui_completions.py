@@ -11,7 +11,7 @@ import pytest
 
 from carl_tui.cli import open_request
 from carl_tui.completions.readers import reader_factory
-from carl_tui.sources.open import SourceRequest
+from carl_tui.sources.open import SourceRequest, request
 from carl_tui.ui.app import DashboardConfig, Services, Settings, build_app
 from tests.conftest import ScriptedSource, plain_text
 from tests.conftest import wait_for as pilot_wait
@@ -40,7 +40,7 @@ def head(app) -> str:
 
 
 def stream_app(spec_events, reader):
-    """The dashboard on the spec's events, its completions from `reader` alone."""
+    """The dashboard on the reference run's events, its completions from `reader` alone."""
     src = ScriptedSource()
     src.push(spec_events)
     return build_app(DashboardConfig(sources=[src],
@@ -102,13 +102,13 @@ def trl_saved(run, step: int) -> list[tuple[str, str]]:
 async def test_view_on_the_trainer_stdout(grpo_completions, tmp_path):
     log = tmp_path / "train.log"  # alone: its printed tables, not the parquet beside the run
     log.write_bytes((grpo_completions / "train.log").read_bytes())
-    rows = await view_on(app_for(SourceRequest(watch=str(log))), "stdout", grpo_completions)
+    rows = await view_on(app_for(request(watch=str(log))), "stdout", grpo_completions)
     assert prompts_and_completions(rows) == trl_saved(grpo_completions, 4)
 
 
 @pytest.mark.slow
 async def test_view_on_trackio(grpo_completions):
-    req = SourceRequest(trackio_dir=str(grpo_completions / "trackio"), project="compl")
+    req = request(trackio_dir=str(grpo_completions / "trackio"), project="compl")
     app = app_for(req)
     await view_on(app, "trackio", grpo_completions)
     # the database the view read its tables from is closed with the app
@@ -122,7 +122,7 @@ async def test_view_on_wandb(grpo_completions, tmp_path):
     import shutil
 
     shutil.copytree(grpo_completions / "wandb", tmp_path / "wandb", symlinks=True)
-    rows = await view_on(app_for(SourceRequest(wandb=str(tmp_path / "wandb"))), "wandb",
+    rows = await view_on(app_for(request(wandb=str(tmp_path / "wandb"))), "wandb",
                          grpo_completions)
     assert prompts_and_completions(rows) == trl_saved(grpo_completions, 4)
 
@@ -195,7 +195,7 @@ async def test_view_on_the_demo(demo_stream):
     stream = demo_stream
     lines = [json.loads(x) for x in stream.read_text().splitlines()]
     assert [x["step"] for x in lines if x.get("event") == "completions"] == [10, 11, 12]
-    req = SourceRequest(watch=str(stream), file_format="jsonl")
+    req = request(watch=str(stream), file_format="jsonl")
     async with app_for(req).run_test(size=SIZE) as pilot:
         app = pilot.app
         await wait_for(pilot, lambda: app.snapshot is not None)
@@ -276,7 +276,7 @@ async def test_view_on_a_trackio_server(grpo_completions, tmp_path):
     srv = TrackioServer(tmp_path / "trackio")
     await asyncio.to_thread(srv.start)
     try:
-        req = SourceRequest(trackio=srv.url, project="compl")
+        req = request(trackio=srv.url, project="compl")
         rows = await view_on(app_for(req), "trackio", grpo_completions)
     finally:
         await asyncio.to_thread(srv.stop)
@@ -382,7 +382,7 @@ async def test_a_carl_reward_beside_the_carl_score_says_why_they_differ(tmp_path
         + "".join(json.dumps({"step": s, "loss": 1.0 / s, "reward": 0.5}) + "\n"
                   for s in range(1, 6))
         + json.dumps({"event": "completions", "step": 5, "rows": rows}) + "\n")
-    req = SourceRequest(watch=str(stream), file_format="jsonl")
+    req = request(watch=str(stream), file_format="jsonl")
     async with app_for(req).run_test(size=SIZE) as pilot:
         app = pilot.app
         await wait_for(pilot, lambda: app.snapshot is not None)

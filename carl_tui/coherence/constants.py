@@ -1,4 +1,4 @@
-"""CARL constants (see the CARL definitions page for their meaning)."""
+"""CARL constants (docs/maths.md, "Constants", says what they mean)."""
 
 from __future__ import annotations
 

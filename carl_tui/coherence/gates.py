@@ -41,9 +41,9 @@ class GateDecision:
 
 
 class CoherenceGate:
-    """The spec's rules, in order: mean phi >= 0.8 -> act "high"; >= 0.5 -> act
-    "medium"; >= threshold (default SIGMA) -> act "low"; otherwise, or NaN,
-    abstain. The threshold only replaces SIGMA as the floor of "low": a phi that
+    """The rules of docs/maths.md ("Gates"), in order: mean phi >= 0.8 -> act
+    "high"; >= 0.5 -> act "medium"; >= threshold (default SIGMA) -> act "low";
+    otherwise, or NaN, abstain. The threshold only replaces SIGMA as the floor of "low": a phi that
     is high or medium acts whatever the threshold."""
 
     def __init__(self, threshold: float = SIGMA) -> None:

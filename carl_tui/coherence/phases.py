@@ -211,7 +211,8 @@ def verdict(r: Reading, before: Said | None, st: PhaseSettings) -> tuple[Phase, 
                and r.rise >= st.rise_noise * r.noise)
     spiking = r.spike_from is not None and not moved
     # During the entropy's spike a climb is the transition once the entropy falls from
-    # its peak (the spec's table: 9.3 at the peak, 4.1 in the transition).
+    # its peak (the reference table in docs/maths.md: 9.3 at the peak,
+    # 4.1 in the transition).
     falling = not spiking or (math.isfinite(r.entropy_peak)
                               and r.entropy_now <= st.low_entropy * r.entropy_peak)
     if (not moved and r.spike_from is None and math.isfinite(r.entropy_last)
@@ -224,7 +225,7 @@ def verdict(r: Reading, before: Said | None, st: PhaseSettings) -> tuple[Phase, 
         while k > 0 and climbing[k - 1]:
             k -= 1
         return Phase.TRANSITION, segs[k].first_step  # from the climb's first segment
-    if spiking and not (learned and falling and r.level > r.start):  # the spec's melting
+    if spiking and not (learned and falling and r.level > r.start):  # the reference's melting
         return Phase.MELTING, r.spike_from
     if not learned:
         return Phase.BASELINE, first_step
@@ -254,7 +255,7 @@ def _stopped(r: Reading, before: Said | None, st: PhaseSettings,
               and r.entropy_peak >= st.melt * r.entropy_start)
     if melted and r.entropy_now > r.entropy_start and not _gated(r):
         # After the entropy's spike the run is still reorganising until its entropy is back
-        # under where it started (the spec's table: 4.1 in the transition, 0.4 after it).
+        # under where it started (the reference table: 4.1 in the transition, 0.4 after it).
         since = before.from_step if before is not None and before.phase is Phase.TRANSITION \
             else segs[_climb_first(segs, k, r)].first_step
         return Phase.TRANSITION, since
@@ -349,7 +350,7 @@ def _coherent(r: Reading, st: PhaseSettings) -> bool:
         return True
     if r.gate_watched:  # the gate reads this metric: its bar is the ceiling's
         return False
-    if math.isfinite(r.ceiling):  # the ceiling says it (token accuracy: the spec's 99%)
+    if math.isfinite(r.ceiling):  # the ceiling says it (token accuracy: the reference's 99%)
         return _near_ceiling(r, st)
     if math.isfinite(r.phi) and r.phi >= st.phi_high:  # the order parameter high
         return True
@@ -535,7 +536,7 @@ class PhaseClassifier:
         self.said: list[Said] = []
         self.gate_step: int | None = None
         #: The phase-transition gate reads this metric: crystallisation is the gate's (the
-        #: store sets it; the gate's bar, token accuracy >= 0.99 held, is the spec's).
+        #: store sets it; the gate's bar, token accuracy >= 0.99 held, is the reference's).
         self.gate_watched = False
         self.vocab_size: int | None = None  # known: phi = 1 - entropy / ln V (the store sets it)
         self.last_step = 0

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from carl_tui import identity
 from carl_tui.completions.files import (
     ParquetReader,
     StdoutReader,
@@ -25,6 +26,7 @@ from carl_tui.completions.files import (
     WandbTableReader,
 )
 from carl_tui.completions.log import Reader
+from carl_tui.sources.wandb_kind import run_dir as wandb_run_dir
 
 
 def parquet_folders(near: list[Path], meta: Mapping[str, Any] | None = None) -> list[Path]:
@@ -49,48 +51,41 @@ def parquet_folders(near: list[Path], meta: Mapping[str, Any] | None = None) -> 
     return out
 
 
-def wandb_run_dir(path: Path, run_id: str | None) -> Path | None:
-    """The W&B run folder of `run_id` under `path` (a run folder, its `.wandb` file, or a
-    `wandb/` folder of runs)."""
-    if path.is_file():
-        path = path.parent
-    if (path / "files").is_dir() or any(path.glob("run-*.wandb")):
-        return path
-    runs = sorted((p for p in path.glob("*run-*") if p.is_dir() and p.name != "latest-run"),
-                  key=lambda p: p.stat().st_mtime, reverse=True)
-    if run_id:
-        runs = [p for p in runs if p.name.endswith(f"-{run_id}")]
-    return runs[0] if runs else None
-
-
 def readers_for(req: Any, run: Any = None, meta: Mapping[str, Any] | None = None, *,
                 remote_query: Callable[[str], list[dict]] | None = None) -> list[Reader]:
-    """The readers of the run `run` (a `RunRef`) of what `req` names, best first."""
-    readers: list[Reader] = []
-    near: list[Path] = []
-    run_id = getattr(run, "run_id", None)
-    if req.replay is not None:
-        near.append(Path(req.replay))
-        readers.append(StreamReader(req.replay))
-    elif req.watch is not None:
-        path = Path(req.watch)
-        near.append(path)
-        readers.append(_file_reader(path, req.file_format))
-    elif req.wandb is not None:
-        rundir = wandb_run_dir(Path(req.wandb), run_id)
-        if rundir is not None:
-            near.append(rundir)
-            readers.append(WandbTableReader(rundir / "files" / "media" / "table"))
-    elif req.trackio is not None:
-        if remote_query is not None and run_id:
-            from carl_tui.completions.trackio import TrackioRemoteTables
-
-            readers.append(TrackioRemoteTables(run_id, remote_query))
-    elif req.tensorboard is not None:
-        near.append(Path(req.tensorboard))
-    elif req.job is None:
-        readers += _trackio_local(req, run)
+    """The readers of the run `run` (a `RunRef`) of what `req` names, best first: the
+    parquet folders beside the files its kind reads (`SourceKind.near`), then the
+    kind's own readers (`KIND_READERS`, by the kind's name)."""
+    kind = req.kind
+    near = list(kind.near(req)) if kind.near is not None else []
+    own = KIND_READERS.get(kind.name)
+    readers = own(req, run, near, remote_query) if own is not None else []
     return [ParquetReader(f) for f in parquet_folders(near, meta)] + readers
+
+
+def _file_readers(req: Any, run: Any, near: list[Path], remote_query) -> list[Reader]:
+    return [_file_reader(Path(req.get("watch")), req.get("file_format", "auto"))]
+
+
+def _stream_readers(req: Any, run: Any, near: list[Path], remote_query) -> list[Reader]:
+    return [StreamReader(req.get("replay"))]
+
+
+def _wandb_readers(req: Any, run: Any, near: list[Path], remote_query) -> list[Reader]:
+    rundir = wandb_run_dir(Path(req.get("wandb")), getattr(run, "run_id", None))
+    if rundir is None:
+        return []
+    near.append(rundir)
+    return [WandbTableReader(rundir / "files" / "media" / "table")]
+
+
+def _trackio_remote(req: Any, run: Any, near: list[Path], remote_query) -> list[Reader]:
+    run_id = getattr(run, "run_id", None)
+    if remote_query is None or not run_id:
+        return []
+    from carl_tui.completions.trackio import TrackioRemoteTables
+
+    return [TrackioRemoteTables(run_id, remote_query)]
 
 
 def _file_reader(path: Path, file_format: str) -> Reader:
@@ -106,13 +101,13 @@ def _file_reader(path: Path, file_format: str) -> Reader:
     return StdoutReader(path) if fmt == "trainer-log" else StreamReader(path)
 
 
-def _trackio_local(req: Any, run: Any) -> list[Reader]:
+def _trackio_local(req: Any, run: Any, near: list[Path], remote_query) -> list[Reader]:
     from carl_tui.completions.trackio import TrackioLocalTables
     from carl_tui.sources.trackio import db
 
     if run is None or not getattr(run, "project", None):
         return []
-    root = Path(req.trackio_dir) if req.trackio_dir else db.trackio_dir()
+    root = Path(req.get("trackio_dir")) if req.get("trackio_dir") else db.trackio_dir()
     return [TrackioLocalTables(db.db_path(run.project, root), run.run_id)]
 
 
@@ -122,7 +117,23 @@ def reader_factory(req: Any, sources: Callable[[], list]) -> Callable[..., list]
     source `sources()` gives)."""
 
     def make(run: Any, meta: Mapping[str, Any] | None = None) -> list[Reader]:
-        remote = sources()[0].query_sql if req.trackio is not None else None
+        remote = sources()[0].query_sql if req.kind.name in REMOTE_QUERY else None
         return readers_for(req, run, meta, remote_query=remote)
 
     return make
+
+
+#: Each kind's own completions readers, by the kind's name (sources/kinds.py):
+#: `(request, run, near, remote_query) -> readers`; a reader may add to `near`, the
+#: folders beside which TRL's parquet files are looked for. A kind absent here has
+#: only those.
+KIND_READERS: dict[str, Callable[..., list[Reader]]] = {
+    identity.JSONL: _file_readers,
+    identity.REPLAY: _stream_readers,
+    identity.WANDB: _wandb_readers,
+    identity.TRACKIO_REMOTE: _trackio_remote,
+    identity.TRACKIO: _trackio_local,
+}
+
+#: The kinds whose source answers SQL (`query_sql`), given to their readers.
+REMOTE_QUERY = {identity.TRACKIO_REMOTE}

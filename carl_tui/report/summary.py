@@ -102,7 +102,7 @@ def _health_lines(d: dict[str, Any]) -> list[str]:
     out = [flag_line(f) for f in flags] or ["healthy"]
     fit = d.get("reward_ceiling")
     if fit:
-        out.append(f"reward ceiling {fit['ceiling']:.3g} +/- {fit['ceiling_se']:.2g} at zero "
+        out.append(f"task reward ceiling {fit['ceiling']:.3g} +/- {fit['ceiling_se']:.2g} at zero "
                    f"entropy (R^2 {fit['r2']:.2f} over {fit['n']} steps)")
     return [f"{'health' if i == 0 else '':<8}{line}" for i, line in enumerate(out)]
 

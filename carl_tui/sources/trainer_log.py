@@ -72,7 +72,8 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 
 from carl_tui.events import Event, LogLines, Progress, RunMeta, RunRef, ScalarBatch
-from carl_tui.metric_names import canonical, is_metric_key, valid_number
+from carl_tui.metric_names import canonical, framework_name, is_metric_key, valid_number
+from carl_tui.sources.framework_lines import VERL_BAR, read_line, strip_ray_prefix
 from carl_tui.sources.tally import InputTally
 from carl_tui.sources.trainer_end import place
 from carl_tui.sources.trainer_steps import (
@@ -345,6 +346,9 @@ class TrainerLogParser:
         self.mispredicted = 0  # flushed predictions a later bar showed wrong
         self.unreadable = 0  # lines shaped like a dict that could not be read
         self._unreadable_example = ""
+        self.framework: str | None = None  # "verl" or "openrlhf" once a line of theirs is read
+        self.damaged = 0  # their metric lines that could not be read (framework_lines.py)
+        self._damaged_example = ""
         self._bar = TrainingBar()
         self._steps = StepEstimator(self._bar, self.logging_steps)
         self._dicts = HeldDicts(self._steps)
@@ -386,6 +390,13 @@ class TrainerLogParser:
         """(dict-shaped lines that could not be read since the last call, the first one)."""
         out = (self.unreadable, self._unreadable_example)
         self.unreadable, self._unreadable_example = 0, ""
+        return out
+
+    def take_damaged(self) -> tuple[int, str]:
+        """(verl or OpenRLHF metric lines that could not be read since the last call, the
+        first one)."""
+        out = (self.damaged, self._damaged_example)
+        self.damaged, self._damaged_example = 0, ""
         return out
 
     # -- input ---------------------------------------------------------------
@@ -441,7 +452,13 @@ class TrainerLogParser:
         return _CSI.sub("", body), _ups(body)
 
     def _segment(self, text: str, level: int, out: list[Item]) -> bool:
-        """A dict, a bar, or a bar with a dict glued after it; False for other text."""
+        """A dict, a bar, or a bar with a dict glued after it, or a verl or OpenRLHF metric
+        line (framework_lines.py; also glued after a bar); False for other text."""
+        text = strip_ray_prefix(text)
+        if not text:
+            return False
+        if self._framework_line(text, out):
+            return True
         if text[0] == "{":
             values = parse_metrics_dict(text)
             if values is not None or text[-1] == "}":
@@ -456,13 +473,35 @@ class TrainerLogParser:
             if split is not None:
                 self._on_bar(split[0], level, out)
                 text = split[1].strip()
+                if self._framework_line(text, out):
+                    return True
                 if text[:1] == "{" and text[-1:] == "}":
                     self._on_dict(parse_metrics_dict(text), text, out)
                     return True
         return False
 
+    def _framework_line(self, text: str, out: list[Item]) -> bool:
+        """A verl or OpenRLHF metric line: its values at the step it states."""
+        line = read_line(text, parse_metrics_dict)
+        if line is None:
+            return False
+        self.framework = line.framework
+        self._sig = _OTHER
+        if line.unreadable:
+            self.damaged += 1
+            self._damaged_example = self._damaged_example or text
+            return True
+        if self._dicts.held:
+            self._dicts.settle(out, adjacent=False, after=None)
+        values = {framework_name(line.framework, k): v for k, v in line.values.items()}
+        if values:
+            out.append(MetricsLine(line.step, values))
+        return True
+
     def _on_bar(self, bar: BarUpdate, level: int, out: list[Item]) -> None:
         if bar.desc:
+            if bar.desc == VERL_BAR and self.framework == "verl":
+                out.append(bar)  # verl's bar counts the steps done, of its total
             return  # Map:, Writing model shards:, ...
         if not self._bar.accepts(bar, level):
             return
@@ -563,6 +602,7 @@ class TrainerLogParser:
 
 
 UNREADABLE_DICT = "dict line not readable"
+DAMAGED_LINE = "verl/OpenRLHF metric line not readable"
 
 
 class TrainerOutput:
@@ -609,6 +649,9 @@ class TrainerOutput:
         count, example = self.parser.take_unreadable()
         if count:
             self.tally.skip(UNREADABLE_DICT, example, count)
+        count, example = self.parser.take_damaged()
+        if count:
+            self.tally.skip(DAMAGED_LINE, example, count)
         out: list[Event] = [LogLines(self.run, tuple(lines))] if lines else []
         out.extend(trainer_events(self.run, items, self._clean))
         return out
@@ -662,6 +705,8 @@ def _line_kind(line: str, *, complete: bool) -> str | None:
         if isinstance(obj, dict) or seg.startswith('{"'):
             return "json"
     for seg in segments:
+        if read_line(strip_ray_prefix(seg), parse_metrics_dict) is not None:
+            return "trainer"  # a verl or OpenRLHF metric line
         if seg[0] == "{" and parse_metrics_dict(seg) is not None:
             return "trainer"  # {'loss': ...}: a Python dict, printed
         bar = parse_progress(seg)

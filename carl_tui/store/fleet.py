@@ -173,19 +173,6 @@ def fleet_rows(store: RunStore, *, now: float | None = None,
     return rows
 
 
-def first_rows_of(sources: Sequence[Any], first: int, *, now: float
-                  ) -> tuple[list[FleetRow], int]:
-    """(the first `first` rows, the number of runs) of the fleet of `sources` after one
-    poll of each, with their preview (each run's newest rows first): what a big fleet's
-    table shows first, read in a store of its own (`ui/first_rows.py` reads it in a forked
-    child while the app starts)."""
-    store = RunStore()
-    for source in sources:
-        source.want_preview()
-        store.apply(source.poll())
-    return fleet_rows(store, now=now, first=first), store.run_count
-
-
 def fleet_row(snap: RunSnapshot, *, now: float,
               prices: Mapping[str, float] | None = None) -> FleetRow:
     """The row of one run's snapshot (see `fleet_rows`)."""

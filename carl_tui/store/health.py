@@ -121,7 +121,7 @@ class CeilingFit:
                 and math.isfinite(self.ceiling_se))
 
     def text(self) -> str:
-        return (f"reward ceiling {self.ceiling:.3g} +/- {self.ceiling_se:.2g} at zero entropy "
+        return (f"task reward ceiling {self.ceiling:.3g} +/- {self.ceiling_se:.2g} at zero entropy "
                 f"(R = -{self.a:.3g} exp(H) + {self.b:.3g}, R^2 {self.r2:.2f} over {self.n} "
                 "steps)")
 

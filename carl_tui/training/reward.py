@@ -8,7 +8,7 @@ padding, masked); the output layer is applied to the scored rows a chunk at a
 time and reduced on the device to per-token phi and P(chosen token), so no
 full-vocabulary copy of all logits exists at once and only two floats per token
 reach the host. The sequence scores (multiscale, cloud, discontinuity,
-composite) follow CARL-SPEC.
+composite) follow docs/maths.md ("The three reward components").
 """
 
 from __future__ import annotations

@@ -9,7 +9,9 @@ which hands each widget its part. The dashboard asks for things with messages of
 its own (`DashboardReady`, `CompareChanged`). The keys that act (launch, stop, push,
 diagnose, jobs) are the `ActionController`'s (`controller.py`); what they learn
 reaches the store through the follower, like the sources' events. Threads never
-touch widgets.
+touch widgets. The app is one class built of parts it holds, not of mixins: the
+fleet table and cards (`fleet_part.FleetPart`), the keys listed in the help and the
+palette (`help.KeyHelp`), the guards (`guard.GuardKeeper`) and the controller.
 
 The first frame comes first: importing this module, and building and drawing the
 dashboard, loads neither numpy nor plotext nor any reader. Once that frame is on
@@ -19,11 +21,12 @@ plots and the keys that act load as they are first used.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual import events, on
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.worker import Worker, WorkerState
 
@@ -31,7 +34,7 @@ from carl_tui.errors import describe
 from carl_tui.redact import redact
 from carl_tui.ui.attention import announce, load_alert_config
 from carl_tui.ui.fleet_part import FleetPart
-from carl_tui.ui.guard import GuardPart
+from carl_tui.ui.guard import GuardKeeper, start_guard
 from carl_tui.ui.keys import (
     ACTION_KEYS,
     APP_KEYS,
@@ -41,7 +44,9 @@ from carl_tui.ui.keys import (
     normalize_keymap,
 )
 from carl_tui.ui.messages import (
+    CardWanted,
     CompareChanged,
+    CompareSelected,
     DashboardReady,
     SnapshotUpdated,
     StatusTick,
@@ -49,11 +54,13 @@ from carl_tui.ui.messages import (
     failure,
 )
 from carl_tui.ui.screens.dashboard import DashboardScreen
-from carl_tui.ui.screens.help import KeyHelp
+from carl_tui.ui.screens.help import HelpScreen, KeyHelp
 from carl_tui.ui.settings import DEFAULT_THEME, Services, Settings
-from carl_tui.ui.themes import ReadablePlots, install_themes
+from carl_tui.ui.themes import cycle_theme, install_themes, plot_variables, with_status_colors
 
 if TYPE_CHECKING:  # pragma: no cover
+    from textual.screen import Screen
+
     from carl_tui.actions.local_job import LocalJob
     from carl_tui.events import RunRef
     from carl_tui.sources.base import Source
@@ -77,9 +84,10 @@ class DashboardConfig:
     on_exit: Callable[[], None] | None = None
 
 
-class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
+class CarlApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "carl-tui"
+    theme_variables: dict[str, str]  # set by get_css_variables: the plots, the status bar
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(k.key, k.action, k.description, id=k.id, tooltip=k.tooltip, show=k.show)
         for k in APP_KEYS + ACTION_KEYS + SCREEN_KEYS
@@ -103,6 +111,9 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
         self._screen_built = self._quitting = False
         self._completion_logs: dict[str, Any] = {}  # run key -> SharedLog
         self.title = config.settings.title
+        self.keys = KeyHelp(self, self.settings, self.keymap)
+        self.fleet = FleetPart(self)
+        self._guard: GuardKeeper | None = None  # started at the first update raised
 
     @property
     def store(self) -> RunStore:
@@ -120,13 +131,7 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
         if self._follower is None:
             from carl_tui.ui.follower import Follower
 
-            sources = self.config.sources
-            if callable(sources):
-                try:
-                    sources = sources()
-                except Exception as exc:  # noqa: BLE001  (said on screen, never a traceback)
-                    self._source_problem = f"could not open the source: {describe(exc)}"
-                    sources = []
+            sources, self._source_problem = open_sources(self.config.sources)
             self._follower = Follower(self.post_message, self.store, sources,
                                       self.settings.run, self.services.clock)
         return self._follower
@@ -167,17 +172,21 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
         s = self.settings
         return DashboardScreen(s.chart, s.plot_metrics, s.save_dir, self.services.clock)
 
-    def on_resize(self, event: events.Resize) -> None:
-        self._size_console(event.size.width, event.size.height)
+    def get_theme_variable_defaults(self) -> dict[str, str]:
+        return with_status_colors(self.current_theme, super().get_theme_variable_defaults())
 
-    def _size_console(self, width: int, height: int) -> None:
-        """Tell Rich's console the screen's size: otherwise it asks the terminal (three
-        system calls) for every cell it measures, and Textual's DataTable measures every
-        cell of the rows it is given (a thousand runs' rows: 17,000 cells)."""
-        self.console.size = (width, height)
+    def get_css_variables(self) -> dict[str, str]:
+        """The theme's CSS variables with readable plot and status colours."""
+        self.theme_variables = plot_variables(super().get_css_variables())
+        return self.theme_variables
+
+    def on_resize(self, event: events.Resize) -> None:
+        # Rich's console told the screen's size: else it asks the terminal (three system
+        # calls) for every cell it measures (a thousand runs' rows: 17,000 cells).
+        self.console.size = (event.size.width, event.size.height)
 
     def on_mount(self) -> None:
-        self._size_console(*self.size)
+        self.console.size = (self.size.width, self.size.height)  # as on_resize
         if self._theme_problem:
             self.notify(self._theme_problem, severity="warning")
         if self.keymap:
@@ -199,14 +208,14 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
         reading (the sources, the store and numpy load now) and show what arrives."""
         self._screen_built = True
         self.follower.hidden = self.settings.fleet  # no run in view under the table yet
-        self.start_reading()
+        self.follower.start()
         if self.config.local_jobs:  # adopted now (a key that acts sooner adopts them first)
             _ = self.controller
         if self._source_problem:
             self.notify(self._source_problem, severity="error", timeout=15)
         self.pull()
         if self.settings.fleet:  # the table at once: its rows arrive as the sources read
-            self.open_fleet()
+            self.fleet.open()
 
     def on_unmount(self) -> None:
         self._quitting = True
@@ -236,7 +245,7 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
 
     def on_store_changed(self, _message: StoreChanged) -> None:
         self.pull()
-        self.fleet_store_changed()
+        self.fleet.store_changed()
 
     @property
     def _showing(self) -> bool:
@@ -256,7 +265,9 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
             return
         for notice in update.notices:
             announce(self, notice, self.alert_config)
-        self.guard_check(update.snapshot)
+        if self._guard is None:
+            self._guard = start_guard(self)
+        self._guard.check(update.snapshot, self.services.clock())
         if self.follower.hidden:
             # Under the fleet table: nothing of the dashboard is seen, and a change drawn
             # there has Textual draw the whole table again (`reveal` brings it up to date).
@@ -267,6 +278,14 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
             # Sources hold a long history back until this frame is drawn.
             dash.call_after_refresh(self.follower.painted.set)
         self._refresh_status()
+
+    @on(CompareSelected)
+    def _compare_selected(self, selected: CompareSelected) -> None:
+        self.dashboard.compare_with(selected.keys)
+
+    @on(CardWanted)
+    def _card_wanted(self, wanted: CardWanted) -> None:
+        self.fleet.open_card(wanted)
 
     @on(CompareChanged)
     def _compare(self, message: CompareChanged) -> None:
@@ -324,7 +343,19 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
     def action_jobs(self) -> None:
         self.controller.jobs()
 
-    # -- keys: pickers and panels ------------------------------------------------------
+    # -- keys: help, pickers and panels ---------------------------------------------
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen(self.keys.rows()))
+
+    def key_help(self) -> list[tuple[str, str, str, str]]:
+        """(key, description, tooltip, id) of every key the help lists."""
+        return self.keys.rows()
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Every dashboard action is in the command palette."""
+        yield from super().get_system_commands(screen)
+        yield from self.keys.commands(self.dashboard)
 
     def action_skipped(self) -> None:
         from carl_tui.ui.screens.skipped_input import SkippedScreen
@@ -337,10 +368,7 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
         open_completions(self, self._completion_logs, self.services.completions)
 
     def action_pick_run(self) -> None:
-        if not self.store.runs():
-            self.notify("no runs yet", severity="warning")
-            return
-        self.open_fleet(self.dashboard.compare)
+        self.fleet.pick_run()
 
     def action_pick_project(self) -> None:
         from carl_tui.ui.projects import pick_project
@@ -349,20 +377,23 @@ class CarlApp(ReadablePlots, KeyHelp, FleetPart, GuardPart):
 
     def action_save_screen(self) -> None:
         """ctrl+s where the dashboard's own is not (help, the fleet table, a card)."""
-        from carl_tui.ui.save import save_screen
+        from carl_tui.ui.save import save_and_say
 
-        try:
-            svg = save_screen(self, self.settings.save_dir)
-        except OSError as exc:
-            self.notify(f"could not save: {describe(exc)}", severity="error")
-            return
-        self.notify(f"saved the screen to {svg}", timeout=8)
+        save_and_say(self, self.settings.save_dir)
 
     def action_cycle_theme(self) -> None:
-        names = self._theme_names or ["textual-dark", "textual-light"]
-        i = names.index(self.theme) if self.theme in names else -1
-        self.theme = names[(i + 1) % len(names)]
-        self.notify(f"theme: {self.theme}", timeout=2)
+        cycle_theme(self, self._theme_names)
+
+
+def open_sources(sources: Sequence[Source] | Callable[[], Sequence[Source]]
+                 ) -> tuple[Sequence[Source], str]:
+    """The sources (built now, where given what builds them), and why none opened ("")."""
+    if not callable(sources):
+        return sources, ""
+    try:
+        return sources(), ""
+    except Exception as exc:  # noqa: BLE001  (said on screen, never a traceback)
+        return [], f"could not open the source: {describe(exc)}"
 
 
 def build_app(config: DashboardConfig) -> CarlApp:

@@ -1,113 +1,105 @@
-"""The app's part that opens the fleet table (`r`, `carl-tui fleet`) and run cards (`i`):
-it gives each screen what it reads (the store, the clock, the Hub's prices), so the
-screens never reach into the app."""
+"""The part of the app that opens the fleet table (`r`, `carl-tui fleet`) and run cards
+(`i`): it gives each screen what it reads (the store, the clock, the Hub's prices), so
+the screens never reach into the app."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from functools import partial
-from typing import TYPE_CHECKING
-
-from textual import on
-from textual.app import App
+from typing import TYPE_CHECKING, Protocol
 
 from carl_tui.errors import describe
-from carl_tui.ui.messages import CardWanted, CompareSelected
 
 if TYPE_CHECKING:  # pragma: no cover  (the store loads numpy: after the first frame)
+    from textual.app import App
+
     from carl_tui.store import RunStore
     from carl_tui.ui.follower import Follower
+    from carl_tui.ui.messages import CardWanted
     from carl_tui.ui.screens.dashboard import DashboardScreen
     from carl_tui.ui.screens.fleet_table import FleetScreen
     from carl_tui.ui.settings import Services
 
 
-#: The longest the sources wait for the fleet's first rows read ahead (`start_reading`).
-AHEAD_WAIT_S = 1.0
+class FleetHost(Protocol):
+    """What the part reads of the app that holds it (`CarlApp`)."""
 
-
-class FleetPart(App[None]):
-    """Opens the fleet table and the run cards of `CarlApp`."""
-
-    store: RunStore
     services: Services
-    current_run: str | None
+    store: RunStore
     follower: Follower
-    _prices: Mapping[str, float] | None = None  # the Hub's, once asked
-    _fleet: FleetScreen | None = None  # the fleet table, while open
+    dashboard: DashboardScreen
+    current_run: str | None
 
-    @property
-    def dashboard(self) -> DashboardScreen:
-        raise NotImplementedError
+    def switch_run(self, key: str) -> None: ...
 
-    def switch_run(self, key: str) -> None:
-        raise NotImplementedError
 
-    def start_reading(self) -> None:
-        """Start the sources; where the fleet table's first rows are read ahead, once they
-        are drawn or none will come (`FleetScreen(ahead_done=)`), AHEAD_WAIT_S at most:
-        drawn while the sources read, they take twice as long to the screen."""
-        if self.services.first_rows is None:
-            self.follower.start()
-        else:
-            self.set_timer(AHEAD_WAIT_S, self.follower.start)
+class FleetPart:
+    """Opens the fleet table and the run cards over `app`'s dashboard (`CarlApp.fleet`)."""
 
-    def open_fleet(self, selected: Iterable[str] = ()) -> None:
+    def __init__(self, app: App | FleetHost) -> None:
+        self.app = app
+        self.prices: Mapping[str, float] | None = None  # the Hub's, once asked
+        self.screen: FleetScreen | None = None  # the fleet table, while open
+
+    def open(self, selected: Iterable[str] = ()) -> None:
         """The fleet table over the dashboard (once: `r` there again does nothing)."""
         from carl_tui.ui.screens.fleet_table import FleetScreen
 
-        if isinstance(self.screen, FleetScreen):
+        app, follower = self.app, self.app.follower
+        if isinstance(app.screen, FleetScreen):
             return
 
         def opened(key: str | None) -> None:  # enter on a row: that run, on the dashboard
-            self._fleet = None
+            self.screen = None
             if key:
-                self.switch_run(key)
-            self.follower.reveal()  # the dashboard's run is in view: its stream opens
+                app.switch_run(key)
+            follower.reveal()  # the dashboard's run is in view: its stream opens
 
-        self.follower.hidden = True  # no run opened meanwhile (a job's log: none read)
+        follower.hidden = True  # no run opened meanwhile (a job's log: none read)
 
-        self._fleet = FleetScreen(self.store, clock=self.services.clock,
-                                  current=self.current_run, selected=selected,
+        self.screen = FleetScreen(app.store, clock=self.app.services.clock,
+                                  current=app.current_run, selected=selected,
                                   prices_of=self.job_prices,
-                                  reading_history=lambda: self.follower.catching_up,
-                                  painted=self.follower.painted.set,
-                                  first_rows=self.services.first_rows,
-                                  ahead_done=self.follower.start)
-        self.services.first_rows = None  # the first table's only
-        self.push_screen(self._fleet, opened)
+                                  reading_history=lambda: follower.catching_up,
+                                  painted=follower.painted.set)
+        app.push_screen(self.screen, opened)
 
-    def fleet_store_changed(self) -> None:
+    def pick_run(self) -> None:
+        """`r`: the fleet table, the runs compared on the dashboard selected in it."""
+        if not self.app.store.runs():
+            self.app.notify("no runs yet", severity="warning")
+            return
+        self.open(self.app.dashboard.compare)
+
+    def store_changed(self) -> None:
         """The store changed: the fleet table, when open, looks at once (not at its next
         poll: a tenth of a second to its first rows)."""
-        if self._fleet is not None and self._fleet.is_mounted:
-            self._fleet.poll()
+        if self.screen is not None and self.screen.is_mounted:
+            self.screen.poll()
 
     def job_prices(self) -> Mapping[str, float]:
         """Each Jobs flavor's price per hour, asked of the Hub once (in a worker thread:
         the fleet table's, or the card's) and kept for the session's cards."""
-        if self._prices is None:
+        if self.prices is None:
             from carl_tui.hub import job_prices
 
-            self._prices = job_prices(self.services.hub_api())
-        return self._prices
+            self.prices = job_prices(self.app.services.hub_api())
+        return self.prices
 
-    @on(CompareSelected)
-    def _compare_selected(self, selected: CompareSelected) -> None:
-        self.dashboard.compare_with(selected.keys)
-
-    @on(CardWanted)
-    def _card_wanted(self, wanted: CardWanted) -> None:
+    def open_card(self, wanted: CardWanted) -> None:
+        """`i`: the run's card (a Hugging Face job's asks the Hub's prices first, in a
+        worker thread)."""
+        app = self.app
         if wanted.key is None:
-            self.notify("no run yet", severity="warning")
+            app.notify("no run yet", severity="warning")
             return
         from carl_tui.identity import HF_JOB
 
-        snap = self.store.snapshot(wanted.key, max_points=2)
-        if (self._prices is None and snap is not None and snap.job is not None
+        snap = app.store.snapshot(wanted.key, max_points=2)
+        if (self.prices is None and snap is not None and snap.job is not None
                 and snap.run.source == HF_JOB):  # a Hugging Face job: its cost needs prices
-            self.run_worker(partial(self._card_with_prices, wanted), thread=True,
-                            group="card", exit_on_error=False, description="opening the card")
+            app.run_worker(partial(self._card_with_prices, wanted), thread=True,
+                           group="card", exit_on_error=False, description="opening the card")
             return
         self._push_card(wanted)
 
@@ -115,12 +107,12 @@ class FleetPart(App[None]):
         try:
             self.job_prices()
         except Exception as exc:  # noqa: BLE001 - a missing price is a missing cost, said
-            self.call_from_thread(self.notify, f"job cost unknown: {describe(exc)}",
-                                  severity="warning")
-        self.call_from_thread(self._push_card, wanted)
+            self.app.call_from_thread(self.app.notify, f"job cost unknown: {describe(exc)}",
+                                      severity="warning")
+        self.app.call_from_thread(self._push_card, wanted)
 
     def _push_card(self, wanted: CardWanted) -> None:
         from carl_tui.ui.screens.run_card import RunCardScreen
 
-        self.push_screen(RunCardScreen(self.store, wanted.key or "", wanted.compared,
-                                       now=self.services.clock(), prices=self._prices))
+        self.app.push_screen(RunCardScreen(self.app.store, wanted.key or "", wanted.compared,
+                                           now=self.app.services.clock(), prices=self.prices))

@@ -1,8 +1,11 @@
 """Following runs: sources feed the store in worker threads; the UI thread takes
 snapshots of the run on screen when the store changed.
 
-`Follower` owns the store, the source runners and the choice of the run on screen
-(the preferred one, a run to follow as soon as it appears, a project just opened).
+`Follower` owns the store, the source runners and the run on screen, chosen by one
+intent (`run_choice.Want`: the newest, the run named, a run to follow as soon as it
+appears, a project just opened, the user's pick) through `run_choice.choose_run`;
+`pacing.Pacer` paces its snapshots and `companion.Companions` opens the source that
+reads only the run in view.
 It talks to the UI only by posting messages: `StoreChanged` from the source threads
 (one collapsing message: it replaces a queued older one) and, from `pull` on the UI
 thread, one `SnapshotUpdated` per update (the snapshot of the run on screen, the runs
@@ -14,7 +17,7 @@ results: a launched job's meta, a job's new state), so every write wakes the UI.
 Newest first, coarse to fine: every source that can (`Source.previews`) is
 asked for a coarse preview of a long history before reading it all (see
 `store/preview.py`); the first snapshot of a run is shown at once, later ones are
-paced while a backlog is read.
+paced while a backlog is read (`pacing.py`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from carl_tui.events import SourceStatus
 from carl_tui.sources.base import Source, SourceRunner
 from carl_tui.store import Notice, RunSnapshot, RunStore
 from carl_tui.store.notice_groups import (
@@ -36,12 +38,15 @@ from carl_tui.store.notice_groups import (
     history_line,
     is_history,
 )
+from carl_tui.ui.companion import Companions
 from carl_tui.ui.messages import SnapshotUpdated, StoreChanged
+from carl_tui.ui.pacing import Pacer
+from carl_tui.ui.run_choice import NEWEST, PICKED, Intent, Want, choose_run
 
 if TYPE_CHECKING:  # pragma: no cover
     from textual.message import Message
 
-    from carl_tui.events import Event
+    from carl_tui.events import Event, RunRef
 
 MAX_HISTORY = 50  # notices of history kept per run (the line names each kind's latest)
 # Notices from runs not on screen interrupt only for these.
@@ -57,9 +62,6 @@ def enable_preview(source: Source, painted: threading.Event | None = None) -> So
 
 
 MAX_COMPARED = 7  # runs overlaid on the run on screen, at most
-#: Under the fleet table, while a backlog of history is read, the store is looked at
-#: for notices about once a second (their runs are grouped: "12 runs crystallised").
-HIDDEN_PULL_S = 1.0
 
 
 class Follower:
@@ -72,7 +74,6 @@ class Follower:
         # view) and said in one quiet line, never rung, toasted or sent to the desktop.
         self.opened_at = clock()
         self.history: dict[str, list[Notice]] = {}  # run key -> its notices of history
-        self.preferred = preferred
         self.painted = threading.Event()  # the first snapshot of a run is on screen
         self.runners = [SourceRunner(enable_preview(s, self.painted), self.emit)
                         for s in sources]
@@ -82,23 +83,16 @@ class Follower:
         self._seen_store_version = -1
         self.compare: tuple[str, ...] = ()  # run keys overlaid on the run on screen
         self.overlay = False  # every run of its project overlaid
-        self._pending_follow: str | None = None
-        self._follow_project: str | None = None
-        self._next_pull = 0.0
+        self.pacer = Pacer()
         self._started = False
-        # No run named: the screen shows the most recently active run (the rule
-        # `summary` follows too), chosen again while the sources read their history,
-        # until the user picks one.
-        self._auto = preferred is None
-        # --run NAME not read yet: another run shows meanwhile, and NAME once it appears
-        self._awaiting = preferred is not None
+        # No run named: the most recently active run (the rule `summary` follows too);
+        # --run NAME: that run once read, another meanwhile.
+        self.want = NEWEST if preferred is None else Want(Intent.NAMED, preferred)
         self._told: str | None = None  # the automatic choice last announced
         self.grouper = NoticeGrouper()  # "12 runs crystallised", not 12 notices
-        # The source that reads only the run in view (`Source.companion`: a job's log),
-        # and that run. `hidden`: no run is in view (the fleet table covers the dashboard,
-        # before a run was opened): none is opened.
-        self.companion: SourceRunner | None = None
-        self._viewed: str | None = None
+        self.companions = Companions(self.runners, self.add_source, self.emit)
+        # No run is in view (the fleet table covers the dashboard, before a run was
+        # opened): no snapshot is taken, no companion opened.
         self.hidden = False
 
     # -- sources ---------------------------------------------------------------
@@ -166,22 +160,22 @@ class Follower:
 
     # -- the run on screen -----------------------------------------------------
 
+    @property
+    def companion(self) -> SourceRunner | None:
+        """The source reading only the run in view (a job's log), while one is open."""
+        return self.companions.runner
+
     def follow(self, run_key: str) -> None:
         """Show this run now, or as soon as its first event arrives."""
-        self._auto = False
-        self._awaiting = False
-        self._pending_follow = run_key
+        self.want = Want(Intent.RUN, run_key)
         self._seen_store_version = -1
 
     def follow_project(self, project: str) -> None:
-        self._auto = False
-        self._awaiting = False
-        self._follow_project = project
+        self.want = Want(Intent.PROJECT, project)
         self._seen_store_version = -1
 
     def switch_run(self, key: str) -> None:
-        self._auto = False
-        self._awaiting = False
+        self.want = PICKED
         self.current_run = key
         self._seen_version = -1
         self._seen_store_version = -1
@@ -195,24 +189,10 @@ class Follower:
         self._view()
 
     def _view(self) -> None:
-        """The run in view changed: the source that reads only that run (a job's log,
-        where a source lists jobs) is opened, the previous run's closed."""
-        key = self.current_run
-        if self.hidden or key == self._viewed:
-            return
-        self._viewed = key
-        if self.companion is not None:
-            # its poll only drains a queue: its thread ends at once (waited for briefly, so
-            # that its last word on the status bar is this one)
-            self.companion.stop(timeout=0.2)
-            self.runners.remove(self.companion)
-            self.emit([SourceStatus(self.companion.source.name, "idle", "not in view")])
-            self.companion = None
-        for runner in list(self.runners) if key is not None else ():
-            source = runner.source.companion(key)
-            if source is not None:
-                self.companion = self.add_source(source)
-                return
+        """The run in view may have changed: its companion source opens (none is opened
+        while hidden)."""
+        if not self.hidden:
+            self.companions.view(self.current_run)
 
     def compare_with(self, keys: Sequence[str], overlay: bool) -> None:
         """Overlay these runs (or, with `overlay`, every run of the project) on the run on
@@ -227,8 +207,7 @@ class Follower:
         nothing new. `render_cost`: what drawing the last snapshot took (paces a backlog)."""
         store = self.store
         due = collapse(self.grouper.due())  # other runs' notices: grouped, after a moment
-        if self._seen_store_version == store.version or (
-                time.perf_counter() < self._next_pull and self.catching_up):
+        if self._seen_store_version == store.version or self.pacer.holding(self.catching_up):
             # Nothing new; or loading a backlog of history: show progress about once a
             # second and leave the CPU to the loading; the moment it is done, paint.
             if due:
@@ -236,7 +215,8 @@ class Follower:
                                           tuple(self.grouper.grouped)))
             return bool(due)
         self._seen_store_version = store.version
-        self._choose_run()
+        runs = store.runs()
+        self._choose_run(runs)
         self._view()
         told = self._tell_choice()
         shown = [n for n in self._news(store.take_notices())
@@ -248,10 +228,10 @@ class Follower:
         # would have the hidden dashboard drawn again and again).
         if self.hidden:
             snap, others = None, ()
-            self._next_pull = time.perf_counter() + HIDDEN_PULL_S
+            self.pacer.looked_hidden()
         else:
             snap, others = self._take_snapshot(max_points, render_cost)
-        self.post(SnapshotUpdated(snap, others, tuple(store.runs()), tuple(notices),
+        self.post(SnapshotUpdated(snap, others, tuple(runs), tuple(notices),
                                   tuple(self.grouper.grouped)))
         return True
 
@@ -296,8 +276,7 @@ class Follower:
         if self.snapshot is None:
             return None, ()
         others = tuple(store.snapshot(k, max_points=500) for k in keys)
-        cost = time.perf_counter() - t0 + render_cost
-        self._next_pull = time.perf_counter() + max(10 * cost, 1.0)
+        self.pacer.drawn(time.perf_counter() - t0 + render_cost)
         return self.snapshot, others
 
     def _compared_keys(self) -> list[str]:
@@ -313,35 +292,19 @@ class Follower:
             return []
         return keys[:MAX_COMPARED]
 
-    def _choose_run(self) -> None:
-        store = self.store
-        if self._pending_follow and store.run_version(self._pending_follow) >= 0:
-            self.current_run, self._pending_follow = self._pending_follow, None
-            self._seen_version = -1
-        if self._follow_project:
-            runs = [r for r in store.runs() if r.project == self._follow_project]
-            if runs:
-                self.current_run, self._follow_project = runs[0].key, None
-                self._seen_version = -1
-        if self._awaiting and self.preferred:
-            match = [r for r in store.runs() if r.answers_to(self.preferred)]
-            if match:
-                self._awaiting = False
-                if match[0].key != self.current_run:
-                    self.current_run, self._seen_version = match[0].key, -1
-        if (self.current_run is None or self._auto) and not self._pending_follow:
-            newest = store.most_recent()
-            if newest is not None and newest.key != self.current_run:
-                self.current_run = newest.key
-                self._seen_version = -1
+    def _choose_run(self, runs: list[RunRef]) -> None:
+        choice = choose_run(self.want, self.current_run, runs, self.store.most_recent)
+        self.want = choice.want
+        if choice.moved:
+            self.current_run, self._seen_version = choice.run, -1
 
     def _tell_choice(self) -> Notice | None:
         """Once the history is read, say which run the screen chose and why (when there
         is a choice): "showing X, the most recently active of N runs"."""
-        if (not self._auto or self.catching_up or self.current_run is None
-                or not self.all_heard):
+        if (self.want.intent is not Intent.NEWEST or self.catching_up
+                or self.current_run is None or not self.all_heard):
             return None
-        self._auto = False  # chosen: new data of another run no longer moves the screen
+        self.want = PICKED  # chosen: new data of another run no longer moves the screen
         runs = self.store.runs()
         run = next((r for r in runs if r.key == self.current_run), None)
         if run is None or len(runs) < 2 or self._told == run.key:

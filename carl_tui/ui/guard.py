@@ -47,20 +47,10 @@ def load_guard_policy(path: Path | None = None) -> tuple[dict[str, str], str]:
     return policy, (f"{path}: {problem}; no guard" if problem else "")
 
 
-class GuardPart:
-    """The app's guards (a part of `CarlApp`): started at the first update the app
-    raises (the flags said before it are kept for it: `RunStore.watch_flags`)."""
-
-    _guard: GuardKeeper | None = None
-
-    def guard_check(self: App, snapshot: RunSnapshot | None) -> None:
-        if self._guard is None:
-            self._guard = start_guard(self)
-        self._guard.check(snapshot, self.services.clock())
-
-
 def start_guard(app: App) -> GuardKeeper:
-    """The app's guards: `--guard` over the config file's [guard]."""
+    """The app's guards: `--guard` over the config file's [guard] (the app starts them at
+    the first update it raises; the flags said before it are kept for them:
+    `RunStore.watch_flags`)."""
     policy, problem = load_guard_policy()
     if problem:
         app.notify(problem, severity="warning", timeout=10)

@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from carl_tui.errors import describe
+
 if TYPE_CHECKING:  # pragma: no cover
     from textual.app import App
 
@@ -71,3 +73,24 @@ def _num(x: float) -> str:
 
 
 __all__ = ["save_view"]
+
+
+def save_and_say(app: App, folder: str | Path) -> None:
+    """`save_screen`, and where the SVG went (or why not) said on screen."""
+    try:
+        svg = save_screen(app, folder)
+    except OSError as exc:
+        app.notify(f"could not save: {describe(exc)}", severity="error")
+        return
+    app.notify(f"saved the screen to {svg}", timeout=8)
+
+
+def save_view_and_say(app: App, snap: RunSnapshot | None, plots: list[MetricPlot],
+                      folder: str | Path) -> None:
+    """`save_view`, and where the files went (or why not) said on screen."""
+    try:
+        svg, csv_path = save_view(app, snap, plots, folder)
+    except OSError as exc:
+        app.notify(f"could not save: {describe(exc)}", severity="error")
+        return
+    app.notify(f"saved the screen to {svg} and the plotted data to {csv_path}", timeout=8)

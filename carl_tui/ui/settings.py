@@ -75,9 +75,6 @@ class Services:
     # The completions view (a): (run, its meta) -> the readers of its completions.
     completions: Callable[[RunRef, Any], list] | None = None
     clock: Callable[[], float] = time.time  # for "updated 3s ago"; fixed in snapshot tests
-    # The fleet table's first rows and run count, read ahead (`first_rows.FirstRows`):
-    # None until they came.
-    first_rows: Callable[[], tuple[list, int] | None] | None = None
 
     def jobs_client(self) -> JobsClient:
         if self.jobs_client_factory is not None:

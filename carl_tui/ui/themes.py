@@ -1,13 +1,13 @@
 """Load the app's colour themes from the `themes/` folder (TOML files), and keep every
 theme's plots readable: each plot colour (the theme's own `plot-*` variable, else the
 theme colour it derives from) is at least 3:1 (WCAG contrast) against the plot's
-background, its lightness moved until it is (`ReadablePlots`)."""
+background, its lightness moved until it is (`plot_variables`, `with_status_colors`)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
@@ -154,28 +154,16 @@ def _turned(color: Color, degrees: float) -> Color:
     return Color.from_hsl((h + degrees / 360) % 1.0, max(s, 0.5), lightness)
 
 
-class ReadablePlots:
-    """For the App: the CSS variables of whichever theme is on, with readable plot colours
-    (what the plots and their legends read through `theme_variables`) and readable status
-    colours (the status bar's)."""
-
-    theme_variables: dict[str, str]
-
-    def get_theme_variable_defaults(self) -> dict[str, str]:
-        """A theme without `status-*` colours (Textual's own) gets its own success,
-        primary, warning and error colours."""
-        theme = self.current_theme  # type: ignore[attr-defined]
-        out = dict(super().get_theme_variable_defaults())  # type: ignore[misc]
-        for var, base in STATUS_COLORS.items():
-            color = getattr(theme, base, None)
-            if isinstance(color, str) and color:
-                out.setdefault(var, color)
-        return out
-
-    def get_css_variables(self) -> dict[str, str]:
-        variables = plot_variables(super().get_css_variables())  # type: ignore[misc]
-        self.theme_variables = variables
-        return variables
+def with_status_colors(theme: Any, defaults: dict[str, str]) -> dict[str, str]:
+    """The app's theme variable defaults, where a theme without `status-*` colours
+    (Textual's own) gets its own success, primary, warning and error colours (what
+    `App.get_theme_variable_defaults` returns)."""
+    out = dict(defaults)
+    for var, base in STATUS_COLORS.items():
+        color = getattr(theme, base, None)
+        if isinstance(color, str) and color:
+            out.setdefault(var, color)
+    return out
 
 
 def load_themes(folder: Path | None = None) -> list[Theme]:
@@ -206,3 +194,11 @@ def install_themes(app: App, wanted: str, default: str) -> tuple[list[str], str]
         wanted = default if default in app.available_themes else "textual-dark"
     app.theme = wanted
     return names, problem
+
+
+def cycle_theme(app: App, names: list[str]) -> None:
+    """The next of the themes `names` (Textual's dark and light where none), said."""
+    names = names or ["textual-dark", "textual-light"]
+    i = names.index(app.theme) if app.theme in names else -1
+    app.theme = names[(i + 1) % len(names)]
+    app.notify(f"theme: {app.theme}", timeout=2)

@@ -48,7 +48,7 @@ import math
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,11 +66,13 @@ from carl_tui.sources.trackio.db import (
     trackio_dir,
 )
 from carl_tui.sources.trackio.local_extras import LocalExtras
-from carl_tui.sources.trackio.local_preview import PreviewReading
+from carl_tui.sources.trackio.local_preview import PreviewReader
 from carl_tui.sources.trackio.local_read import (
     HelperReading,
     RangeReader,
     RunBlock,
+    group_by_run,
+    named_and_dated,
     row_columns,
     run_columns,
 )
@@ -120,7 +122,7 @@ def list_runs(project: str, root: Path | None = None) -> list[RunInfo]:
     ]
 
 
-class TrackioLocalSource(PreviewReading, PolledSource):
+class TrackioLocalSource(PolledSource):
     """Polls one local Trackio project; emits a ScalarBatch per run per poll.
 
     `runs` limits it to runs whose id or name is listed.
@@ -159,6 +161,7 @@ class TrackioLocalSource(PreviewReading, PolledSource):
         self._base_limitation = ""
         self.preview = False  # send a coarse view of a long history first (the dashboard)
         self._preview = PreviewState()
+        self._previewer = PreviewReader(self)  # its newest rows first, then its shape
         # Set by the dashboard: the preview is on screen. The history is read after it,
         # so that reading never competes with drawing the first useful frame.
         self.hold: threading.Event | None = None
@@ -217,10 +220,11 @@ class TrackioLocalSource(PreviewReading, PolledSource):
             version = retry(self._version, conn)
             if version is not None and version == self._data_version and not self.behind:
                 return []  # nothing was committed since the last poll
-            if self.preview and (not self._preview.tried or self._shape_due is not None):
-                if self._shape_due is not None:
+            due = self._previewer.shape_due
+            if self.preview and (not self._preview.tried or due is not None):
+                if due is not None:
                     self._wait_painted()  # the runs' newest rows drawn first
-                events = self._preview_events(conn)  # the runs' newest rows, then the shape
+                events = self._previewer.events(conn)  # the runs' newest rows, then the shape
                 self._preview.tried = True
                 if events:
                     self.behind = True
@@ -315,6 +319,15 @@ class TrackioLocalSource(PreviewReading, PolledSource):
 
     def _wanted(self, key: str, name: str) -> bool:
         return self.runs is None or key in self.runs or name in self.runs
+
+    def _wanted_runs(self, rows: list[tuple]) -> Iterator[tuple[str, list[tuple], str | None]]:
+        """(run key, its rows, its newest row's timestamp) of each followed run of `rows`
+        (`local_read.row_columns`), in order."""
+        for key, run_rows in group_by_run(rows).items():
+            name, stamp = named_and_dated(run_rows[-1])
+            self._names.setdefault(key, name)
+            if self._wanted(key, self._names[key]):
+                yield key, run_rows, stamp
 
     def _ref(self, key: str) -> RunRef:
         return RunRef(SOURCE, self.project, key, self._names.get(key, key))

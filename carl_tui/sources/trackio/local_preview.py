@@ -18,28 +18,29 @@ that read reaches its newest row (`newest_first.PreviewState`).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from carl_tui.events import Event, RunRef, ScalarBatch
+from carl_tui.events import Event, ScalarBatch
 from carl_tui.sources.rows import iso_to_epoch
 from carl_tui.sources.trackio import newest_first as pv
 from carl_tui.sources.trackio.db import fetch_all, retry
 from carl_tui.sources.trackio.local_read import (
-    group_by_run,
-    named_and_dated,
     row_columns,
     run_columns,
 )
 from carl_tui.sources.trackio.newest_first import (
     METRICS_INDEXES_SQL,
     PreviewPlan,
-    PreviewState,
     newest_ids_sql,
     plan_preview,
     run_time_indexed,
 )
+
+if TYPE_CHECKING:  # pragma: no cover
+    from carl_tui.sources.trackio.local import TrackioLocalSource
 
 
 def newest_rows_of_runs(conn: sqlite3.Connection, key: str, runs: Sequence[str],
@@ -75,60 +76,52 @@ def columns_by_run(rows_of: dict[str, list[tuple]]
     return {key: run_columns(rows)[:2] for key, rows in rows_of.items()}
 
 
-class PreviewReading:
-    """`TrackioLocalSource`'s preview (see the module doc): `_preview_events` is called by
-    its poll while `preview` is asked and the preview is not sent whole yet."""
+class PreviewReader:
+    """A `TrackioLocalSource`'s preview (see the module doc), a part the source holds:
+    `events` is called by its poll while `preview` is asked and the preview is not sent
+    whole yet (`shape_due`: the runs' newest rows were sent, not the shape)."""
 
-    _key: str
-    _has_configs: bool
-    _queries: int
-    _preview: PreviewState
-    _names: dict[str, str]
-    last_id: int
-    _fetch_configs: Callable[[sqlite3.Connection], list[tuple]]
-    _config_events: Callable[[list[tuple]], list[Event]]
-    _wanted: Callable[[str, str], bool]
-    _ref: Callable[[str], RunRef]
+    def __init__(self, source: TrackioLocalSource) -> None:
+        self.source = source
+        self.shape_due: PreviewPlan | None = None
+        self.listed: frozenset[int] = frozenset()  # ids of the rows sent with them
 
-    _shape_due: PreviewPlan | None = None  # the runs' newest rows were sent, not the shape
-    _listed: frozenset[int] = frozenset()  # ids of the rows sent with them
-
-    def _preview_events(self, conn: sqlite3.Connection) -> list[Event]:
+    def events(self, conn: sqlite3.Connection) -> list[Event]:
         """The next step of the preview of a long history; [] for a short one."""
-        if self._shape_due is not None:
-            plan, self._shape_due = self._shape_due, None
+        if self.shape_due is not None:
+            plan, self.shape_due = self.shape_due, None
             return self._shape_events(conn, plan)
         top = retry(lambda: conn.execute("SELECT MAX(id) FROM metrics").fetchone()[0])
-        self._queries += 1
-        plan = plan_preview(self.last_id, top, pv.SIZES)
+        self.source._queries += 1
+        plan = plan_preview(self.source.last_id, top, pv.SIZES)
         if plan is None:
             return []
-        configs = retry(self._fetch_configs, conn) if self._has_configs else []
-        events: list[Event] = list(self._config_events(configs))
+        configs = retry(self.source._fetch_configs, conn) if self.source._has_configs else []
+        events: list[Event] = list(self.source._config_events(configs))
         runs = sorted({str(c[1]) for c in configs})
-        newest = retry(newest_rows_of_runs, conn, self._key, runs, top)
+        newest = retry(newest_rows_of_runs, conn, self.source._key, runs, top)
         if not newest:
             return events + self._shape_events(conn, plan)
-        self._queries += 2  # the indexes, the newest rows
-        self._shape_due, self._listed = plan, frozenset(r[0] for r in newest)
+        self.source._queries += 2  # the indexes, the newest rows
+        self.shape_due, self.listed = plan, frozenset(r[0] for r in newest)
         batches = self._batches_of(newest, tail=True)
-        self._preview.shown(top, (b.run for b in batches))
+        self.source._preview.shown(top, (b.run for b in batches))
         return events + batches
 
     def _shape_events(self, conn: sqlite3.Connection, plan: PreviewPlan) -> list[Event]:
         """The strided sample of the history and the table's newest rows."""
-        cols = row_columns(self._key)
+        cols = row_columns(self.source._key)
         sample = retry(fetch_all, conn, cols,
                        "FROM (WITH RECURSIVE s(x) AS (SELECT ? UNION ALL SELECT x + ? FROM s "
                        "WHERE x + ? <= ?) SELECT x FROM s) AS s CROSS JOIN metrics AS m "
                        "ON m.id = s.x", (plan.first, plan.stride, plan.stride, plan.tail_from))
         tail = retry(fetch_all, conn, cols, "FROM metrics AS m WHERE m.id > ?",
                      (plan.tail_from,))
-        self._queries += 2
-        rows = [r for r in sample + tail if r[0] not in self._listed]
+        self.source._queries += 2
+        rows = [r for r in sample + tail if r[0] not in self.listed]
         batches = self._batches_of(rows, tail=False)
         if batches:
-            self._preview.shown(int(tail[-1][0]) if tail else plan.tail_from,
+            self.source._preview.shown(int(tail[-1][0]) if tail else plan.tail_from,
                                 (b.run for b in batches))
         # Helpers start once the preview is drawn: started with it, they cost the first
         # useful frame about 0.1 s on two cores and gain the whole history nothing.
@@ -138,20 +131,11 @@ class PreviewReading:
         """A preview batch per run of `rows` (`local_read.row_columns`); its input
         problems are not counted (its rows are read again)."""
         events: list[Event] = []
-        wanted = list(self._wanted_runs(rows))
+        wanted = list(self.source._wanted_runs(rows))
         parsed = columns_by_run({key: run_rows for key, run_rows, _ in wanted})
         for key, _, stamp in wanted:
             steps, columns = parsed[key]
             if len(steps):
-                events.append(ScalarBatch(self._ref(key), steps, columns, preview=True,
+                events.append(ScalarBatch(self.source._ref(key), steps, columns, preview=True,
                                           wall_time=iso_to_epoch(stamp), tail=tail))
         return events
-
-    def _wanted_runs(self, rows: list[tuple]) -> Iterator[tuple[str, list[tuple], str | None]]:
-        """(run key, its rows, its newest row's timestamp) of each followed run of `rows`
-        (`local_read.row_columns`), in order."""
-        for key, run_rows in group_by_run(rows).items():
-            name, stamp = named_and_dated(run_rows[-1])
-            self._names.setdefault(key, name)
-            if self._wanted(key, self._names[key]):
-                yield key, run_rows, stamp

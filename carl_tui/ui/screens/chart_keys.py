@@ -1,55 +1,37 @@
-"""The dashboard's chart-control keys: the x axis, the smoothing, the range of steps
-and the log scale of the selected metric (see `ui/keys.py` for the keys)."""
+"""The dashboard's chart-control keys as rules over its `ChartSettings`: the x axis, the
+smoothing, the range of steps and the log scale of a metric (see `ui/keys.py` for the
+keys). Each returns the settings to draw with; the dashboard sets them and redraws."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from carl_tui import metric_names as mn
 from carl_tui.ui import plot_view
+from carl_tui.ui.plot_view import ChartSettings
 
 
-class ChartKeys:
-    """Mixed into the dashboard screen: it changes the screen's `chart` settings and
-    redraws. Uses the screen's `table` (the selected metric), `grid` (a metric put on a
-    log scale gets a plot), `redraw`, `notify` and `_sync_grid`."""
+def _next(items: tuple, current: object) -> object:
+    i = items.index(current) if current in items else 0
+    return items[(i + 1) % len(items)]
 
-    chart: plot_view.ChartSettings
 
-    def _set_chart(self, **changes) -> None:
-        self.chart = replace(self.chart, **changes)
-        self.redraw(self.chart.describe())
+def next_x_axis(chart: ChartSettings) -> ChartSettings:
+    return replace(chart, x_axis=_next(plot_view.X_AXES, chart.x_axis))
 
-    def action_cycle_x_axis(self) -> None:
-        axes = plot_view.X_AXES
-        self._set_chart(x_axis=axes[(axes.index(self.chart.x_axis) + 1) % len(axes)])
 
-    def action_cycle_smoothing(self) -> None:
-        steps = plot_view.SMOOTHING_STEPS
-        i = steps.index(self.chart.smoothing) if self.chart.smoothing in steps else 0
-        self._set_chart(smoothing=steps[(i + 1) % len(steps)])
+def next_smoothing(chart: ChartSettings) -> ChartSettings:
+    return replace(chart, smoothing=_next(plot_view.SMOOTHING_STEPS, chart.smoothing))
 
-    def action_cycle_range(self) -> None:
-        ranges = plot_view.RANGES
-        i = ranges.index(self.chart.last_n) if self.chart.last_n in ranges else 0
-        if self.chart.x_window is not None:  # zoomed with the mouse: unzoom first
-            self._set_chart(x_window=None)
-            return
-        self._set_chart(last_n=ranges[(i + 1) % len(ranges)])
 
-    def selected_metric(self) -> str | None:
-        """The metric selected in the table; None (and the user told) when none is."""
-        metric = self.table.selected_metric
-        if not metric:
-            self.notify("select a metric in the table first", severity="warning")
-        return metric or None
+def next_range(chart: ChartSettings) -> ChartSettings:
+    """The next range of steps shown; zoomed with the mouse: unzoomed first."""
+    if chart.x_window is not None:
+        return replace(chart, x_window=None)
+    return replace(chart, last_n=_next(plot_view.RANGES, chart.last_n))
 
-    def action_toggle_log(self) -> None:
-        metric = self.selected_metric()
-        if not metric:
-            return
-        log_y = self.chart.log_y ^ {metric}
-        self.chart = replace(self.chart, log_y=log_y)
-        if metric in log_y and metric not in (mn.PHI, mn.ENTROPY) and self.grid.add(metric):
-            self._sync_grid()
-        self.redraw(f"{metric}: {'log' if metric in log_y else 'linear'} scale")
+
+def log_toggled(chart: ChartSettings, metric: str) -> tuple[ChartSettings, str]:
+    """`metric` on a log scale, or back to linear; and the note that says which."""
+    log_y = chart.log_y ^ {metric}
+    return (replace(chart, log_y=log_y),
+            f"{metric}: {'log' if metric in log_y else 'linear'} scale")

@@ -25,19 +25,18 @@ from textual.screen import Screen
 from textual.widgets import Header
 
 from carl_tui import metric_names as mn
-from carl_tui.errors import describe
 from carl_tui.ui.crosshair import Crosshair
 from carl_tui.ui.keys import VIEW_KEYS
 from carl_tui.ui.messages import (
     CardWanted,
-    CompareChanged,
     DashboardReady,
     SnapshotUpdated,
     StatusTick,
 )
 from carl_tui.ui.metric_filter import MetricFilter
 from carl_tui.ui.plot_view import ChartSettings
-from carl_tui.ui.screens.chart_keys import ChartKeys
+from carl_tui.ui.screens import chart_keys
+from carl_tui.ui.screens.comparison import Comparison
 from carl_tui.ui.screens.metric_grid import MetricGridScreen
 from carl_tui.ui.widgets.job_bar import JobBar
 from carl_tui.ui.widgets.key_footer import KeyFooter
@@ -73,7 +72,7 @@ def overlays(compared: list[tuple[RunSnapshot, str]], metric: str,
             for other, color in compared if (s := other.series.get(metric)) is not None]
 
 
-class DashboardScreen(ChartKeys, Screen[None]):
+class DashboardScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(k.key, k.action, k.description, id=k.id, tooltip=k.tooltip, show=k.show)
         for k in VIEW_KEYS
@@ -98,8 +97,7 @@ class DashboardScreen(ChartKeys, Screen[None]):
         self.hidden_metrics: set[str] = set()
         self.metric_filter = MetricFilter()  # `/`: the metrics whose names match
         self.crosshair = Crosshair()  # `,` `.`: one x on every plot, with its values
-        self.compare: list[str] = []  # run keys overlaid on every plot
-        self.overlay = False  # every run of the project overlaid
+        self.comparison = Comparison(self)  # the runs overlaid on every plot
         self._log_auto_shown = False
         self._laid_out_for: Size | None = None  # the terminal size the layout follows
         self.snapshot: RunSnapshot | None = None
@@ -224,6 +222,37 @@ class DashboardScreen(ChartKeys, Screen[None]):
         if note:
             self.notify(note, timeout=2)
 
+    # -- the chart's keys (their rules: `chart_keys.py`) ---------------------------
+
+    def _set_chart(self, chart: ChartSettings, note: str | None = None) -> None:
+        self.chart = chart
+        self.redraw(note or chart.describe())
+
+    def action_cycle_x_axis(self) -> None:
+        self._set_chart(chart_keys.next_x_axis(self.chart))
+
+    def action_cycle_smoothing(self) -> None:
+        self._set_chart(chart_keys.next_smoothing(self.chart))
+
+    def action_cycle_range(self) -> None:
+        self._set_chart(chart_keys.next_range(self.chart))
+
+    def action_toggle_log(self) -> None:
+        metric = self.selected_metric()
+        if not metric:
+            return
+        chart, note = chart_keys.log_toggled(self.chart, metric)
+        if metric in chart.log_y and metric not in (mn.PHI, mn.ENTROPY) and self.grid.add(metric):
+            self._sync_grid()  # a metric put on a log scale gets a plot
+        self._set_chart(chart, note)
+
+    def selected_metric(self) -> str | None:
+        """The metric selected in the table; None (and the user told) when none is."""
+        metric = self.table.selected_metric
+        if not metric:
+            self.notify("select a metric in the table first", severity="warning")
+        return metric or None
+
     # -- the plot grid -------------------------------------------------------------
 
     def _sync_grid(self) -> None:
@@ -265,40 +294,18 @@ class DashboardScreen(ChartKeys, Screen[None]):
 
     # -- what is compared, shown, saved ----------------------------------------------
 
+    @property
+    def compare(self) -> list[str]:
+        return self.comparison.keys
+
     def action_compare(self) -> None:
-        from carl_tui.ui.screens.pickers import ComparePicker
-
-        current = self.snapshot.run.key if self.snapshot else None
-        runs = [r for r in self.runs if r.key != current]
-        if not runs:
-            self.notify("no other runs to compare with yet", severity="warning")
-            return
-        items = [(r.key, f"{r.label}  [{r.source}: {r.project}]", r.key in self.compare)
-                 for r in runs]
-
-        def chosen(keys: set[str] | None) -> None:
-            if keys is None:
-                return
-            self.compare = [r.key for r in runs if r.key in keys]
-            self._ask_compare(f"comparing with {len(self.compare)} run(s)" if self.compare
-                              else "comparison off")
-
-        self.app.push_screen(ComparePicker(items), chosen)
+        self.comparison.pick()
 
     def action_toggle_overlay(self) -> None:
-        self.overlay = not self.overlay
-        self._ask_compare("overlay: " + ("every run of the project" if self.overlay else "off"))
+        self.comparison.toggle_overlay()
 
     def compare_with(self, keys: tuple[str, ...]) -> None:
-        """The fleet table's selection: overlaid on every plot of the run shown."""
-        self.compare = list(keys)
-        self.post_message(CompareChanged(tuple(self.compare), self.overlay))
-        self.redraw()
-
-    def _ask_compare(self, note: str) -> None:
-        """The runs to overlay change: the next update brings their snapshots."""
-        self.post_message(CompareChanged(tuple(self.compare), self.overlay))
-        self.notify(note, timeout=2)
+        self.comparison.select(keys)
 
     def action_pick_metrics(self) -> None:
         from carl_tui.ui.screens.pickers import MetricPicker
@@ -358,11 +365,6 @@ class DashboardScreen(ChartKeys, Screen[None]):
         self.notify("log: " + ("following" if self.log_panel.follow else "paused"), timeout=2)
 
     def action_save_view(self) -> None:
-        from carl_tui.ui.save import save_view
+        from carl_tui.ui.save import save_view_and_say
 
-        try:
-            svg, csv_path = save_view(self.app, self.snapshot, self.all_plots(), self.save_dir)
-        except OSError as exc:
-            self.notify(f"could not save: {describe(exc)}", severity="error")
-            return
-        self.notify(f"saved the screen to {svg} and the plotted data to {csv_path}", timeout=8)
+        save_view_and_say(self.app, self.snapshot, self.all_plots(), self.save_dir)

@@ -4,7 +4,8 @@ Sort by any column (`o` the next, `O` reverses, or click a header), filter with 
 (`store/fleet_filter.py`), group by a config key that differs between the runs (`g`),
 select runs with space to compare them on the dashboard's plots, `i` for a run's card,
 enter opens the run. The rows come from `store.fleet.fleet_rows`, read in a worker thread
-whenever the store changed; cursor and selection follow their runs across updates.
+whenever the store changed (`RowReader`, a part the screen holds); cursor and selection
+follow their runs across updates.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.command import DiscoveryHit, Hit, Hits, Provider
@@ -24,7 +24,6 @@ from textual.widgets import DataTable, Input, Static
 from carl_tui.errors import describe
 from carl_tui.store.fleet import FleetRow, needs_prices
 from carl_tui.store.fleet_filter import FilterError, FleetFilter, parse_filter
-from carl_tui.ui.first_rows import FIRST_ROWS
 from carl_tui.ui.fleet_choice import load_hidden
 from carl_tui.ui.fleet_columns import (
     Column,
@@ -52,7 +51,9 @@ def as_text(cell: str | Text) -> Text:
 
 
 POLL_S = 0.1  # how often the table looks whether the store changed (a number compared)
-AHEAD_POLL_S = 0.02  # how often it looks for the rows read ahead (`first_rows`)
+#: A fleet of more runs than this, or than the screen has lines, shows the rows a screen
+#: holds first (the newest), then every row at once: a thousand runs' rows take a while.
+FIRST_ROWS = 64
 READ_PACE = 4.0  # the fleet table's reads take at most about a fifth of the time
 #: While a history loads after a coarse preview, its rows change little (a run's phase,
 #: gate and best are its preview's until the whole history is read): they are read again
@@ -94,163 +95,106 @@ class FleetCommands(Provider):
         return lambda: screen.run_action(action)
 
 
-class FilterBox(Screen[str | None]):
-    """`/`: the filter box over the table; a bad filter says why under it and the last
-    good one stays. (The fleet table's base: `FleetScreen` has the rows and the table.)"""
-
-    rows: list[FleetRow]
-    filter: FleetFilter
-    table: DataTable
-
-    def show_rows(self) -> None:
-        raise NotImplementedError
-
-    def action_filter(self) -> None:
-        box = self.query_one("#fleet-filter", Input)
-        box.remove_class("-hidden")
-        box.value = self.filter.text
-        box.focus()
-
-    def on_input_submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        keys = {k for r in self.rows for k in r.config}
-        error = self.query_one("#fleet-error", Static)
-        try:
-            self.filter = parse_filter(event.value, keys)
-        except FilterError as exc:
-            error.update(Text(f"{exc} (the filter stays: {self.filter.text or 'none'})"))
-            error.remove_class("-hidden")
-            return
-        error.add_class("-hidden")
-        self._close_filter()
-        self.show_rows()
-
-    def _close_filter(self) -> None:
-        self.query_one("#fleet-filter", Input).add_class("-hidden")
-        self.query_one("#fleet-error", Static).add_class("-hidden")
-        self.table.focus()
-
-
-class RowReading(FilterBox):
+class RowReader:
     """The fleet table's reading of its rows: in a worker thread, when the store changed
-    (paced while a long history loads), one read at a time. (`FleetScreen` shows them.)"""
+    (paced while a long history loads), one read at a time; the rows read go to the
+    screen (`FleetScreen.rows`, `show_rows`)."""
 
-    store: RunStore
-    rows_of: RowsOf
-    prices_of: Callable[[], Mapping[str, float]] | None
-    prices: Mapping[str, float] | None
-    clock: Callable[[], float]
-    reading_history: Callable[[], bool]
-    _painted: Callable[[], object] | None
-    _seen: tuple[int, float]
-    _reading: bool
-    _read_from: float
-    _next_read: float
-    _said_reading: bool  # the title says the history is being read
-    _runs_read: int  # how many runs the last read counted (its rows: maybe the first only)
-    _first_rows_of: Callable[[], tuple[list[FleetRow], int] | None] | None
-    _rows_ahead: bool  # the rows shown were read ahead, before the store held a run
-    _ahead_done: Callable[[], object] | None
-
-    def _show_title(self) -> None:
-        raise NotImplementedError
+    def __init__(self, screen: FleetScreen, store: RunStore, rows_of: RowsOf, *,
+                 clock: Callable[[], float], reading_history: Callable[[], bool],
+                 prices_of: Callable[[], Mapping[str, float]] | None,
+                 painted: Callable[[], object] | None) -> None:
+        self.screen, self.store, self.rows_of, self.clock = screen, store, rows_of, clock
+        self.reading_history = reading_history
+        self.prices_of = prices_of
+        self.prices: Mapping[str, float] | None = None  # the Hub's, once asked
+        self.painted = painted  # told once every row is on screen
+        self.seen = (-1, -1.0)  # (the store's runs_version, time) of the rows read
+        self.reading = False  # a read of the rows is under way
+        self.read_from = 0.0  # when the read under way began (perf_counter)
+        self.next_read = 0.0  # no read before then (perf_counter): see `poll`
+        self.said_reading = False  # the title says the history is being read
+        self.runs_read = 0  # how many runs the last read counted (its rows: maybe the first)
 
     def poll(self) -> None:
         """Read the rows again when the store changed (or every few seconds: the ages),
         one read at a time (a thousand runs take a while: reads never pile up)."""
-        if self._take_ahead() or (self._rows_ahead and not self.store.run_count):
-            return  # rows read ahead stand until the store holds runs
-        self._rows_ahead = False
-        version, when = self._seen
+        screen = self.screen
+        version, when = self.seen
         loading = self.reading_history()
-        if loading != self._said_reading:  # said in the title
-            self._said_reading = loading
-            self._show_title()
-        more_runs = self.store.run_count != self._runs_read  # a row each, at once
-        partial = len(self.rows) < self._runs_read  # the first screen's rows: the rest now
-        if self._reading or (time.perf_counter() < self._next_read and loading
-                             and not more_runs and not partial):
+        if loading != self.said_reading:  # said in the title
+            self.said_reading = loading
+            screen.show_title()
+        more_runs = self.store.run_count != self.runs_read  # a row each, at once
+        partial = len(screen.rows) < self.runs_read  # the first screen's rows: the rest now
+        if self.reading or (time.perf_counter() < self.next_read and loading
+                            and not more_runs and not partial):
             return
         if self.store.runs_version != version or self.clock() - when >= 5 or partial:
-            self._reading = True
-            self._read_from = time.perf_counter()
-            self.read_rows()
+            self.reading = True
+            self.read_from = time.perf_counter()
+            screen.run_worker(self._read_rows, thread=True, exclusive=True,
+                              group="fleet-rows", exit_on_error=False,
+                              description="reading the fleet")
 
-    def _take_ahead(self) -> bool:
-        """Show the first rows read ahead (`first_rows.FirstRows`) once they came, while
-        no row is shown; `ahead_done` once they are drawn, or none will come."""
-        got = self._first_rows_of() if self._first_rows_of is not None else None
-        if got is None:
-            return False
-        self._first_rows_of = None
-        done, self._ahead_done = self._ahead_done or (lambda: None), None
-        if not got[0] or self.rows:
-            done()
-            return False
-        self._rows_ahead = True
-        self._read_from = time.perf_counter()
-        self._take(got[0], -1, self.clock(), got[1])
-        self.call_after_refresh(done)
-        return True
-
-    @work(thread=True, exclusive=True, group="fleet-rows", exit_on_error=False,
-          description="reading the fleet")
-    def read_rows(self) -> None:
+    def _read_rows(self) -> None:
         now, version = self.clock(), self.store.runs_version
         try:
             self._read(now, version)
         except Exception:
             # Said once (the app's worker-error handler); read again when the store
             # changes or the ages are due, not at every poll (a toast every 0.5 s).
-            self._seen = (version, now)
+            self.seen = (version, now)
             raise
         finally:
-            self._reading = False
+            self.reading = False
 
     def _first_rows(self) -> int | None:
         """How many rows the first read of a big fleet reads (the newest, a screen's
         worth, shown at once; the next read reads them all); None: every row."""
-        if (self.rows or self.current is not None or self.filter or self.sort is not None
-                or self.group is not None):
+        screen = self.screen
+        if (screen.rows or screen.current is not None or screen.filter
+                or screen.sort is not None or screen.group is not None):
             return None
-        n = max(FIRST_ROWS, self.app.size.height)
+        n = max(FIRST_ROWS, screen.app.size.height)
         return n if self.store.run_count > n else None
 
     def _read(self, now: float, version: int) -> None:
         first = self._first_rows()
         rows = self.rows_of(self.store, now, self.prices, first)
         runs = self.store.run_count  # counted after its rows (a poll's runs come whole)
+        app = self.screen.app
         if self.prices_of is not None and needs_prices(rows):
             ask, self.prices_of = self.prices_of, None  # once
             try:
                 self.prices = ask()
             except Exception as exc:  # noqa: BLE001 - a missing price is a missing cost, said
-                self.app.call_from_thread(self.notify, f"job cost unknown: {describe(exc)}",
-                                          severity="warning")
+                app.call_from_thread(self.screen.notify, f"job cost unknown: {describe(exc)}",
+                                     severity="warning")
             else:
                 rows = self.rows_of(self.store, now, self.prices, first)
-        self.app.call_from_thread(self._take, rows, version, now,
-                                  max(runs, len(rows)) if first else len(rows))
+        app.call_from_thread(self.take, rows, version, now,
+                             max(runs, len(rows)) if first else len(rows))
 
-    def _take(self, rows: list[FleetRow], version: int, now: float, runs: int) -> None:
-        self._seen = (version, now)
-        if self._rows_ahead and not rows:
-            return  # a read begun before the rows read ahead came, of an empty store
-        self.rows, self._runs_read = rows, runs
-        self.show_rows()
+    def take(self, rows: list[FleetRow], version: int, now: float, runs: int) -> None:
+        """On the UI thread: the rows read (of `runs` runs: the first screen's, or all)."""
+        screen = self.screen
+        self.seen = (version, now)
+        screen.rows, self.runs_read = rows, runs
+        screen.show_rows()
         if len(rows) < runs:  # the first screen's: every row next, once they are drawn
-            self.call_after_refresh(self.poll)
-        elif rows and self._painted is not None:  # every row on screen
-            self.call_after_refresh(self._painted)
-            self._painted = None
+            screen.call_after_refresh(self.poll)
+        elif rows and self.painted is not None:  # every row on screen
+            screen.call_after_refresh(self.painted)
+            self.painted = None
         # While a backlog of history is read (a big project loading: the store changes
         # all the time), the rows are read again once READ_PACE times what this read and
         # its showing took has passed (the table takes a small share of the time, the
         # loading the rest), and not before LOADING_READ_S while they are a preview's;
         # the moment the loading is done, they are read.
-        took = time.perf_counter() - self._read_from
+        took = time.perf_counter() - self.read_from
         previewed = LOADING_READ_S if any(r.provisional for r in rows) else 0.0
-        self._next_read = time.perf_counter() + max(READ_PACE * took, previewed)
+        self.next_read = time.perf_counter() + max(READ_PACE * took, previewed)
 
 
 class FleetTable(FixedWidthTable):
@@ -275,7 +219,7 @@ class FleetTable(FixedWidthTable):
         self.scroll_to(x=min(max(0, target), self.max_scroll_x), animate=False)
 
 
-class FleetScreen(RowReading):
+class FleetScreen(Screen[str | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(k.key, k.action, k.description, id=k.id, tooltip=k.tooltip, show=k.show)
         for k in FLEET_KEYS
@@ -296,25 +240,18 @@ class FleetScreen(RowReading):
                  selected: Iterable[str] = (),
                  prices_of: Callable[[], Mapping[str, float]] | None = None,
                  reading_history: Callable[[], bool] = lambda: False,
-                 painted: Callable[[], object] | None = None,
-                 first_rows: Callable[[], tuple[list[FleetRow], int] | None] | None = None,
-                 ahead_done: Callable[[], object] | None = None):
+                 painted: Callable[[], object] | None = None):
         """`prices_of`: each Jobs flavor's price per hour (the Hub's list), asked once, in
         the worker, when a run is a job: its cost is that times the hours it ran.
         `reading_history`: whether a source is reading a backlog of history (the table is read
         less often meanwhile, and at once when it is done). `painted`: called once the first
-        rows are on screen (sources hold a long history back until then). `first_rows`:
-        (the first rows, the number of runs) once read ahead (`first_rows.FirstRows`),
-        None meanwhile; shown while no row is, then `ahead_done` is called (once they are
-        drawn, or at once where none came)."""
+        rows are on screen (sources hold a long history back until then)."""
         super().__init__()
         self.store = store
-        self.rows_of = rows_of or store_rows()
-        self.prices_of = prices_of
-        self.prices: Mapping[str, float] | None = None
         self.clock = clock
-        self.reading_history = reading_history
-        self._painted = painted
+        self.reader = RowReader(self, store, rows_of or store_rows(), clock=clock,
+                                reading_history=reading_history, prices_of=prices_of,
+                                painted=painted)
         self.current = current  # the run on the dashboard: the cursor starts on it
         self.rows: list[FleetRow] = []  # every run, as last read
         self.shown: list[FleetRow] = []  # the rows on screen, in order
@@ -327,14 +264,6 @@ class FleetScreen(RowReading):
         self._columns: list[Column] = []  # the data columns shown
         self._shown_header: list[tuple[str, str, int]] = []  # (key, label, width) shown
         self._cells: dict[str, tuple] = {}  # run key -> its cells as shown
-        self._seen = (-1, -1.0)  # (the store's runs_version, time) of the rows read
-        self._reading = False  # a read of the rows is under way
-        self._read_from = 0.0  # when the read under way began (perf_counter)
-        self._next_read = 0.0  # no read before then (perf_counter): see `poll`
-        self._said_reading = False
-        self._runs_read = 0
-        self._first_rows_of, self._rows_ahead = first_rows, False
-        self._ahead_done = ahead_done
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet-title")
@@ -354,19 +283,17 @@ class FleetScreen(RowReading):
     def on_mount(self) -> None:
         self.title = "carl-tui · fleet"
         self.table.focus()
-        self._show_title()
+        self.show_title()
         self.set_interval(POLL_S, self.poll)
-        if self._first_rows_of is not None:  # looked for often until they come
-            self._ahead_timer = self.set_interval(AHEAD_POLL_S, self._look_ahead)
         self.poll()
 
-    def _look_ahead(self) -> None:
-        """Until the rows read ahead came: only they are looked for this often (the store,
-        at the table's own pace)."""
-        if self._first_rows_of is None:
-            self._ahead_timer.stop()
-        else:
-            self._take_ahead()
+    def poll(self) -> None:
+        """Look whether the store changed (`RowReader.poll`)."""
+        self.reader.poll()
+
+    @property
+    def prices(self) -> Mapping[str, float] | None:
+        return self.reader.prices
 
     # -- showing -----------------------------------------------------------------
 
@@ -402,7 +329,7 @@ class FleetScreen(RowReading):
         self.shown = [r for r, _ in arranged]
         self._cells = cells
         self.table.refresh()
-        self._show_title()
+        self.show_title()
 
     def _row_cells(self, row: FleetRow, label: str, columns: list[Column], now: float,
                    colors) -> tuple:
@@ -454,12 +381,12 @@ class FleetScreen(RowReading):
             return column.label
         return f"{column.label} {'▼' if self.reverse else '▲'}"
 
-    def _show_title(self) -> None:
+    def show_title(self) -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append("fleet", style="bold")
-        n, shown = self._runs_read, len(self.shown)
+        n, shown = self.reader.runs_read, len(self.shown)
         t.append(f" · {n} run{'s' if n != 1 else ''}" if n else " · no runs yet")
-        if self._said_reading:
+        if self.reader.said_reading:
             t.append(" · reading their history", style="italic")
             if any(r.provisional for r in self.rows):
                 t.append(" (≈: the preview's values meanwhile)", style="italic")
@@ -500,6 +427,33 @@ class FleetScreen(RowReading):
         """Show the run on the dashboard, the selected runs compared with it: the table
         closes with the run's key, which the app switches to."""
         self.dismiss(key)
+
+    def action_filter(self) -> None:
+        """`/`: the filter box over the table."""
+        box = self.query_one("#fleet-filter", Input)
+        box.remove_class("-hidden")
+        box.value = self.filter.text
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        """A bad filter says why under the box, and the last good one stays."""
+        event.stop()
+        keys = {k for r in self.rows for k in r.config}
+        error = self.query_one("#fleet-error", Static)
+        try:
+            self.filter = parse_filter(event.value, keys)
+        except FilterError as exc:
+            error.update(Text(f"{exc} (the filter stays: {self.filter.text or 'none'})"))
+            error.remove_class("-hidden")
+            return
+        error.add_class("-hidden")
+        self._close_filter()
+        self.show_rows()
+
+    def _close_filter(self) -> None:
+        self.query_one("#fleet-filter", Input).add_class("-hidden")
+        self.query_one("#fleet-error", Static).add_class("-hidden")
+        self.table.focus()
 
     def action_close(self) -> None:
         if not self.query_one("#fleet-filter", Input).has_class("-hidden"):

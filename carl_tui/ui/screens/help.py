@@ -1,5 +1,5 @@
 """`?`: every key of the dashboard, read from the live bindings (so it never drifts);
-and `KeyHelp`, the app's part that lists them in the help and the command palette."""
+and `KeyHelp`, the part of the app that lists them in the help and the command palette."""
 
 from __future__ import annotations
 
@@ -51,50 +51,44 @@ class HelpScreen(ModalScreen[None]):
             )
 
 
-class KeyHelp(App[None]):
-    """The app's part that lists its keys, the dashboard's and the actions' in the help
-    (`?`) and the command palette."""
+class KeyHelp:
+    """The app's keys, the dashboard's and the actions' as the help (`?`) and the command
+    palette list them (a part the app holds: `CarlApp.keys`)."""
 
-    keymap: dict[str, str]  # binding id -> key(s), the user's
-    settings: Settings
+    def __init__(self, app: App, settings: Settings, keymap: dict[str, str]) -> None:
+        self.app, self.settings = app, settings
+        self.keymap = keymap  # binding id -> key(s), the user's
 
-    @property
-    def dashboard(self) -> DashboardScreen:
-        raise NotImplementedError
-
-    def action_help(self) -> None:
-        self.push_screen(HelpScreen(self.key_help()))
-
-    def key_help(self) -> list[tuple[str, str, str, str]]:
+    def rows(self) -> list[tuple[str, str, str, str]]:
         """(key, description, tooltip, id) of every dashboard binding and of the screen on
-        top's own keys (the fleet table's), keymap applied."""
+        top's own keys (the fleet table's), the user's keymap applied."""
         from carl_tui.ui.screens.fleet_table import screen_keys
 
+        app, keymap = self.app, self.keymap
         rows = []
-        for b in (*self._all_bindings(), *screen_keys(self.screen)):
+        for b in (*self.bindings(), *screen_keys(app.screen)):
             if b.id:
-                key = self.keymap.get(b.id, b.key)
-                display = ", ".join(self.get_key_display(b.with_key(k)) for k in key.split(","))
+                key = keymap.get(b.id, b.key)
+                display = ", ".join(app.get_key_display(b.with_key(k)) for k in key.split(","))
                 rows.append((display, b.description, b.tooltip, b.id))
         rows.append(("ctrl+p", "Commands", "Command palette: every action", "app.command_palette"))
         return rows
 
-    def _all_bindings(self) -> list[Binding]:
+    def bindings(self) -> list[Binding]:
         """The app's keys, the dashboard's and the actions' (read-only: less READ_ONLY_HIDDEN)."""
         hidden = READ_ONLY_HIDDEN if self.settings.read_only else frozenset()
         if self.settings.recording:
             hidden = hidden | RECORDING_HIDDEN
-        return [b for b in (*self.BINDINGS, *DashboardScreen.BINDINGS)
+        return [b for b in (*self.app.BINDINGS, *DashboardScreen.BINDINGS)
                 if isinstance(b, Binding) and b.action not in hidden
                 and b.id != "app.save_screen"]  # the dashboard's ctrl+s, listed, says it
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """Every dashboard action is in the command palette."""
-        yield from super().get_system_commands(screen)
-        dash = self.dashboard
-        for b in self._all_bindings():
+    def commands(self, dashboard: Screen) -> Iterable[SystemCommand]:
+        """Every dashboard action, for the command palette."""
+        for b in self.bindings():
             if b.id and b.action not in ("quit", "help"):
-                target = dash if b in DashboardScreen.BINDINGS else self
+                target = dashboard if b in DashboardScreen.BINDINGS else self.app
                 yield SystemCommand(b.description, b.tooltip,
                                     lambda a=b.action, t=target: t.run_action(a))
-        yield SystemCommand("Help", "List every key", self.action_help)
+        yield SystemCommand("Help", "List every key",
+                            lambda: self.app.push_screen(HelpScreen(self.rows())))

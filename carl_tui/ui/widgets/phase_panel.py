@@ -173,8 +173,8 @@ def health_rows(snap: RunSnapshot, now: float, color=SEVERITY_FALLBACK.get
     if fit is not None and fit.stated:
         if more:
             more.append(" · ", style="dim")
-        more.append(f"reward ceiling {fit.ceiling:.3g} ± {fit.ceiling_se:.2g}")
-        more.append(f" at zero entropy (R² {fit.r2:.2f}, {fit.n} steps)", style="dim")
+        more.append(f"task reward ceiling {fit.ceiling:.3g} ± {fit.ceiling_se:.2g}")
+        more.append(f" at zero entropy (R² {fit.r2:.2f})", style="dim")  # n: `h`, summary
     if more:
         rows.append(("", more))
     else:  # nothing else to say: the worst flag's line may take the second line
