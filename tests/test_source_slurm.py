@@ -7,6 +7,7 @@ gives one run per job with Slurm's states."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -167,3 +168,51 @@ async def test_the_dashboard_shows_a_followed_job_to_its_end(jobs):
         assert status().startswith(f"run tiny-grpo ({done}) · step {STEPS} · finished")
         assert f"job {done} COMPLETED" in plain_text(app.query_one(JobBar), 300)
 
+
+def carl_tui(*args: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "carl_tui", *args], capture_output=True,
+                          text=True, env={**env, "PYTHONPATH": str(ROOT)}, timeout=120,
+                          check=False)
+
+
+def test_the_commands_read_slurm_jobs_as_slurm_says(jobs, slurm):
+    """`fleet --slurm --json`, `summary` and `export --slurm-job`: the states squeue says,
+    a pending job's reason, the steps of the trainer's own stream."""
+    engine: SlurmEngine = jobs["engine"]
+    fill = engine.submit(Submission(name="fill", command=("sleep", "120"), cpus=slurm.cpus,
+                                    working_dir=str(jobs["tmp"])))
+    waiting = engine.submit(Submission(name="waiting", command=("true",),
+                                       working_dir=str(jobs["tmp"])))
+    deadline = time.monotonic() + 60
+    while "Resources" not in engine.job(waiting.job_id).message:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    try:
+        fleet = carl_tui("fleet", "--slurm", "--json", env=slurm.env)
+        squeue = json.loads(subprocess.run(["squeue", "--json"], capture_output=True,
+                                           text=True, env=slurm.env, check=True).stdout)
+    finally:
+        for job in (waiting, fill):
+            engine.stop(job.job_id)
+    assert fleet.returncode == 0, fleet.stderr
+    rows = {r["id"]: r for r in json.loads(fleet.stdout)}
+    said = {str(j["job_id"]): j["job_state"] for j in squeue["jobs"]}
+    done, stopped = jobs["done"].job_id, jobs["stopped"].job_id
+    assert {k: (r["state"], r["job_state"]) for k, r in rows.items()} == {
+        done: ("finished", "COMPLETED"), stopped: ("failed", "CANCELLED"),
+        fill.job_id: ("live", "RUNNING"), waiting.job_id: ("queued", "PENDING (Resources)")}
+    assert all(r["job_state"].split(" ")[0] == said[k] for k, r in rows.items())
+    assert rows[done]["last_step"] == STEPS and rows[done]["source"] == "slurm-job"
+
+    summary = carl_tui("summary", "--slurm-job", done, "--json", env=slurm.env)
+    assert summary.returncode == 0, summary.stderr
+    story = json.loads(summary.stdout)
+    assert (story["first_step"], story["last_step"]) == (1, STEPS)
+    export = carl_tui("export", "--slurm-job", done, "--metrics", "reward", env=slurm.env)
+    trainer = stream_rows(jobs["tmp"] / "tiny-grpo.jsonl")
+    exported = [json.loads(x) for x in export.stdout.splitlines()]
+    assert [r["step"] for r in exported] == sorted(trainer)
+    assert [r["reward"] for r in exported] == pytest.approx(
+        [trainer[s]["reward"] for s in sorted(trainer)], rel=1e-3, abs=1e-6)
+    unknown = carl_tui("summary", "--slurm-job", "999999", "--timeout", "5", env=slurm.env)
+    assert unknown.returncode != 0 and "Slurm knows no job 999999" in unknown.stderr
