@@ -166,7 +166,7 @@ async def test_the_dashboard_shows_a_followed_job_to_its_end(jobs):
         await wait_for(pilot, lambda: f"step {STEPS} · finished" in status(),
                        what="the run finished at its last step", timeout=60)
         assert status().startswith(f"run tiny-grpo ({done}) · step {STEPS} · finished")
-        assert f"job {done} COMPLETED" in plain_text(app.query_one(JobBar), 300)
+        assert plain_text(app.query_one(JobBar), 300).startswith(f"job {done} COMPLETED · ")
 
 
 def carl_tui(*args: str, env: dict) -> subprocess.CompletedProcess:
