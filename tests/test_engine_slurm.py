@@ -46,7 +46,7 @@ def test_the_script_says_every_request_and_quotes_the_command(tmp_path):
     sub = Submission(name="grpo-tiny", command=("python", "-c", "print('a b'); x=$HOME"),
                      env={"MODE": "it's"}, secrets={"HF_TOKEN": SECRET}, gpus=2, cpus=3,
                      time_limit_s=3601, working_dir=str(tmp_path),
-                     options={"partition": "gpu"})
+                     options={"partition": "gpu"}, labels={"carl": "grpo", "sweep": "lr"})
     script = batch_script(sub)
     assert script.splitlines() == [
         "#!/bin/bash",
@@ -57,6 +57,7 @@ def test_the_script_says_every_request_and_quotes_the_command(tmp_path):
         "#SBATCH --time=0-01:01:00",
         f"#SBATCH --output={tmp_path}/carl-grpo-tiny-%j.out",
         f"#SBATCH --chdir={tmp_path}",
+        "#SBATCH --comment=carl=grpo,sweep=lr",
         "# written by carl-tui",
         "# HF_TOKEN: from the environment sbatch was given (never written here)",
         "export MODE='it'\"'\"'s'",
@@ -72,7 +73,8 @@ def test_check_names_every_problem_and_sends_nothing(tmp_path):
     engine = SlurmEngine(env={"PATH": str(tmp_path)})  # no Slurm command reachable
     assert isinstance(engine, JobEngine)
     bad = Submission(name="two words", command=(), env={"HF_TOKEN": SECRET}, gpus=-1,
-                     time_limit_s=0, options={"partition": "a;b", "flavor": "x"})
+                     time_limit_s=0, options={"partition": "a;b", "flavor": "x"},
+                     labels={"sweep": "a b"})
     problems = engine.check(bad)
     assert problems == [
         "the job's name is letters, digits and _.:+@- (no spaces)",
@@ -81,6 +83,7 @@ def test_check_names_every_problem_and_sends_nothing(tmp_path):
         "the time limit is a number of seconds > 0",
         "the partition is letters, digits and _.:+@-",
         "'flavor' is not a Slurm option here (partition, account, qos, output)",
+        "the label sweep=a b is letters, digits and _.:+@-",
         "HF_TOKEN is a secret: give it as a secret (the script shows plain variables)",
     ]
     with pytest.raises(CarlError) as err:
@@ -134,7 +137,7 @@ def test_the_newer_json_shapes_are_read():
 
 def test_submit_log_and_a_secret_only_the_job_sees(engine, tmp_path):
     sub = Submission(name="echo", working_dir=str(tmp_path), env={"GREETING": "hello there"},
-                     secrets={"HF_TOKEN": SECRET},
+                     secrets={"HF_TOKEN": SECRET}, labels={"carl": "echo"},
                      command=("bash", "-c", SCRIPT))
     os.environ["EXPECT"] = SECRET  # the job checks the value without printing it
     try:
@@ -143,8 +146,9 @@ def test_submit_log_and_a_secret_only_the_job_sees(engine, tmp_path):
         del os.environ["EXPECT"]
     assert job.stage in ("SCHEDULING", "RUNNING") and job.run.source == "slurm-job"
     ended = wait_for(engine, job.job_id, lambda j: j.ended)
-    assert (ended.stage, ended.message, ended.name) == (
-        "ERROR", "FAILED (NonZeroExitCode, exit 3)", "echo")
+    assert (ended.stage, ended.message, ended.name, ended.label) == (
+        "ERROR", "FAILED (NonZeroExitCode, exit 3)", "echo", "carl=echo")
+    assert {j.job_id: j.label for j in engine.jobs()}[job.job_id] == "carl=echo"
     assert ended.started_at is not None and ended.finished_at >= ended.started_at
     chunk = engine.log(job.job_id)
     assert chunk.text == f"hello there\ntoken {len(SECRET)}\nsame\n"

@@ -66,10 +66,16 @@ def log_path(submission: Submission) -> str:
     return str(path if path.is_absolute() else folder / path)
 
 
+def labels_text(labels: Mapping[str, str]) -> str:
+    """A job's labels as its Slurm comment: `key=value,key=value`."""
+    return ",".join(f"{k}={v}" for k, v in labels.items())
+
+
 def batch_script(submission: Submission) -> str:
     """The batch script `submit` sends, shown before submitting: the job's name,
     partition, GPUs (when asked), CPUs, time limit and log file as `#SBATCH` lines, the
-    plain environment exported, and the command, each word shell-quoted. No secret is in
+    plain environment exported, and the command, each word shell-quoted; its labels are
+    its comment. No secret is in
     it: those come from the environment of `sbatch`."""
     s = submission
     lines = ["#!/bin/bash", f"#SBATCH --job-name={s.name}"]
@@ -84,6 +90,8 @@ def batch_script(submission: Submission) -> str:
     lines.append(f"#SBATCH --output={log_path(s)}")
     if s.working_dir:
         lines.append(f"#SBATCH --chdir={s.working_dir}")
+    if s.labels:  # `squeue` and `scontrol` tell them back: the jobs list shows them
+        lines.append(f"#SBATCH --comment={labels_text(s.labels)}")
     lines.append("# written by carl-tui")
     if s.secrets:
         lines.append(f"# {', '.join(sorted(s.secrets))}: from the environment sbatch was "
@@ -161,6 +169,9 @@ class SlurmEngine:
                 problems.append(f"the {key} is letters, digits and _.:+@-")
             elif key == "output" and ("\n" in value or not value.strip()):
                 problems.append("the log file is one line")
+        for key, value in s.labels.items():
+            if not (_WORD.match(key) and _WORD.match(value)) or "=" in key:
+                problems.append(f"the label {key}={value} is letters, digits and _.:+@-")
         for name in (*s.env, *s.secrets):
             if not _ENV_NAME.match(name):
                 problems.append(f"{name!r} is not an environment variable's name")

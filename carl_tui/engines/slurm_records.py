@@ -28,6 +28,7 @@ from typing import Any
 
 from carl_tui.events import Job
 from carl_tui.identity import slurm_run
+from carl_tui.redact import redact
 
 #: Slurm's job states -> the dashboard's stage words (`events.STAGE_LIFE`).
 STAGES = {
@@ -83,6 +84,7 @@ class SlurmRecord:
     command: str = ""
     workdir: str = ""
     exit_code: int | None = None
+    comment: str = ""  # the labels carl-tui gave it (`key=value,...`), or the user's comment
 
     @property
     def stage(self) -> str:
@@ -107,7 +109,7 @@ class SlurmRecord:
             created_at=self.submitted, started_at=self.started,
             finished_at=(self.ended or self.started) if ended else None,
             command=(self.command,) if self.command else (),
-            label=self.name,
+            label=redact(self.comment) or self.name,
         )
 
 
@@ -162,7 +164,7 @@ def from_squeue_json(data: Any) -> list[SlurmRecord]:
             else str(j.get("standard_output") or ""),
             command=str(j.get("command") or ""),
             workdir=str(j.get("current_working_directory") or ""),
-            exit_code=_exit(j.get("exit_code")),
+            exit_code=_exit(j.get("exit_code")), comment=str(j.get("comment") or ""),
         ))
     return out
 
@@ -226,6 +228,7 @@ def from_scontrol(text: str) -> list[SlurmRecord]:
             stdout=f.get("StdOut", ""), command=_null(f.get("Command", "")),
             workdir=_null(f.get("WorkDir", "")),
             exit_code=int(exit_code) if exit_code.isdigit() else None,
+            comment=_null(f.get("Comment", "")),
         ))
     return out
 
