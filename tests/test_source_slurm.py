@@ -7,6 +7,8 @@ gives one run per job with Slurm's states."""
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import subprocess
 import sys
 import time
@@ -111,7 +113,8 @@ def test_a_finished_job_is_followed_to_its_end_with_exact_steps(jobs):
     assert source.finished and source.job.message == "COMPLETED"
     assert source.path == jobs["tmp"] / f"carl-tiny-grpo-{jobs['done'].job_id}.out"
     assert any("train_summary" in ev.meta for ev in events if isinstance(ev, RunMeta))
-    assert all(ev.run.key == f"slurm-job:root:{jobs['done'].job_id}"
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    assert all(ev.run.key == f"slurm-job:{user}:{jobs['done'].job_id}"
                for ev in events if hasattr(ev, "run"))
 
 

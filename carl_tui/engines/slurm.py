@@ -109,7 +109,7 @@ class SlurmEngine:
 
     def __init__(self, user: str | None = None, *, timeout_s: float = TIMEOUT_S,
                  env: Mapping[str, str] | None = None, squeue_json: bool | None = None):
-        self.user = user if user is not None else getpass.getuser()
+        self.user = user if user is not None else _whoami()
         self.timeout_s = timeout_s
         self.env = dict(env) if env is not None else None  # the commands' (None: ours)
         self.squeue_json = squeue_json  # None: tried first, then `squeue -o` if refused
@@ -264,6 +264,16 @@ class SlurmEngine:
         self.record(job_id)  # an unknown id is said as such, not as scancel's words
         self._checked("scancel", str(job_id))
         return self.job(job_id)
+
+
+def _whoami() -> str:
+    """The name Slurm knows this process's user by (its uid's, not $USER's)."""
+    try:
+        import pwd  # Unix only (Slurm is too): not at the top, for the module's sake
+
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except (ImportError, KeyError):
+        return getpass.getuser()
 
 
 def _json(text: str, what: str) -> object:
