@@ -233,10 +233,14 @@ def cluster_fixture(tmp_path_factory, request):
         yield cluster
     finally:
         cluster.stop()
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(f"slurm cluster ({request.module.__name__}): up in "
-                                f"{cluster.setup_s:.1f} s, down in {cluster.teardown_s:.1f} s")
+        plugins = request.config.pluginmanager
+        reporter, capture = (plugins.get_plugin("terminalreporter"),
+                             plugins.get_plugin("capturemanager"))
+        if reporter is not None and capture is not None:
+            with capture.global_and_fixture_disabled():
+                reporter.write_line(f"\nslurm cluster ({request.module.__name__}): up in "
+                                    f"{cluster.setup_s:.1f} s, down in "
+                                    f"{cluster.teardown_s:.1f} s")
 
 
 if __name__ == "__main__":
