@@ -197,7 +197,9 @@ class SlurmEngine:
 
     def records(self) -> list[SlurmRecord]:
         """Every job `squeue` knows of `user` (the finished ones while the controller
-        remembers them, `MinJobAge`), newest first."""
+        remembers them, `MinJobAge`), newest first. A `squeue --json` that ignores
+        `--user` (22.05's lists every user's jobs: megabytes on a big cluster, every
+        refresh) is not asked again: `squeue -o` filters on the controller."""
         who = [] if self.user == "*" else ["--user", self.user]
         records = None
         if self.squeue_json is not False:
@@ -212,8 +214,11 @@ class SlurmEngine:
         if records is None:
             records = from_squeue_format(self._checked(
                 "squeue", "-h", "-t", "all", "-o", SQUEUE_FORMAT, *who))
-        if self.user != "*":  # 22.05's --json lists every user's
-            records = [r for r in records if r.user == self.user]
+        if self.user != "*":
+            mine = [r for r in records if r.user == self.user]
+            if len(mine) < len(records):
+                self.squeue_json = False  # its --json ignored --user
+            records = mine
         return sorted(records, key=lambda r: int(r.job_id) if r.job_id.isdigit() else 0,
                       reverse=True)
 
