@@ -192,6 +192,7 @@ def test_the_commands_read_slurm_jobs_as_slurm_says(jobs, slurm):
         time.sleep(0.2)
     try:
         fleet = carl_tui("fleet", "--slurm", "--json", env=slurm.env)
+        table = carl_tui("fleet", "--slurm", env=slurm.env)  # piped: the printed table
         squeue = json.loads(subprocess.run(["squeue", "--json"], capture_output=True,
                                            text=True, env=slurm.env, check=True).stdout)
     finally:
@@ -206,6 +207,8 @@ def test_the_commands_read_slurm_jobs_as_slurm_says(jobs, slurm):
         fill.job_id: ("live", "RUNNING"), waiting.job_id: ("queued", "PENDING (Resources)")}
     assert all(r["job_state"].split(" ")[0] == said[k] for k, r in rows.items())
     assert rows[done]["last_step"] == STEPS and rows[done]["source"] == "slurm-job"
+    [line] = [x for x in table.stdout.splitlines() if x.startswith(f"waiting ({waiting.job_id})")]
+    assert "slurm-job  queued: PENDING (Resources)  " in line
 
     summary = carl_tui("summary", "--slurm-job", done, "--json", env=slurm.env)
     assert summary.returncode == 0, summary.stderr
