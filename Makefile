@@ -38,9 +38,9 @@ suite: install tools
 # without a password, with apt-get; brew for logrotate): logrotate for the tests of following
 # a rotated file, Chromium for the browser tests of `carl-tui serve`, Slurm and munge for
 # the tests on a real single-node Slurm cluster (tests/slurm_cluster.py starts it as the
-# user running the tests). Elsewhere those tests skip saying why (under CI the browser and Slurm tests
-# fail instead). `env` passes DEBIAN_FRONTEND
-# through sudo, which drops the environment it is given: no package may stop to ask.
+# user running the tests). Elsewhere those tests skip saying why (under CI the browser and
+# Slurm tests fail instead). `env` passes DEBIAN_FRONTEND through sudo, which drops the
+# environment it is given: no package may stop to ask.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
 tools: browser slurm
 	@command -v logrotate >/dev/null 2>&1 || test -x /usr/sbin/logrotate || \
