@@ -12,7 +12,7 @@ from carl_tui.completions.files import NOT_UTF8, StreamReader
 from carl_tui.completions.log import CompletionLog
 from carl_tui.completions.readers import reader_factory
 from carl_tui.sources.jsonl import JsonlSource
-from carl_tui.sources.open import SourceRequest
+from carl_tui.sources.open import request
 from carl_tui.sources.tail import BOM, FileFollower
 
 
@@ -40,7 +40,7 @@ def test_the_completions_view_reads_the_lines_the_metrics_source_read(tmp_path):
     caught_up(src)
     assert src.follower.bytes_read == stream.stat().st_size
 
-    readers = reader_factory(SourceRequest(watch=str(stream), file_format="jsonl"),
+    readers = reader_factory(request(watch=str(stream), file_format="jsonl"),
                              lambda: [src])(src.run)
     assert [r.origin for r in readers] == ["stream"]
     log = CompletionLog(readers)
@@ -120,7 +120,7 @@ def test_a_trainer_logs_tables_are_read_from_the_read_of_its_metrics(tmp_path):
     panel = printed(["p7"], ["c7"], {"r": [1.0]}, [0.5], 7) + "\n"
     log_file.write_text("{'loss': 0.5, 'epoch': 0.1}\n" + panel[:len(panel) // 2])
     src = TrainerLogSource(log_file, max_bytes_per_poll=1024)
-    readers = reader_factory(SourceRequest(watch=str(log_file), file_format="trainer-log"),
+    readers = reader_factory(request(watch=str(log_file), file_format="trainer-log"),
                              lambda: [src])(src.run)
     assert [type(r) for r in readers] == [StdoutReader]
     log = CompletionLog(readers)
