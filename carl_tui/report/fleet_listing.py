@@ -11,7 +11,9 @@ such value), most recently updated first:
      "gate": {"metric": str, "fired_at": int | null},
      "task": {"metric": str, "last": float, "best": float, "trend": [float, ...]},
      "loss": float, "gpu_percent": float, "flavor": str, "cost_usd": float,
-     "created_at": float (a job's creation, epoch seconds), "config": {key: value},
+     "created_at": float (a job's creation, epoch seconds),
+     "job_state": str (a job's state in its engine's words: "PENDING (Resources)"),
+     "config": {key: value},
      "health": str (the worst health flag standing, or "ok"),
      "health_flags": [str, ...] (every flag standing, worst first)}
 
@@ -58,6 +60,7 @@ def fleet_dict(row: FleetRow) -> dict[str, Any]:
         "flavor": row.flavor,
         "cost_usd": row.cost_usd,
         "created_at": row.created_at,
+        "job_state": row.job_state,
         "config": dict(row.config),
         "health": row.worst_flag,
         "health_flags": list(row.health),
