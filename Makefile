@@ -14,7 +14,7 @@ PY_OLDEST ?= $(call find_python,3.10)
 PY_NEWEST ?= $(call find_python,3.13)
 BUILD  := build/ci
 
-.PHONY: demo test suite lint wheel-check base-suites base-suite-on base-suite bench install screenshots screencast tools browser \
+.PHONY: demo test suite lint wheel-check base-suites base-suite-on base-suite bench install screenshots screencast tools browser ray slurm \
 	screenshot-browser
 
 $(BIN)/carl-tui: pyproject.toml
@@ -36,11 +36,13 @@ suite: install tools
 
 # Test tools from the system's package manager, installed where it can (root, or sudo
 # without a password, with apt-get; brew for logrotate): logrotate for the tests of following
-# a rotated file, Chromium for the browser tests of `carl-tui serve`. Elsewhere those tests
-# skip saying why (under CI the browser tests fail instead). `env` passes DEBIAN_FRONTEND
-# through sudo, which drops the environment it is given: no package may stop to ask.
+# a rotated file, Chromium for the browser tests of `carl-tui serve`, Slurm and munge for
+# the tests on a real single-node Slurm cluster (tests/slurm_cluster.py starts it as the
+# user running the tests). Elsewhere those tests skip saying why (under CI the browser and
+# Slurm tests fail instead). `env` passes DEBIAN_FRONTEND through sudo, which drops the
+# environment it is given: no package may stop to ask.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo -n)
-tools: browser
+tools: browser ray slurm
 	@command -v logrotate >/dev/null 2>&1 || test -x /usr/sbin/logrotate || \
 	  { command -v apt-get >/dev/null 2>&1 && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq logrotate >/dev/null; } || \
 	  { command -v brew >/dev/null 2>&1 && brew install logrotate; } || \
@@ -51,6 +53,20 @@ browser:
 	  { command -v apt-get >/dev/null && $(SUDO) apt-get update -qq && \
 	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "make: no Chromium here (not root nor password-less sudo, or no apt-get): the browser tests will skip"
+
+# A real Ray head for the Ray Jobs tests (tests/engines.py), in its own virtual environment,
+# never the project's: `ray[default]` from the package index. Elsewhere those tests skip
+# saying why (under CI they fail instead).
+ray:
+	@test -x build/ray-venv/bin/ray || \
+	  { $(PYTHON) -m venv build/ray-venv && build/ray-venv/bin/pip install -q 'ray[default]==2.60.0'; } || \
+	  echo "make: Ray could not be installed into build/ray-venv: the Ray tests will skip"
+
+slurm:
+	@command -v sbatch >/dev/null && { command -v slurmctld || test -x /usr/sbin/slurmctld; } >/dev/null || \
+	  { command -v apt-get >/dev/null && $(SUDO) apt-get update -qq && \
+	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; } || \
+	  echo "make: no Slurm here (not root nor password-less sudo, or no apt-get): the Slurm tests will skip"
 
 lint: install
 	$(BIN)/ruff check carl_tui tests benchmarks screenshots

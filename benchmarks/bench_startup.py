@@ -42,7 +42,9 @@ from benchmarks.pty_screen import Screen, Session
 from benchmarks.trl_store import ensure_jsonl, ensure_store
 
 SIZE = (160, 45)
-PHASES = ("BASELINE", "MELTING", "TRANSITION", "CRYSTALLISATION", "CONVERGED")
+# Every phase the panel can name (a run read on a plateau had none of the others: the
+# benchmark waited for its timeout).
+PHASES = ("BASELINE", "MELTING", "TRANSITION", "PLATEAU", "CRYSTALLISATION", "CONVERGED")
 PROVISIONAL = "≈"
 IDLE_S = 10.0
 TRACKIO_VIEW_MAX = 2_000_000  # beyond this it would hold ~1.5 KB x N of dicts: not run

@@ -108,10 +108,13 @@ def _config(args, opened, *, completions=None, fleet: bool = False, **kw):
         read_only=getattr(args, "read_only", False),
         guard=dict(getattr(args, "guard", None) or []) or None,
         recording=getattr(args, "command", None) == "replay",
+        demo=getattr(args, "command", None) == "demo",
         fleet=fleet,
     )
+    ray = getattr(args, "ray_address", None) or os.environ.get("RAY_ADDRESS") or ""
     services = Services(list_projects=opened.list_projects, open_project=opened.open_project,
-                        completions=completions)
+                        completions=completions,
+                        ray_address=ray, list_ray=bool(ray))  # `j` lists a named cluster
     return DashboardConfig(sources=lambda: opened.sources, settings=settings,
                            services=services, **kw)
 

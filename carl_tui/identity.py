@@ -27,6 +27,8 @@ TRACKIO = "trackio"
 TRACKIO_REMOTE = "trackio-remote"
 TENSORBOARD = "tensorboard"
 WANDB = "wandb"
+RAY_JOB = "ray-job"  # a Ray job (engines/ray.py): project = its dashboard's host:port
+SLURM_JOB = "slurm-job"
 
 LOCAL_PROJECT = "this machine"
 
@@ -66,3 +68,9 @@ def tensorboard_run(logdir: str | os.PathLike, relative: str) -> RunRef:
 
 def wandb_run(project: str, run_id: str, name: str = "") -> RunRef:
     return RunRef(WANDB, project or "wandb", run_id, name or run_id)
+
+
+def slurm_run(user: str, job_id: str, name: str = "") -> RunRef:
+    """A Slurm batch job: project = its user, id = its job id (the same key from
+    `squeue`, `scontrol` and the launch form), shown as "NAME (ID)"."""
+    return RunRef(SLURM_JOB, user or "", job_id, f"{name} ({job_id})" if name else job_id)

@@ -562,7 +562,7 @@ async def test_ctrl_s_saves_the_help_and_the_fleet_table(spec_events, tmp_path):
 
 async def test_a_recording_offers_no_key_that_acts_on_its_run(spec_events):
     """replay: the run played back has no job to stop and no checkpoint here to push: the
-    drawn footer and the help leave s and p out, and the keys do nothing."""
+    drawn footer and the help leave s and p out, and the keys open nothing."""
     from tests.test_run_age import screen_lines
 
     src = ScriptedSource()
@@ -572,7 +572,7 @@ async def test_a_recording_offers_no_key_that_acts_on_its_run(spec_events):
         await wait_for(pilot, lambda: app.snapshot is not None)
         await pilot.pause(0.1)
         footer = screen_lines(app)[-1]
-        assert "Launch" in footer and "Stop" not in footer and "Push" not in footer, footer
+        assert "Diagnose" in footer and "Stop" not in footer and "Push" not in footer, footer
         assert not {"actions.stop", "actions.push"} & {row[3] for row in app.key_help()}
         await pilot.press("s")
         await pilot.pause(0.1)

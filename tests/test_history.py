@@ -107,3 +107,30 @@ async def test_a_replay_is_a_recording_its_gate_is_history(alerts):
         assert "history: crystallised at 287, CARL on at 365" in status_line(app)
         assert not [t for t in said if "rystallised" in t or "Cascade" in t], said
         assert rung == []
+
+
+async def test_the_history_line_says_the_phase_the_panel_says_not_a_corrected_one(tmp_path):
+    """A TensorBoard GRPO run written an hour ago: its phase was said as transition (80),
+    plateau (160), transition again from 150 (215), then corrected back to one climb from
+    step 5 (225). The history line says the phase as it reads now, as the panel does, not
+    the last notice's "transition at 215"."""
+    SummaryWriter = pytest.importorskip("torch.utils.tensorboard").SummaryWriter
+    from carl_tui.sources.tensorboard import TensorBoardSource
+    from tests.test_source_tensorboard import grpo_rows
+
+    writer = SummaryWriter(str(tmp_path / "run-a"))
+    t0 = time.time() - 3600
+    for step, row in grpo_rows(60):
+        for tag, v in row.items():
+            writer.add_scalar(tag, v, step, walltime=t0 + step)
+    writer.close()
+    app = build_app(dashboard_config([TensorBoardSource(tmp_path)], refresh_interval=0.05))
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None
+                       and app.snapshot.phase.seen_at is not None
+                       and "history:" in status_line(app), what="the history line")
+        phase = app.snapshot.phase
+        assert (phase.phase, phase.since_step, phase.seen_at) == ("transition", 5, 80)
+        line = status_line(app)
+        assert "history: transition since 5" in line, line
+        assert "at 215" not in line

@@ -45,3 +45,26 @@ async def test_every_metric_is_drawn_with_its_last_value_and_paged(run_ref):
         await pilot.press("M")
         await wait_for(pilot, lambda: "every metric (10)" in _text(app))
         assert "metric_12" in _text(app) and "metric_22" not in _text(app)
+
+
+async def test_a_page_of_few_metrics_fills_the_screen_with_taller_charts(run_ref):
+    """Nine metrics at 160x45 take two rows of cells: they share the height, no empty
+    two thirds below them (each chart's last value sits on its cell's bottom border)."""
+    src = ScriptedSource()
+    nine = dict(list(METRICS.items())[:9])
+    rows = [(s, {k: v * (1 + s / 10) for k, v in nine.items()}) for s in range(11)]
+    src.push([ScalarBatch.from_rows(run_ref, rows)])
+    app = make_app(src)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await wait_for(pilot, lambda: app.snapshot is not None)
+        await pilot.press("M")
+        await wait_for(pilot, lambda: "metric_08" in _text(app) and "17.00" in _text(app),
+                       what="the last cell, its last value in its border")
+        await pilot.pause(0.2)
+        lines = screen_lines(app)
+        bottoms = [i for i, line in enumerate(lines) if "╰" in line]
+        assert len(bottoms) == 2, bottoms  # two rows of cells
+        assert bottoms[-1] >= len(lines) - 3, bottoms  # the last ends just above the footer
+        assert "17.00" in lines[bottoms[-1]]  # metric_08's last value: 8.5 * 2.0
+        chart_rows = [line for line in lines[bottoms[0] + 1:bottoms[1]] if "█" in line]
+        assert len(chart_rows) >= 15  # taller charts: the row's height, not 5 lines

@@ -138,11 +138,11 @@ async def test_plot_titles_cut_in_the_middle_differ_and_refit_on_resize():
 def test_ages_fit_the_fleet_tables_updated_column(ago_s, text):
     """An age reads whole in the fleet table's 9-cell column up to 27 years: an old run's
     "385.4d ago" was cut to "385.4d ag"."""
-    from carl_tui.ui.fleet_columns import BASE_COLUMNS
+    from carl_tui.ui.fleet_columns import base_columns
     from carl_tui.ui.format import age_text
 
     assert age_text(1_000_000_000.0, 1_000_000_000.0 + ago_s) == text
-    width = next(c.width for c in BASE_COLUMNS if c.key == "updated")
+    width = next(c.width for c in base_columns() if c.key == "updated")
     assert len(text) <= width or ago_s > 27 * 365 * 86400, (text, width)
 
 
@@ -157,13 +157,13 @@ def test_a_fleet_tables_number_reads_whole(key, value, provisional):
 
     from carl_tui.events import RunRef
     from carl_tui.store.fleet import FleetRow
-    from carl_tui.ui.fleet_columns import BASE_COLUMNS, column_width
+    from carl_tui.ui.fleet_columns import base_columns, column_width
 
     field = {"step": "last_step", "gate": "gate_step", "task": "task_last",
              "best": "task_best", "loss": "loss"}[key]
     row = replace(FleetRow(RunRef("jsonl", "p", "r", "r"), "jsonl", "live"),
                   **{field: value}, provisional=provisional, newest_read=False)
-    column = next(c for c in BASE_COLUMNS if c.key == key)
+    column = next(c for c in base_columns() if c.key == key)
     text = str(column.cell(row, 0.0, {}))
     assert text.lstrip("≈") in (str(value), f"{value:.3e}", f"{value:.2f}")
     assert len(text) <= column_width(column, [row], 0.0), (text, column.width)

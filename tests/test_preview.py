@@ -250,7 +250,7 @@ def test_a_project_of_many_runs_previews_each_runs_newest_rows_first(sweep_dir, 
     time: its row, exact); second: the shape of the history (no row sent twice); then the
     history, and every run ends as a plain read leaves it."""
     from carl_tui.store.fleet import fleet_rows
-    from carl_tui.ui.fleet_columns import BASE_COLUMNS
+    from carl_tui.ui.fleet_columns import base_columns
 
     plain_src = tl.TrackioLocalSource("sweep", root=sweep_dir)
     plain = RunStore()
@@ -273,7 +273,7 @@ def test_a_project_of_many_runs_previews_each_runs_newest_rows_first(sweep_dir, 
     store.apply(first)
     rows = fleet_rows(store, now=0.0)
     assert [r.run.name for r in rows] == list(final)  # in their final order already
-    cells = {c.key: c for c in BASE_COLUMNS}
+    cells = {c.key: c for c in base_columns()}
     for r in rows:
         done = final[r.run.name]
         assert r.provisional and r.phase is None  # 8 rows tell no phase
@@ -561,11 +561,11 @@ def test_a_preview_too_thin_for_a_phase_tells_none_and_the_fleet_row_says_so():
     classifier says "baseline" of any run, so no phase is told until the history is read;
     a preview with enough of a run tells its phase, marked as the preview's."""
     from carl_tui.store.fleet import fleet_row
-    from carl_tui.ui.fleet_columns import BASE_COLUMNS
+    from carl_tui.ui.fleet_columns import base_columns
 
     traj = sft_story(length=3000, seed=7)
     rows = traj.rows()
-    cells = {c.key: c for c in BASE_COLUMNS}
+    cells = {c.key: c for c in base_columns()}
 
     def previewed(sample):
         store = RunStore()

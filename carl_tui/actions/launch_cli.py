@@ -8,7 +8,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from carl_tui.actions.action_error import ActionError
 from carl_tui.actions.jobs import JobsClient
 from carl_tui.actions.launch_spec import (
     DEFAULT_DATASET,
@@ -16,9 +15,11 @@ from carl_tui.actions.launch_spec import (
     DEFAULT_MODEL,
     DEFAULT_PACKAGE_SPEC,
     DEFAULT_TIMEOUT,
+    TARGETS,
     LaunchSpec,
 )
 from carl_tui.actions.local_job import LocalJob
+from carl_tui.errors import CarlError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trackio-space", default="", help="user/space for live Trackio metrics")
     p.add_argument("--namespace", default="", help="user or organisation that runs the job")
     p.add_argument("--run-name", default="")
-    p.add_argument("--target", choices=("hf-jobs", "local"), default="hf-jobs")
+    p.add_argument("--target", choices=TARGETS, default="hf-jobs")
+    p.add_argument("--ray-address", default="",
+                   help="ray target: the Ray dashboard (default: $RAY_ADDRESS, else "
+                        "http://127.0.0.1:8265)")
+    p.add_argument("--gpus", type=int, default=0, help="ray target: the job's GPU request")
     p.add_argument("--output-dir", default=d.output_dir, help="local target: output folder")
     p.add_argument("--stream", default="",
                    help="local target: metrics stream (default OUTPUT_DIR/stream.jsonl)")
@@ -65,7 +70,7 @@ def spec_from_args(a: argparse.Namespace) -> LaunchSpec:
         output_repo=a.output_repo, flavor=a.flavor, timeout=a.timeout,
         trackio_space=a.trackio_space, target=a.target, namespace=a.namespace,
         run_name=a.run_name, output_dir=a.output_dir, num_processes=a.num_processes,
-        package_spec=a.package_spec,
+        package_spec=a.package_spec, ray_address=a.ray_address, num_gpus=a.gpus,
     )
 
 
@@ -94,12 +99,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"started pid {job.pid}; log {job.log_path}")
             print(f"watch it: carl-tui --watch {stream}")
             return 0
+        if spec.target == "ray":
+            from carl_tui.engines.ray import RayEngine  # lazy: httpx, only for a Ray launch
+
+            engine = RayEngine(spec.ray_address or None)
+            job = engine.submit(spec.submission())
+            print(f"launched Ray job {job.job_id} ({job.message}) on {engine.describe()}")
+            print(f"watch it: carl-tui --ray-job {job.job_id} --ray-address {engine.url}")
+            return 0
 
         launched = JobsClient().launch(spec)
         print(f"launched job {launched.job_id} ({launched.flavor}) in {launched.namespace}")
         print(launched.url)
         print(f"watch it: carl-tui --job {launched.job_id} --namespace {launched.namespace}")
         return 0
-    except ActionError as exc:
+    except CarlError as exc:  # ActionError among them
         print(f"carl-tui launch: {exc}", file=sys.stderr)
         return 1

@@ -3,7 +3,9 @@
 `LaunchSpec.validate()` lists every problem in plain words before anything is
 sent. `to_train_args()` is the `carl-tui train ...` command line;
 `job_command()` is the command a Hugging Face Job runs (a `uv run` that
-installs carl-tui with its training extra, trains, and pushes the result).
+installs carl-tui with its training extra, trains, and pushes the result);
+`submission()` is what a cluster engine runs (`engines.base.Submission`: a Ray job's
+entrypoint, `python -m carl_tui train ...` printing the Trainer's log to stdout).
 """
 
 from __future__ import annotations
@@ -14,7 +16,13 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-Target = Literal["hf-jobs", "local"]
+from carl_tui.engines.base import Submission
+from carl_tui.errors import CarlError
+
+Target = Literal["hf-jobs", "local", "ray"]
+TARGETS = ("hf-jobs", "local", "ray")
+CLUSTER_TARGETS = ("ray",)  # run by a `JobEngine` (actions/engines.py)
+MAX_GPUS = 1024
 Method = Literal["sft", "grpo"]
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
@@ -79,6 +87,8 @@ class LaunchSpec:
     run_name: str = ""
     output_dir: str = "runs/carl"  # local target only; jobs write to JOB_OUTPUT_DIR
     num_processes: int = 0  # 0: one per GPU of the flavor (jobs), 1 (local)
+    ray_address: str = ""  # the Ray dashboard (ray target); empty: $RAY_ADDRESS or local
+    num_gpus: int = 0  # a cluster job's GPU request (`--gpus N`; the ray target)
     package_spec: str = DEFAULT_PACKAGE_SPEC
     extra_args: tuple[str, ...] = field(default_factory=tuple)
 
@@ -90,14 +100,33 @@ class LaunchSpec:
         `flavors` is the list of hardware names the Hub offers, when known.
         """
         p: list[str] = []
-        if self.target not in ("hf-jobs", "local"):
-            p.append(f"Target must be 'hf-jobs' or 'local', not {self.target!r}.")
+        if self.target not in TARGETS:
+            p.append(f"Target must be one of {', '.join(TARGETS)}, not {self.target!r}.")
         p += self._training_problems()
         p += self._name_problems()
         if self.num_processes < 0:
             p.append("Number of processes cannot be negative.")
         if self.target == "hf-jobs":
             p += self._job_problems(flavors)
+        if self.target in CLUSTER_TARGETS:
+            p += self._cluster_problems()
+        return p
+
+    def _cluster_problems(self) -> list[str]:
+        """A cluster job's GPU request and where the cluster is."""
+        p: list[str] = []
+        n = self.num_gpus
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            p.append(f"GPUs must be a whole number of 0 or more (got {n!r}).")
+        elif n > MAX_GPUS:
+            p.append(f"{n} GPUs for one job is more than {MAX_GPUS}: is that a typo?")
+        if self.target == "ray":
+            from carl_tui.engines.ray import dashboard_url  # httpx: only for a Ray launch
+
+            try:
+                dashboard_url(self.ray_address or None)
+            except CarlError as exc:
+                p.append(f"Ray address: {exc}.")
         return p
 
     def _training_problems(self) -> list[str]:
@@ -182,6 +211,8 @@ class LaunchSpec:
 
     @property
     def gpus(self) -> int:
+        if self.target in CLUSTER_TARGETS:
+            return self.num_gpus
         return gpus_in_flavor(self.flavor) if self.target == "hf-jobs" else 1
 
     @property
@@ -249,6 +280,21 @@ class LaunchSpec:
                 *self.train_options(output_dir=JOB_OUTPUT_DIR, stream_path=JOB_STREAM_PATH)]
         return cmd
 
+    def submission(self, *, python: str = "python") -> Submission:
+        """What a cluster engine runs: `python -m carl_tui train ...` (through `accelerate
+        launch` for several processes), printing the Trainer's log to stdout, where the
+        engine's log reads it; `num_gpus` is the job's GPU request. `python` resolves on
+        the cluster (its PATH). No secrets: the cluster is given its own (see the engine)."""
+        opts = self.train_options(output_dir=self.output_dir)
+        procs = self.num_processes if self.num_processes > 0 else max(1, self.num_gpus)
+        if procs > 1:
+            command = [python, "-m", "accelerate.commands.launch", "--num_processes",
+                       str(procs), "-m", "carl_tui", "train", *opts]
+        else:
+            command = [python, "-m", "carl_tui", "train", *opts]
+        return Submission(name=self.job_name(), command=tuple(command), env=self.job_env(),
+                          gpus=self.num_gpus, cpus=1, labels=self.job_labels())
+
     def job_env(self) -> dict[str, str]:
         """Plain (non-secret) environment of the job. The token travels as a secret."""
         env = {"PYTHONUNBUFFERED": "1"}
@@ -273,7 +319,9 @@ class LaunchSpec:
 
     def describe(self) -> str:
         """One line for a confirmation dialog (no secrets in a spec)."""
-        where = f"HF Jobs {self.flavor}" if self.target == "hf-jobs" else "this machine"
+        where = (f"HF Jobs {self.flavor}" if self.target == "hf-jobs" else
+                 f"Ray ({self.ray_address or 'default address'}, {self.num_gpus} GPU)"
+                 if self.target == "ray" else "this machine")
         carl = "CARL on" if self.carl else "CARL off"
         return (f"{self.method.upper()} {self.model} on {self.dataset}, {self.max_steps} steps, "
                 f"lr {self.learning_rate:g}, {carl}, {where}"
@@ -281,6 +329,8 @@ class LaunchSpec:
 
     def shell_command(self) -> str:
         """The job command as one shell-quoted line, for display."""
+        if self.target in CLUSTER_TARGETS:
+            return shlex.join(self.submission().command)
         return shlex.join(self.job_command() if self.target == "hf-jobs" else self.to_train_args())
 
     def with_(self, **changes) -> LaunchSpec:

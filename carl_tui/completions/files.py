@@ -3,8 +3,9 @@ parquet folder, a W&B run's table files.
 
 Each reads what is new since its last scan and remembers where each step's
 table is (a byte range, a file), so that an old step is read again on demand
-rather than kept in memory. A file that shrank (truncated, replaced) is read
-again from its start.
+rather than kept in memory. The growing files are read by the sources' one
+`FileFollower` (truncation, rotation, partial last lines, long lines): the
+stream's completions lines are those its metrics source marked as it read them.
 """
 
 from __future__ import annotations
@@ -13,126 +14,97 @@ import json
 import os
 import re
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from carl_tui.completions.model import CompletionTable, from_records, make_row
-from carl_tui.completions.stdout import find_panels, parse_panel
-from carl_tui.errors import CarlError
+from carl_tui.completions.stdout import parse_panel
+from carl_tui.errors import CarlError, SourceError
+from carl_tui.sources.base import WAITING
+from carl_tui.sources.line_marks import (
+    LINE_TOO_LONG,
+    NOT_JSON,  # noqa: F401  (why a completions line is skipped: said here too)
+    NOT_UTF8,  # noqa: F401
+    Marks,
+    PanelMarks,
+    completions_marks,
+)
+from carl_tui.sources.tail import FileFollower, FollowRead
 
 #: Bytes read from a growing file per scan.
 CHUNK = 8 << 20
-#: A line (a printed panel) longer than a read is read again whole, up to this size;
-#: a longer one is skipped and counted. Either way what follows it is read.
+#: A line longer than a read is read whole up to this size (a printed panel, not ended,
+#: is held up to it too); a longer one is skipped and counted. What follows is read.
 MAX_LINE = 512 << 20
 
-LINE_TOO_LONG = "line too long"
-NOT_UTF8 = "not UTF-8"
-NOT_JSON = "not JSON"
 
 
-class _Tail:
-    """Reading a growing file by byte offset."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.offset = 0
-        self._ident: tuple[int, int] | None = None
-
-    def new_bytes(self, size: int = CHUNK) -> bytes:
-        try:
-            st = os.stat(self.path)
-        except FileNotFoundError:
-            return b""
-        ident = (st.st_dev, st.st_ino)
-        if ident != self._ident or st.st_size < self.offset:
-            self._ident, self.offset = ident, 0
-        if st.st_size <= self.offset:
-            return b""
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            return f.read(size)
-
-    def skip_line(self) -> bool:
-        """Move past the line at the offset, read piece by piece; False while it has
-        no end yet (still being written)."""
-        pos = self.offset
-        with open(self.path, "rb") as f:
-            f.seek(pos)
-            while piece := f.read(CHUNK):
-                nl = piece.find(b"\n")
-                if nl >= 0:
-                    self.offset = pos + nl + 1
-                    return True
-                pos += len(piece)
-        return False
-
-    def read_range(self, start: int, end: int) -> bytes:
-        with open(self.path, "rb") as f:
-            f.seek(start)
-            return f.read(end - start)
+def _waited(follower: FileFollower) -> FollowRead | None:
+    """One read of `follower`; None while its file is missing (not there yet, deleted)."""
+    try:
+        return follower.read()
+    except SourceError as exc:
+        if exc.kind == WAITING:
+            return None
+        raise
 
 
-def _to_the_end(tail: _Tail, chunk: Any) -> list[tuple[int, Any, CompletionTable | None]]:
-    """`chunk()` (one read of at most CHUNK bytes) again while it moves on: the whole of
-    what the file holds now, whatever lies between its tables."""
-    out = []
-    while True:
-        before = (tail.offset, tail._ident)
-        out += chunk()
-        if (tail.offset, tail._ident) == before:
-            return out
+def _reads(follower: FileFollower, skipped: Counter[str]) -> Iterator[FollowRead]:
+    """`follower`'s reads up to what the file holds now; a line past its limit counted."""
+    while (got := _waited(follower)) is not None:
+        skipped.update(why for why, _ in got.dropped if why == LINE_TOO_LONG)
+        yield got
+        if not got.backlog:
+            return
 
 
-class _TailReader:
-    """A reader of one growing file, indexed chunk by chunk (`_index` of the bytes read
-    from `base`)."""
+class _MarkedReader:
+    """The tables a followed file holds, from its `Marks`: those the source reading the
+    file marked as it read it (the file is read once), or, given a path (`export`, a
+    replay, tests), those it marks reading the file with a `FileFollower` of its own."""
 
     origin = ""
 
-    def __init__(self, path: str | Path):
-        self._tail = _Tail(path)
+    def __init__(self, source: str | Path | Marks):
+        self._own: FileFollower | None = None
+        if isinstance(source, Marks):
+            self.marks = source
+        else:
+            self._own = FileFollower(source, max_bytes_per_poll=CHUNK, max_line_bytes=MAX_LINE)
+            self.marks = self._marks_of(self._own)
         self.skipped: Counter[str] = Counter()  # lines left out, by reason
+        self._taken = 0  # marks taken so far
 
-    def scan(self) -> list[tuple[int, Any, CompletionTable | None]]:
-        return _to_the_end(self._tail, self._chunk)
-
-    def _chunk(self) -> list[tuple[int, Any, CompletionTable | None]]:
-        size = CHUNK
-        while True:
-            base = self._tail.offset
-            data = self._tail.new_bytes(size)
-            if self._tail.offset != base:  # started over
-                base = 0
-            out, consumed = self._index(data, base)
-            if consumed or len(data) < size:  # moved on, or a line not ended yet
-                break
-            # Nothing whole in a full read: one line (a panel) is longer than it.
-            if size >= MAX_LINE:
-                if self._tail.skip_line():
-                    self.skipped[LINE_TOO_LONG] += 1
-                return out
-            size = min(size * 4, MAX_LINE)  # read it again, whole
-        self._tail.offset = base + consumed
-        return out
-
-    def _index(self, data: bytes, base: int) -> tuple[list, int]:
+    def _marks_of(self, follower: FileFollower) -> Marks:
         raise NotImplementedError
 
+    def scan(self) -> list[tuple[int, Any, CompletionTable | None]]:
+        for got in _reads(self._own, self.skipped) if self._own is not None else ():
+            self.marks.feed(got)
+        new = self.marks.since(self._taken)
+        self._taken += len(new)
+        out = []
+        for locator, step in new:
+            if isinstance(step, str):
+                self.skipped[step] += 1
+            elif step is not None:  # the table is made when it is looked at
+                out.append((step, locator, None))
+        return out
 
-class StdoutReader(_TailReader):
-    """The rich tables printed in a Trainer's stdout (`train.log`, a job's log)."""
+
+class StdoutReader(_MarkedReader):
+    """The rich tables printed in a Trainer's stdout (`train.log`, a job's log): indexed
+    (generation, start, end), parsed (and redacted) when looked at."""
 
     origin = "stdout"
 
-    def _index(self, data: bytes, base: int) -> tuple[list, int]:
-        panels, consumed = find_panels(data, base)
-        # Indexed, not parsed: a table is parsed (and redacted) when it is looked at.
-        return [(step, (start, end), None) for start, end, step in panels
-                if b"Prompt" in data[start - base:end - base]], consumed
+    def _marks_of(self, follower: FileFollower) -> Marks:
+        return PanelMarks(follower, MAX_LINE)
 
-    def load(self, locator: tuple[int, int]) -> CompletionTable | None:
-        return parse_panel(self._tail.read_range(*locator).decode("utf-8", "replace"))
+    def load(self, locator: tuple[int, int, int]) -> CompletionTable | None:
+        text = self.marks.line(locator)
+        return None if text is None else parse_panel(text.decode("utf-8", "replace"))
 
 
 def stream_table(obj: Any) -> CompletionTable | None:
@@ -153,47 +125,17 @@ def stream_table(obj: Any) -> CompletionTable | None:
     return CompletionTable(step=step, rows=out, origin="stream")
 
 
-class StreamReader(_TailReader):
+class StreamReader(_MarkedReader):
     """The `completions` lines of a JSONL stream (the CARL callback's, a recording)."""
 
     origin = "stream"
 
-    def _index(self, data: bytes, base: int) -> tuple[list, int]:
-        out, pos = [], 0
-        while True:
-            nl = data.find(b"\n", pos)
-            if nl < 0:
-                break
-            line = data[pos:nl]
-            if b'"completions"' in line and b'"event"' in line:
-                step = _step_of_line(line)
-                if isinstance(step, str):
-                    self.skipped[step] += 1
-                elif step is not None:  # the table is made when it is looked at
-                    out.append((step, (base + pos, base + nl), None))
-            pos = nl + 1
-        return out, pos
+    def _marks_of(self, follower: FileFollower) -> Marks:
+        return completions_marks(follower)
 
-    def load(self, locator: tuple[int, int]) -> CompletionTable | None:
-        return _table_of_line(self._tail.read_range(*locator))
-
-
-def _step_of_line(line: bytes) -> int | str | None:
-    """The step of a completions line; why it is skipped (a reason) when it cannot be
-    read; None when it is not a completions line after all."""
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError:
-        return NOT_UTF8
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        return NOT_JSON
-    if not isinstance(obj, dict) or obj.get("event") != "completions":
-        return None
-    step = obj.get("step")
-    ok = isinstance(step, int) and not isinstance(step, bool) and step >= 0
-    return step if ok and isinstance(obj.get("rows"), list) else None
+    def load(self, locator: tuple[int, int, int]) -> CompletionTable | None:
+        line = self.marks.line(locator)
+        return None if line is None else _table_of_line(line)
 
 
 def _table_of_line(line: bytes) -> CompletionTable | None:

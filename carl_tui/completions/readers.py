@@ -26,6 +26,7 @@ from carl_tui.completions.files import (
     WandbTableReader,
 )
 from carl_tui.completions.log import Reader
+from carl_tui.sources.line_marks import PanelMarks
 from carl_tui.sources.wandb_kind import run_dir as wandb_run_dir
 
 
@@ -52,26 +53,31 @@ def parquet_folders(near: list[Path], meta: Mapping[str, Any] | None = None) -> 
 
 
 def readers_for(req: Any, run: Any = None, meta: Mapping[str, Any] | None = None, *,
-                remote_query: Callable[[str], list[dict]] | None = None) -> list[Reader]:
+                remote_query: Callable[[str], list[dict]] | None = None,
+                marked: Any = None) -> list[Reader]:
     """The readers of the run `run` (a `RunRef`) of what `req` names, best first: the
     parquet folders beside the files its kind reads (`SourceKind.near`), then the
-    kind's own readers (`KIND_READERS`, by the kind's name)."""
+    kind's own readers (`KIND_READERS`, by the kind's name). `marked`: the completions
+    the source reading the file named marked (its `completions_lines`), read there
+    rather than from the file again."""
     kind = req.kind
     near = list(kind.near(req)) if kind.near is not None else []
     own = KIND_READERS.get(kind.name)
-    readers = own(req, run, near, remote_query) if own is not None else []
+    readers = own(req, run, near, remote_query, marked) if own is not None else []
     return [ParquetReader(f) for f in parquet_folders(near, meta)] + readers
 
 
-def _file_readers(req: Any, run: Any, near: list[Path], remote_query) -> list[Reader]:
+def _file_readers(req: Any, run: Any, near: list[Path], remote_query, marked) -> list[Reader]:
+    if marked is not None:
+        return [StdoutReader(marked) if isinstance(marked, PanelMarks) else StreamReader(marked)]
     return [_file_reader(Path(req.get("watch")), req.get("file_format", "auto"))]
 
 
-def _stream_readers(req: Any, run: Any, near: list[Path], remote_query) -> list[Reader]:
+def _stream_readers(req: Any, run: Any, near: list[Path], remote_query, _marked) -> list[Reader]:
     return [StreamReader(req.get("replay"))]
 
 
-def _wandb_readers(req: Any, run: Any, near: list[Path], remote_query) -> list[Reader]:
+def _wandb_readers(req: Any, run: Any, near: list[Path], remote_query, _marked) -> list[Reader]:
     rundir = wandb_run_dir(Path(req.get("wandb")), getattr(run, "run_id", None))
     if rundir is None:
         return []
@@ -79,7 +85,7 @@ def _wandb_readers(req: Any, run: Any, near: list[Path], remote_query) -> list[R
     return [WandbTableReader(rundir / "files" / "media" / "table")]
 
 
-def _trackio_remote(req: Any, run: Any, near: list[Path], remote_query) -> list[Reader]:
+def _trackio_remote(req: Any, run: Any, near: list[Path], remote_query, _marked) -> list[Reader]:
     run_id = getattr(run, "run_id", None)
     if remote_query is None or not run_id:
         return []
@@ -101,7 +107,7 @@ def _file_reader(path: Path, file_format: str) -> Reader:
     return StdoutReader(path) if fmt == "trainer-log" else StreamReader(path)
 
 
-def _trackio_local(req: Any, run: Any, near: list[Path], remote_query) -> list[Reader]:
+def _trackio_local(req: Any, run: Any, near: list[Path], remote_query, _marked) -> list[Reader]:
     from carl_tui.completions.trackio import TrackioLocalTables
     from carl_tui.sources.trackio import db
 
@@ -111,20 +117,26 @@ def _trackio_local(req: Any, run: Any, near: list[Path], remote_query) -> list[R
     return [TrackioLocalTables(db.db_path(run.project, root), run.run_id)]
 
 
-def reader_factory(req: Any, sources: Callable[[], list]) -> Callable[..., list]:
+def reader_factory(req: Any, sources: Callable[[], list], *,
+                   live: bool = True) -> Callable[..., list]:
     """`(run, meta) -> readers` for the dashboard and `export`: what `req` names, with the
     Trackio server's `query_project` when it names one (through the connection of the
-    source `sources()` gives)."""
+    source `sources()` gives). `live`: `sources()` are the ones being read (the
+    dashboard's): a stream's completions lines are taken from the source reading it."""
 
     def make(run: Any, meta: Mapping[str, Any] | None = None) -> list[Reader]:
         remote = sources()[0].query_sql if req.kind.name in REMOTE_QUERY else None
-        return readers_for(req, run, meta, remote_query=remote)
+        marked = None
+        if live and req.get("watch") is not None:
+            marked = next((s.completions_lines for s in sources()
+                           if s.completions_lines is not None), None)
+        return readers_for(req, run, meta, remote_query=remote, marked=marked)
 
     return make
 
 
 #: Each kind's own completions readers, by the kind's name (sources/kinds.py):
-#: `(request, run, near, remote_query) -> readers`; a reader may add to `near`, the
+#: `(request, run, near, remote_query, marked) -> readers`; a reader may add to `near`, the
 #: folders beside which TRL's parquet files are looked for. A kind absent here has
 #: only those.
 KIND_READERS: dict[str, Callable[..., list[Reader]]] = {

@@ -13,8 +13,9 @@ a word (joined as is), any other break was a space (joined with one). That is
 the printed form: numbers to their printed precision, TRL's own sample
 (`num_completions_to_print`).
 
-`find_panels` finds whole panels in a byte buffer (a panel still being written
-waits for its end); `parse_panel` turns one into a `CompletionTable`.
+`find_panels` (`sources/printed_panels.py`, where the Trainer log's source marks them as
+it reads) finds whole panels in a byte buffer (a panel still being written waits for
+its end); `parse_panel` turns one into a `CompletionTable`.
 """
 
 from __future__ import annotations
@@ -23,50 +24,12 @@ import itertools
 import re
 
 from carl_tui.completions.model import CompletionTable, make_row
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
-_TITLE = re.compile(r"╭─*\s*Step (\d+)\s*─*╮")
-#: Lines between a panel's top and its bottom beyond which it is given up.
-MAX_PANEL_LINES = 20_000
-
-
-def clean(line: str) -> str:
-    """A printed line without colour codes, from its first box character on."""
-    line = _ANSI.sub("", line).replace("\r", "")
-    for i, ch in enumerate(line):
-        if ch in "│╭╰":
-            return line[i:]
-    return ""
-
-
-def find_panels(data: bytes, base: int = 0) -> tuple[list[tuple[int, int, int]], int]:
-    """Whole panels in `data` (read from file offset `base`): `(start, end, step)` file
-    offsets of each, and how many bytes were consumed (a panel not yet ended, or a
-    line not yet ended, is left for the next read)."""
-    panels: list[tuple[int, int, int]] = []
-    pos, consumed = 0, 0
-    start, step, lines = -1, 0, 0
-    while True:
-        nl = data.find(b"\n", pos)
-        if nl < 0:
-            break
-        line = data[pos:nl]
-        if start < 0:
-            if b"Step" in line and "╭".encode() in line:
-                m = _TITLE.search(_ANSI.sub("", line.decode("utf-8", "replace")))
-                if m:
-                    start, step, lines = pos, int(m.group(1)), 0
-        else:
-            lines += 1
-            if "╰".encode() in line and clean(line.decode("utf-8", "replace")).startswith("╰"):
-                panels.append((base + start, base + nl + 1, step))
-                start = -1
-            elif lines > MAX_PANEL_LINES:
-                start = -1
-        pos = nl + 1
-        if start < 0:
-            consumed = pos
-    return panels, consumed
+from carl_tui.sources.printed_panels import (
+    ANSI,
+    TITLE,
+    clean,
+    find_panels,  # noqa: F401  (said here too)
+)
 
 
 def _inner(line: str) -> str:
@@ -135,7 +98,7 @@ def _gather(lines: list[str]) -> tuple[list[str], list[list[list[str]]]]:
 
 def parse_panel(text: str) -> CompletionTable | None:
     """The table of one printed panel (from its title line to its bottom line)."""
-    m = _TITLE.search(_ANSI.sub("", text))
+    m = TITLE.search(ANSI.sub("", text))
     if not m:
         return None
     names, rows = _gather([_inner(x) for x in text.split("\n")])

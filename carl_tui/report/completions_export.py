@@ -22,7 +22,8 @@ def open_log(args: Any, opened: Any, run: Any, meta: Any, made: list) -> Complet
             made.extend(opened.make())
         return made
 
-    log = CompletionLog(reader_factory(source_request(args), sources)(run, meta), keep=8)
+    readers = reader_factory(source_request(args), sources, live=False)(run, meta)
+    log = CompletionLog(readers, keep=8)
     while log.poll():
         pass
     return log

@@ -11,7 +11,9 @@ such value), most recently updated first:
      "gate": {"metric": str, "fired_at": int | null},
      "task": {"metric": str, "last": float, "best": float, "trend": [float, ...]},
      "loss": float, "gpu_percent": float, "flavor": str, "cost_usd": float,
-     "created_at": float (a job's creation, epoch seconds), "config": {key: value},
+     "created_at": float (a job's creation, epoch seconds),
+     "job_state": str (a job's state in its engine's words: "PENDING (Resources)"),
+     "config": {key: value},
      "health": str (the worst health flag standing, or "ok"),
      "health_flags": [str, ...] (every flag standing, worst first)}
 
@@ -33,7 +35,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from carl_tui.report.summary import _num
+from carl_tui.store import fleet_columns
 from carl_tui.store.fleet import FleetRow, differing_keys, needs_prices
+from carl_tui.store.fleet_columns import FleetColumn
 
 
 def fleet_dict(row: FleetRow) -> dict[str, Any]:
@@ -56,21 +60,11 @@ def fleet_dict(row: FleetRow) -> dict[str, Any]:
         "flavor": row.flavor,
         "cost_usd": row.cost_usd,
         "created_at": row.created_at,
+        "job_state": row.job_state,
         "config": dict(row.config),
         "health": row.worst_flag,
         "health_flags": list(row.health),
     }
-
-
-def ago(seconds: float | None) -> str:
-    """"12s ago", "3m ago", "5h ago", "2d ago"; "-" when unknown."""
-    if seconds is None:
-        return "-"
-    s = max(0.0, seconds)
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= size:
-            return f"{int(s // size)}{unit} ago"
-    return f"{int(s)}s ago"
 
 
 def _cell(v: Any) -> str:
@@ -90,21 +84,20 @@ def _config_cell(v: Any) -> str:
     return "-" if v is None else str(v)
 
 
+def _text(column: FleetColumn, row: FleetRow, now: float) -> str:
+    return column.text(row, now) if column.text is not None else _cell(column.value(row))
+
+
 def fleet_table(rows: Sequence[FleetRow], *, now: float | None = None) -> list[list[str]]:
-    """The table's cells, its header first: what the fleet screen shows, for a pipe."""
+    """The table's cells, its header first: what the fleet screen shows, for a pipe (the
+    listed columns of `store/fleet_columns.py`, then the config keys that differ)."""
     now = time.time() if now is None else now
     axes = differing_keys(rows)
-    header = ["run", "source", "state", "step", "updated", "phase", "gate", "task",
-              "last", "best", "health", *axes]
-    out = [header]
+    listed = fleet_columns.listed()
+    out = [[c.listed or c.key for c in listed] + axes]
     for r in rows:
-        phase = "-" if r.phase is None else f"{r.phase}@{r.phase_from}"
-        out.append([
-            r.run.label, r.source, r.state, _cell(r.last_step),
-            ago(None if r.updated_at is None else now - r.updated_at), phase,
-            _cell(r.gate_step), _cell(r.task_metric), _cell(r.task_last),
-            _cell(r.task_best), r.worst_flag, *(_config_cell(r.config.get(k)) for k in axes),
-        ])
+        out.append([_text(c, r, now) for c in listed]
+                   + [_config_cell(r.config.get(k)) for k in axes])
     return out
 
 
@@ -112,11 +105,12 @@ def fleet_text(rows: Sequence[FleetRow], *, now: float | None = None) -> str:
     """The table, its columns aligned (numbers to the right)."""
     cells = fleet_table(rows, now=now)
     widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
-    right = {3, 6, 8, 9}
+    right = [c.align == "right" for c in fleet_columns.listed()]
+    right += [False] * (len(widths) - len(right))
     lines = []
     for row in cells:
-        parts = [c.rjust(w) if i in right else c.ljust(w)
-                 for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        parts = [c.rjust(w) if r else c.ljust(w)
+                 for c, w, r in zip(row, widths, right, strict=True)]
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
 

@@ -79,6 +79,10 @@ class AutoFileSource(Source):
         return 0.5 if self.inner is None else self.inner.interval
 
     @property
+    def completions_lines(self):  # type: ignore[override]
+        return None if self.inner is None else self.inner.completions_lines
+
+    @property
     def limitation(self) -> str:  # type: ignore[override]
         return "" if self.inner is None else self.inner.limitation
 

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from carl_tui.errors import (
     SourceError,  # noqa: F401  (sources import it from here)
@@ -40,6 +41,9 @@ from carl_tui.events import (
     SourceStatus,
 )
 from carl_tui.sources.unused_input import UnusedInput
+
+if TYPE_CHECKING:  # line_marks imports tail, which imports this module
+    from carl_tui.sources.line_marks import Marks
 
 #: SourceError.kind of a wait for a local file or folder to appear: looked at again
 #: every WAIT_POLL_S, with no growing backoff (checking costs a stat, and a file that
@@ -86,6 +90,10 @@ class Source:
       (live, finished, failed, queued); a run it sends data for and reported nothing of is
       live. `take_run_states(events)` gives what was reported since, as `RunLife` events
       (the engine calls it after each poll).
+    - `completions_lines`: where the completions are in the file it reads, marked as it
+      reads them (a JSONL stream's lines, a Trainer log's printed tables: `Marks`): the
+      completions view reads them there, not the file a second time. None (the
+      default): it marks none.
     - `slow_after_s`: a poll still running after this many seconds is said to be
       waiting, not live (a server that trickles its reply: given up on only later);
       None (the default): no poll of it is watched.
@@ -102,6 +110,7 @@ class Source:
     preview: bool = False
     hold: threading.Event | None = None
     slow_after_s: float | None = None
+    completions_lines: Marks | None = None
 
     def poll(self) -> list[Event]:
         raise NotImplementedError

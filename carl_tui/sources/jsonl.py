@@ -115,6 +115,7 @@ from carl_tui.events import Event, LogLines, Marker, RunMeta, RunRef, ScalarBatc
 from carl_tui.identity import file_run
 from carl_tui.metric_names import STEP_KEYS
 from carl_tui.sources.base import HOLD_MAX_S, PolledSource
+from carl_tui.sources.line_marks import completions_marks
 from carl_tui.sources.rows import (
     RowColumns,
     build_columns,
@@ -385,6 +386,8 @@ class JsonlSource(PolledSource):
             run or file_run(self.path, "jsonl"), explicit=run is not None,
             unused_input=self.unused_input,
         )
+        # the completions view's lines, marked as they are read: the file is read once
+        self.completions_lines = completions_marks(self.follower)
         self.finished = False
         self.notes: list[str] = []  # what happened to the file (restarts), oldest first
         self._generation = 0
@@ -440,6 +443,7 @@ class JsonlSource(PolledSource):
             self.hold.wait(HOLD_MAX_S)  # read the history once the preview is on screen
             self.hold = None
         got = self.follower.read()
+        self.completions_lines.feed(got)
         self.behind = got.backlog
         for reason, example in got.dropped:
             self.unused_input.skip(reason, _example(example))

@@ -86,6 +86,15 @@ class FollowRead:
     backlog: bool  # more data is waiting: read again at once
     generation: int = 0  # the file generation these lines belong to
     dropped: list[tuple[str, bytes]] = field(default_factory=list)  # (reason, first bytes)
+    # (file offset, bytes): `lines` as they lie in the file, joined by their newlines (the
+    # last one left off), in runs a skipped line or a byte order mark breaks: for readers
+    # that index lines by offset, searched without a Python step per line
+    runs: list[tuple[int, bytes]] = field(default_factory=list)
+
+    def drop_long(self, example: bytes, max_line_bytes: int, name: str) -> None:
+        self.dropped.append(("line too long", example))
+        self.notes.append(f"a line of more than {max_line_bytes / 2**20:g} MB in {name} "
+                          "was skipped")
 
 
 _KINDS = ((stat.S_ISDIR, "directory"), (stat.S_ISCHR, "character device"),
@@ -127,6 +136,21 @@ def _gone(path: Path, predecessor: bool) -> SourceError:
         return SourceError(f"waiting for {path} ({path.name}{rotated.SUFFIX}, rotated away "
                            "before it was read, was read)", kind=WAITING)
     return SourceError(f"waiting for {path} (it was deleted)", kind=WAITING)
+
+
+def _ident_of(st: os.stat_result | None) -> tuple[int, int] | None:
+    return None if st is None else (st.st_dev, st.st_ino)
+
+
+def _changed(fd: int, size: int, pos: int, head: bytes, tail: bytes) -> str | None:
+    """How a file read up to `pos` changed (its fingerprint `head`, `tail`); None: it grew."""
+    if pos == 0:
+        return None
+    if size < pos:
+        return "was truncated"
+    if not rotated.holds_read(fd, head, tail, pos):
+        return "was truncated and written again"
+    return None
 
 
 def _open_file(path: Path, st: os.stat_result, *, was_a_file: bool
@@ -178,6 +202,8 @@ class FileFollower:
         self.offset = 0  # byte offset of the first line not yet returned
         self.generation = 0  # how many times the file started over (0: the first file)
         self.restarts = 0  # same count: truncations, rewrites and replacements seen
+        self.bytes_read = 0  # read in order, all generations (a file is read once)
+        self.ranges_read = 0  # lines read again on demand (`read_range`)
         self._pos = 0  # next byte to read (offset + len(_buf), unless skipping a long line)
         self._buf = bytearray()  # bytes of the unfinished last line
         self._skip_long = False  # inside a line longer than max_line_bytes
@@ -225,6 +251,20 @@ class FileFollower:
             self._buf = bytearray()
             return line
 
+    def read_range(self, generation: int, start: int, end: int) -> bytes | None:
+        """Bytes `start:end` of the file read as `generation`, again; None: not followed now."""
+        with self._lock:
+            if generation != self.generation or self._fifo or self._ident is None:
+                return None
+            fd = self._fd if self._fd is not None else os.open(self.path, _O_FLAGS)
+            try:
+                same = _ident_of(st := os.fstat(fd)) == self._ident and st.st_size >= end
+                self.ranges_read += same
+                return _pread(fd, end - start, start) if same else None
+            finally:
+                if fd != self._fd:
+                    os.close(fd)
+
     def close(self) -> None:
         with self._lock:
             self._close_fd()
@@ -235,7 +275,7 @@ class FileFollower:
         st = stat_path(self.path)
         if not self._looked_back and self._pos == 0 and self.generation == 0:
             self._look_back(st, out)
-        if self._fd is not None and not self._same(st) and self._follow_old(st, out):
+        if self._fd is not None and _ident_of(st) != self._ident and self._follow_old(st, out):
             return out  # lines of the old copy of a replaced or deleted file
         if self._fd is None:
             if st is None:
@@ -264,9 +304,6 @@ class FileFollower:
         pre_name = self.name + rotated.SUFFIX
         out.notes.append(f"{self.name} was rotated to {pre_name} before it was read; "
                          f"reading {pre_name} first")
-
-    def _same(self, st: os.stat_result | None) -> bool:
-        return st is not None and (st.st_dev, st.st_ino) == self._ident
 
     def _follow_old(self, st: os.stat_result | None, out: FollowRead) -> bool:
         """The path no longer names the open file. Read the old one until it is
@@ -344,7 +381,7 @@ class FileFollower:
         size = os.fstat(fd).st_size
         want = min(self.max_bytes_per_poll, size - self._pos)
         data = _pread(fd, want, self._pos) if want > 0 else b""
-        why = self._changed(fd, size)
+        why = _changed(fd, size, self._pos, self._head, self._tail)
         if why is None:
             return data, size
         if not allow_restart:
@@ -369,15 +406,6 @@ class FileFollower:
             self._take(data, out)
         return chunks is not None
 
-    def _changed(self, fd: int, size: int) -> str | None:
-        if self._pos == 0:
-            return None
-        if size < self._pos:
-            return "was truncated"
-        if not rotated.holds_read(fd, self._head, self._tail, self._pos):
-            return "was truncated and written again"
-        return None
-
     def _take(self, data: bytes, out: FollowRead) -> None:
         """Split `data` (the bytes at `_pos`) into complete lines."""
         if not data:
@@ -386,6 +414,7 @@ class FileFollower:
             self._head += data[: HEAD_BYTES - len(self._head)]
         self._tail = (self._tail + data[-TAIL_BYTES:])[-TAIL_BYTES:]
         self._pos += len(data)
+        self.bytes_read += len(data)
         if self._skip_long:
             nl = data.find(b"\n")
             if nl < 0:
@@ -404,7 +433,7 @@ class FileFollower:
         if end < 0:
             self._buf += data
             if len(self._buf) > self.max_line_bytes:
-                self._drop_long(bytes(self._buf[:EXAMPLE_BYTES]), out)
+                out.drop_long(bytes(self._buf[:EXAMPLE_BYTES]), self.max_line_bytes, self.name)
                 self.offset += len(self._buf)
                 self._buf = bytearray()
                 self._skip_long = True
@@ -418,17 +447,16 @@ class FileFollower:
         self.offset += len(block) + 1
         self._buf = bytearray(data[end + 1 :])
         lines = block.split(b"\n")
+        skip = 0
         if len(lines[0]) > self.max_line_bytes:
-            self._drop_long(lines[0][:EXAMPLE_BYTES], out)
-            del lines[0]
+            out.drop_long(lines[0][:EXAMPLE_BYTES], self.max_line_bytes, self.name)
+            skip = len(lines.pop(0)) + 1
         elif start == 0 and lines[0].startswith(BOM):
             lines[0] = lines[0][len(BOM) :]
+            skip = len(BOM)
+        if lines:  # `block` is the lines as read: no copy unless cut at its start
+            out.runs.append((start + skip, block[skip:] if skip else block))
         out.lines.extend(lines)
-
-    def _drop_long(self, example: bytes, out: FollowRead) -> None:
-        out.dropped.append(("line too long", example))
-        mb = self.max_line_bytes / 2**20
-        out.notes.append(f"a line of more than {mb:g} MB in {self.name} was skipped")
 
     def _restart(self, note: str, out: FollowRead) -> None:
         """Start over at the beginning of the file (a new generation)."""

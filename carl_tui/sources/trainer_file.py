@@ -11,8 +11,9 @@ held is released with the best step the log allows.
 
 Reading goes through `FileFollower` (byte-offset tailing; truncation and
 replacement start a new generation: the file is read again from the start with
-a fresh parser, and a log line says so). A file source never finishes: its
-writer may always append.
+a fresh parser, and a log line says so); the completions tables TRL prints are
+marked as they are read (`completions_lines`), for the completions view. A file
+source never finishes: its writer may always append.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from carl_tui.events import Event, RunRef
 from carl_tui.identity import TRAINER_LOG, file_run
 from carl_tui.sources.base import PolledSource, SourceError
+from carl_tui.sources.line_marks import PanelMarks
 from carl_tui.sources.tail import FileFollower
 from carl_tui.sources.trainer_log import TrainerLogParser, TrainerOutput
 from carl_tui.sources.unused_input import UnusedInput
@@ -56,6 +58,8 @@ class TrainerLogSource(PolledSource):
         self.generation = 0
         self._follower = FileFollower(self.path, max_bytes_per_poll=max_bytes_per_poll,
                                       since=since)
+        # the completions view's tables, marked as they are read: the file is read once
+        self.completions_lines = PanelMarks(self._follower)
         self.behind = False
 
     @property
@@ -83,6 +87,7 @@ class TrainerLogSource(PolledSource):
             if self.parser.pending:  # the file went away: release what is held, then say so
                 return self.output.flush()
             raise
+        self.completions_lines.feed(read)
         self.behind = read.backlog
         for reason, example in read.dropped:
             self.unused_input.skip(reason, example.decode("utf-8", "replace"))

@@ -163,7 +163,7 @@ class _ChunkScan:
 
 HEAD_BYTES = 64 << 10  # the head first read (more until it holds a history record)
 HEAD_MAX_BYTES = 4 << 20
-TAIL_BYTES = 512 << 10  # the newest records of the preview (more while they hold no row)
+TAIL_BYTES = 128 << 10  # the newest records of the preview (more while they hold no row)
 TAIL_MAX_BYTES = 16 << 20
 SAMPLE_BYTES = 2 << 10  # read at each sampled block for its first history record
 

@@ -725,11 +725,14 @@ def _preview(
         return None
     probe = _RunReader(reader.path, UnusedInput(), reader.record_cls)
     probe.log = log
-    events = [e for e in probe._records(got.head + got.sample) if _previewed(e, summary=False)]
+    events = [replace(e, preview=True) if isinstance(e, ScalarBatch) else e
+              for e in probe._records(got.head + got.sample) if _previewed(e, summary=False)]
     probe.summary_raw = {}
-    events += [e for e in probe._records(got.tail) if _previewed(e, summary=True)]
+    # The newest rows are the run's values, not its shape (`ScalarBatch.tail`): the store
+    # shows them and feeds only the sample to the preview's phase classifier, as for Trackio.
+    events += [replace(e, preview=True, tail=True) if isinstance(e, ScalarBatch) else e
+               for e in probe._records(got.tail) if _previewed(e, summary=True)]
     assert probe.ref is not None  # the head holds a run record (read_preview)
-    events = [replace(e, preview=True) if isinstance(e, ScalarBatch) else e for e in events]
     return events, _Shown(probe.ref, got.tail_end)
 
 

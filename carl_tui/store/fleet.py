@@ -55,6 +55,9 @@ class FleetRow:
     flavor: str | None = None  # the job's hardware flavor, for a job
     cost_usd: float | None = None  # price per hour x time running, for a job with a price
     created_at: float | None = None  # when its job was created (epoch seconds), for a job
+    # The job's state in its engine's own words, with a pending job's reason ("PENDING
+    # (Resources)", Ray's "STOPPED"): `Job.message`, for a job whose engine says one.
+    job_state: str | None = None
     config: Mapping[str, Any] = field(default_factory=dict)
     # Its history is still being read after a coarse preview (the dashboard's store): the
     # phase, the gate's step and the best value are the preview's (None: not told yet);
@@ -65,6 +68,15 @@ class FleetRow:
     # The health flags standing (store/health.py), worst first; () when none stands.
     health: tuple[str, ...] = ()
     health_severity: str | None = None  # the worst one's
+
+    @property
+    def state_text(self) -> str:
+        """The state as printed (`fleet` piped): a queued job's with its engine's reason
+        ("queued: PENDING (Resources)"); the screen's column is too narrow for it, the
+        job bar and the run card say it there."""
+        if self.state == "queued" and self.job_state:
+            return f"queued: {self.job_state}"
+        return self.state
 
     @property
     def worst_flag(self) -> str:
@@ -193,6 +205,7 @@ def fleet_row(snap: RunSnapshot, *, now: float,
         gpu_percent=_gpu_percent(snap),
         flavor=str(flavor) if flavor else None,
         cost_usd=_cost(snap, now, prices),
+        job_state=(snap.job.message or None) if snap.job is not None else None,
         created_at=snap.job.created_at if snap.job is not None else None,
         config=shown_config(config),
         provisional=snap.phase.provisional,

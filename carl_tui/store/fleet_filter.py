@@ -6,9 +6,9 @@ Terms are separated by spaces and all must hold (AND). Each term is `key OP valu
 - `key~text`: the value contains the text (case-insensitive);
 - `key>=n`, `key<=n`, `key>n`, `key<n`, `key=n`, `key!=n`: numeric comparison.
 
-A key is one of the row's fields (`FIELDS`: name, source, state, phase, step, ...) or a
-key of a run's config (`lr`, `learning_rate`, `seed`, ...). A row without the key does
-not match. A value with spaces is quoted: `model:"tiny gpt"`.
+A key is one of the fleet's filterable columns (`fleet_columns.py`: name, source, state,
+phase, step, ...) or a key of a run's config (`lr`, `learning_rate`, `seed`, ...). A row
+without the key does not match. A value with spaces is quoted: `model:"tiny gpt"`.
 
 `parse_filter` raises `FilterError` with one sentence saying what is wrong; the table
 keeps the last good filter meanwhile. No Textual here.
@@ -20,39 +20,17 @@ import math
 import operator
 import re
 import shlex
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from carl_tui.store.fleet import FleetRow
+from carl_tui.store.fleet_columns import filter_fields
 
 
 class FilterError(ValueError):
     """A filter that cannot be read; its message says why, in one sentence."""
 
-
-# The row's fields a filter can name, and how each is read from a row.
-FIELDS: dict[str, Callable[[FleetRow], Any]] = {
-    "name": lambda r: r.run.label,
-    "run": lambda r: r.run.run_id,
-    "project": lambda r: r.run.project,
-    "source": lambda r: r.source,
-    "state": lambda r: r.state,
-    "phase": lambda r: r.phase,
-    "stage": lambda r: r.stage,
-    "step": lambda r: r.last_step,
-    "first_step": lambda r: r.first_step,
-    "gate": lambda r: r.gate_step,
-    "task": lambda r: r.task_last,
-    "best": lambda r: r.task_best,
-    "loss": lambda r: r.loss,
-    "gpu": lambda r: r.gpu_percent,
-    "flavor": lambda r: r.flavor,
-    "cost": lambda r: r.cost_usd,
-    # every flag standing: `health:truncation` holds for a run with that flag among them,
-    # `health:ok` for a run with none
-    "health": lambda r: r.health or ("ok",),
-}
 
 _NUMERIC = {">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
             "=": operator.eq, "!=": operator.ne}
@@ -100,7 +78,7 @@ class FleetFilter:
 
 def value_of(row: FleetRow, key: str) -> Any:
     """The row's field `key`, else its config's `key` (None where it has neither)."""
-    get = FIELDS.get(key)
+    get = filter_fields().get(key)
     if get is not None:
         return get(row)
     return row.config.get(key)
@@ -128,6 +106,7 @@ def parse_filter(text: str, config_keys: Iterable[str] = ()) -> FleetFilter:
     except ValueError as exc:
         raise FilterError(f"cannot read the filter: {exc}") from None
     known = set(config_keys)
+    fields = filter_fields()
     terms = []
     for word in words:
         m = _TERM.match(word)
@@ -135,8 +114,8 @@ def parse_filter(text: str, config_keys: Iterable[str] = ()) -> FleetFilter:
             raise FilterError(f"{word!r}: write key:value, key~text or key>=number "
                               "(e.g. state:live lr>=1e-4 name~grpo)")
         key, op, value = m.groups()
-        if key not in FIELDS and key not in known:
-            names = ", ".join([*FIELDS, *sorted(k for k in known if not k.startswith("_"))])
+        if key not in fields and key not in known:
+            names = ", ".join([*fields, *sorted(k for k in known if not k.startswith("_"))])
             raise FilterError(f"unknown key {key!r} (known: {names})")
         if not value:
             raise FilterError(f"{word!r}: no value after {op!r}")

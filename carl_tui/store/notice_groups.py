@@ -130,10 +130,13 @@ def is_history(notice: Notice, opened_at: float,
 
 
 def history_line(notices: list[Notice], now: float,
-                 age: Callable[[float | None, float], str]) -> str:
+                 age: Callable[[float | None, float], str],
+                 phase: tuple[str, int | None] | None = None) -> str:
     """One quiet line of a run's history: each kind's latest notice by its step, the
     gate's and the cascade's first, at most HISTORY_NAMED, then the age of the newest
-    ("history: crystallised at 315, CARL on at 340, 6.5d ago"); "" when none."""
+    ("history: crystallised at 315, CARL on at 340, 6.5d ago"); "" when none. `phase`:
+    the run's phase as it reads now (the phase panel's word and its first step): said in
+    place of the phase notices, which a later reading may have corrected."""
     latest: dict[str, Notice] = {}
     for n in notices:
         latest[n.kind] = n
@@ -141,6 +144,10 @@ def history_line(notices: list[Notice], now: float,
     parts = []
     for kind in kinds[:HISTORY_NAMED]:
         n = latest[kind]
+        if kind == "phase" and phase is not None:
+            word, since = phase
+            parts.append(f"{word} since {since}" if since is not None else word)
+            continue
         word = HISTORY_WORDS.get(kind) or _phase_word(n) or kind.replace("_", " ")
         parts.append(f"{word} at {n.step}" if n.step is not None else word)
     if not parts:

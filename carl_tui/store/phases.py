@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from carl_tui import metric_names as mn
-from carl_tui.coherence.phases import ACCURACY_CEILING, PhaseClassifier, Said
+from carl_tui.coherence.phases import ACCURACY_CEILING, PhaseClassifier, PhaseSettings, Said
 from carl_tui.store import roles
 
 ACCURACY_STAGE = "accuracy"
@@ -39,8 +39,10 @@ class Stage:
 
 
 class PhaseTrack:
-    def __init__(self, gate_metric: str = mn.ACCURACY) -> None:
+    def __init__(self, gate_metric: str = mn.ACCURACY,
+                 settings: PhaseSettings | None = None) -> None:
         self.stages: list[Stage] = []
+        self.settings = settings  # its classifiers' (None: the method's own)
         self.gate_metric = gate_metric  # the metric the phase-transition gate reads
         self.vocab_size: int | None = None  # the run's, once known (phi from entropy)
 
@@ -80,7 +82,7 @@ class PhaseTrack:
                     self.current.classifier.stage_ended()
                 ceiling = ACCURACY_CEILING if name == ACCURACY_STAGE else math.inf
                 self.stages.append(Stage(name, int(steps[a]), "", PhaseClassifier(
-                    ceiling=ceiling)))
+                    self.settings, ceiling=ceiling)))
             st = self.current
             if not st.metric:
                 if name == REWARD_STAGE:

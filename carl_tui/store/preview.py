@@ -27,6 +27,10 @@ MAX_PREVIEW_ROWS = 100_000  # a preview is small by design; more is ignored
 #: Rows a preview holds before its classifier and gate are fed: the fewest from which the
 #: classifier tells any phase but baseline (`coherence.phases.seen_enough`).
 FEED_AFTER = PhaseSettings().rise_after
+#: The preview's classifier reads its segments less often than a run's (every value up to
+#: 8, then each quarter more): a preview is a few hundred rows shown once, on the first
+#: screen, and its phase is provisional (the run's own is read from every row in order).
+PREVIEW_PHASES = PhaseSettings(every_value=8, growth=1.25)
 
 
 class _Points:
@@ -78,7 +82,7 @@ class Preview:
         self._wall = _Points()
         self._tails: list[ScalarBatch] = []  # newest rows not taken into the points yet
         self.gate = PhaseTransitionGate(metric=gate_metric)
-        self.phases = PhaseTrack()
+        self.phases = PhaseTrack(settings=PREVIEW_PHASES)
         self.rows = 0
         self.newest_read = False  # it holds the run's own newest rows (a `tail` batch)
         self._names: list[str] | None = None  # the series with values (`names`)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from carl_tui.actions.local_job import RUNNING, STOPPING, LocalJob
 from carl_tui.events import RunMeta, RunRef
 from carl_tui.identity import HF_JOB, local_run
+from carl_tui.ui.cluster_jobs import ClusterJobs
 
 if TYPE_CHECKING:  # pragma: no cover
     from textual.app import App
@@ -44,6 +45,7 @@ class ActionController:
         self._local_runs: dict[str, RunRef] = {}
         self._local_stages: dict[str, str] = {}
         self._local_registry: dict[str, Any] = {}  # run key -> LocalRun, as last listed
+        self.cluster = ClusterJobs(self)  # jobs of a JobEngine (Ray; Slurm)
 
     def start(self, local_jobs: Sequence[tuple[RunRef, LocalJob]] = ()) -> None:
         for run, local in local_jobs:
@@ -91,6 +93,8 @@ class ActionController:
         if outcome is None:
             return
         spec = outcome.spec
+        if outcome.job is not None and self.cluster.owns(outcome.job.run):
+            return self.cluster.launched(spec, outcome.job)
         if outcome.job is not None:
             job = outcome.job
             self.follower.emit([RunMeta(job.run, {"model": spec.model, "method": spec.method,
@@ -126,6 +130,9 @@ class ActionController:
             return
         snap = self._current_snapshot()
         job = snap.job if snap is not None else None
+        if snap is not None and self.cluster.owns(snap.run):
+            self.cluster.confirm_stop(snap)
+            return
         if snap is None or job is None or snap.run.source != HF_JOB:
             self.app.notify("The current run has no job to stop.", severity="warning")
             return
@@ -199,6 +206,8 @@ class ActionController:
             return "" if state in (RUNNING, STOPPING) else f"it has already ended ({state})"
         snap = self.follower.store.snapshot(key, 2, ())
         job = snap.job if snap is not None else None
+        if snap is not None and self.cluster.owns(snap.run):
+            return self.cluster.why_not(snap)
         if snap is None or job is None or snap.run.source != HF_JOB:
             return "the run has no job to stop"
         from carl_tui.hub import TERMINAL_STAGES
@@ -212,6 +221,8 @@ class ActionController:
         said = [self._guard_push(run)] if push else []
         if run.key in self.local_jobs:
             said.append(f"stopped: {self._stop_local(run.key)}")
+        elif self.cluster.owns(run):
+            said.append(self.cluster.guard_stop(run))
         else:
             snap = self.follower.store.snapshot(run.key, 2, ())
             job = snap.job
@@ -298,10 +309,10 @@ class ActionController:
             row = local.status_event(self._local_runs[key])
             if row.job_id not in pids:
                 rows.append(replace(row, label=f"{row.name} · {local.stream_path}"))
-        return rows
+        return rows + self.cluster.rows()
 
     def _job_chosen(self, row) -> None:
-        if row is None:
+        if row is None or self.cluster.chosen(row):
             return
         if row.run.key in self.local_jobs:  # watched here already: show it
             self.follower.follow(row.run.key)

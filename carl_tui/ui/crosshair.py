@@ -1,6 +1,7 @@
-"""The crosshair (`,` and `.` move it, `escape` hides it): one x on every stacked plot
-at once, each plot drawing it as a line and saying, in its bottom border (`plots.py`:
-`readout`), the step (or time, or tokens) there and the value of each of its series."""
+"""The crosshair (a click on a plot places it, `,` and `.` move it, `escape` hides it): one
+x on every stacked plot at once, each plot drawing it as a line and saying, in its bottom
+border (`plots.py`: `readout`), the step (or time, or tokens) there and the value of each
+of its series."""
 
 from __future__ import annotations
 
@@ -15,11 +16,25 @@ class Crosshair:
     def __init__(self) -> None:
         self.x: float | None = None
 
+    @staticmethod
+    def _xs(plots: Sequence[MetricPlot]):
+        """The x of each point of the first plot's first series (what the crosshair snaps
+        to); None when nothing is drawn."""
+        return next((t.xs for p in plots for t in p.view.traces if not t.faint and len(t.xs)),
+                    None)
+
+    def place(self, x: float, plots: Sequence[MetricPlot]) -> None:
+        """At the point nearest `x` (where the plot was clicked)."""
+        xs = self._xs(plots)
+        if xs is not None:
+            self.x = float(xs[nearest(xs, x)])
+            for plot in plots:
+                plot.set_crosshair(self.x)
+
     def move(self, delta: int, plots: Sequence[MetricPlot]) -> None:
         """`delta` columns to the right (left when negative); 0 hides it. It starts at the
         last point."""
-        xs = next((t.xs for p in plots for t in p.view.traces if not t.faint and len(t.xs)),
-                  None)
+        xs = self._xs(plots)
         if delta == 0 or xs is None:
             self.x = None
         else:

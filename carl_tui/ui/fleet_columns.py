@@ -1,5 +1,6 @@
-"""The fleet table's columns: what each shows of a `FleetRow`, how it sorts, which give way
-first on a narrow terminal, and how a run's rows become cells.
+"""The fleet table's columns on the screen: how each of the fleet's one column table
+(`store/fleet_columns.py`: what each reads of a `FleetRow`, how it sorts, which give way
+first on a narrow terminal) looks, and how a run's rows become cells.
 
 Plain data and functions (Rich text, no widget): the screen (`screens/fleet_table.py`) lays
 them out.
@@ -10,17 +11,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 from rich.text import Text
 
+from carl_tui.store import fleet_columns
 from carl_tui.store.fleet import FleetRow
+from carl_tui.store.fleet_columns import SPARK_WIDTH, VALUE_WIDTH, FleetColumn
 from carl_tui.store.fleet_filter import as_number, value_of
-from carl_tui.store.health import SEVERITY_RANK
 from carl_tui.ui.format import DASH, PROVISIONAL, STATE_COLORS, age_text, value_text
 
 SPARKS = "▁▂▃▄▅▆▇█"
-SPARK_WIDTH = 10
 # A health flag's colour by its severity (as on the phase panel); "ok" when none stands.
 HEALTH_COLORS = {"error": "status-bad", "warning": "status-wait", "information": "status-done"}
 CONFIG_PRIORITY = 5
@@ -80,12 +82,6 @@ def _health(row: FleetRow, _now: float, colors: Mapping[str, str]) -> str | Text
     return Text(row.health[0] + more, style=f"bold {color}".strip(), justify="left")
 
 
-def _health_sort(row: FleetRow) -> str:
-    """Worst first: an error, a warning, an audit, then "ok"; by name within each."""
-    rank = SEVERITY_RANK.get(row.health_severity or "", len(SEVERITY_RANK))
-    return f"{rank} {row.worst_flag}"
-
-
 def _phase(row: FleetRow, *_: Any) -> str | Text:
     if not row.phase:
         # a coarse preview of its history too thin to tell a phase: it comes once read
@@ -117,11 +113,6 @@ def _trend(row: FleetRow, *_: Any) -> str | Text:
     return Text(spark, style="dim") if row.provisional and spark else spark
 
 
-#: The most a value's cell takes: `value_text`'s longest, a negative value in scientific
-#: notation, marked as the preview's ("≈-2.980e-05"); a column is as wide as its longest
-#: cell up to this (a cut number reads as another number).
-VALUE_WIDTH = 11
-
 def _task_named(row: FleetRow, now: float, colors: Mapping[str, str]) -> str | Text:
     """The task metric's last value, and which metric it is (`task_name`): for runs that
     do not all have the same one (a sweep of GRPO and SFT runs: reward 1.87 beside
@@ -148,38 +139,41 @@ def task_name(metric: str) -> str:
 TASK_NAMES = {"reward": "reward", "mean_token_accuracy": "accuracy",
               "eval_mean_token_accuracy": "eval accuracy"}
 
-# In the order shown: what tells a run's state and progress first (an 80-column terminal
-# shows run, state, step, updated, the task metric and the phase), the rest to the right,
-# reached by scrolling sideways (left/right).
-BASE_COLUMNS: tuple[Column, ...] = (
-    Column("name", "run", 0, lambda r, *_: r.run.label, lambda r: r.run.label, 28),
-    Column("state", "state", 0, _state, lambda r: r.state, 8),
-    Column("step", "step", 1, _value(lambda r: r.last_step, newest=True),
-           lambda r: r.last_step, 9),
-    Column("updated", "updated", 1, lambda r, now, _c: age_text(r.updated_at, now),
-           lambda r: -(r.updated_at or 0.0) if r.updated_at else None, 9),
-    Column("task", "task", 1, _value(lambda r: r.task_last, newest=True),
-           lambda r: r.task_last, VALUE_WIDTH),
-    Column("phase", "phase", 0, _phase, lambda r: r.phase, 28),
-    Column("health", "health", 1, _health,
-           _health_sort, 21),
-    Column("gate", "gate", 2, _value(lambda r: r.gate_step),
-           lambda r: r.gate_step, 9),
-    Column("best", "best", 2, _value(lambda r: r.task_best),
-           lambda r: r.task_best, VALUE_WIDTH),
-    Column("trend", "trend", 2, _trend, lambda r: r.task_last, SPARK_WIDTH),
-    Column("loss", "loss", 3, _value(lambda r: r.loss, newest=True), lambda r: r.loss,
-           VALUE_WIDTH),
-    Column("source", "source", 2, lambda r, *_: r.source, lambda r: r.source, 12),
-    Column("gpu", "gpu", 4, lambda r, *_: _num(r.gpu_percent, "{:.0f}%"),
-           lambda r: r.gpu_percent, 5),
-    Column("flavor", "flavor", 4, lambda r, *_: r.flavor or DASH, lambda r: r.flavor, 12),
-    Column("cost", "cost", 4, lambda r, *_: _num(r.cost_usd, "${:.2f}"),
-           lambda r: r.cost_usd, 8),
-)
+def _updated(row: FleetRow, now: float, _colors: Mapping[str, str]) -> str:
+    return age_text(row.updated_at, now)
 
 
-TASK_COLUMN = next(c for c in BASE_COLUMNS if c.key == "task")
+def _text(get: Callable[[FleetRow], Any]):
+    return lambda row, *_: DASH if (v := get(row)) is None or v == "" else str(v)
+
+
+#: How a cell looks where its value's text does not say enough, by column key; the rest:
+#: numbers (aligned right) as measured, or in the column's `fmt`, and text as it is.
+LOOKS = {"state": _state, "updated": _updated, "phase": _phase, "health": _health,
+         "trend": _trend}
+
+
+def _column(c: FleetColumn) -> Column:
+    if c.key in LOOKS:
+        cell = LOOKS[c.key]
+    elif c.fmt is not None:
+        cell = lambda r, *_: _num(c.value(r), c.fmt)
+    elif c.align == "right":
+        cell = _value(c.value, newest=c.newest)
+    else:
+        cell = _text(c.value)
+    return Column(c.key, c.header, c.priority, cell, c.sort_on, c.width)
+
+
+def base_columns() -> tuple[Column, ...]:
+    """The screen's columns of the fleet's one column table (`store/fleet_columns.py`),
+    left to right."""
+    return _built(fleet_columns.COLUMNS)
+
+
+@lru_cache(maxsize=4)
+def _built(_table: tuple[FleetColumn, ...]) -> tuple[Column, ...]:
+    return tuple(_column(c) for c in fleet_columns.on_screen())
 
 
 def config_text(v: Any) -> str:
@@ -201,14 +195,14 @@ def columns_for(config_keys: Sequence[str], rows: Sequence[FleetRow] = ()) -> li
     """Every column there is for `rows`: the base ones, the task metric's named (its name
     in the header where every run has the same one, else in each cell), then one for each
     config key (`config_keys`: the runs' axes)."""
+    base = base_columns()
+    task = next(c for c in base if c.key == "task")
     metrics = {r.task_metric for r in rows if r.task_metric}
     if len(metrics) == 1:
-        task = replace(TASK_COLUMN, label=task_name(next(iter(metrics))))
+        task = replace(task, label=task_name(next(iter(metrics))))
     elif metrics:
-        task = replace(TASK_COLUMN, cell=_task_named, width=VALUE_WIDTH + 14)
-    else:
-        task = TASK_COLUMN
-    return [task if c.key == "task" else c for c in BASE_COLUMNS] + [
+        task = replace(task, cell=_task_named, width=VALUE_WIDTH + 14)
+    return [task if c.key == "task" else c for c in base] + [
         config_column(k) for k in config_keys]
 
 

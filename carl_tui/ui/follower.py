@@ -255,7 +255,10 @@ class Follower:
     def history_line(self, now: float) -> str:
         """The run on screen's history in one quiet line ("" when none)."""
         kept = self.history.get(self.current_run or "", [])
-        return history_line(kept, now, age_text)
+        snap = self.snapshot
+        view = snap.phase if snap is not None and snap.run.key == self.current_run else None
+        phase = (view.phase, view.since_step) if view is not None and not view.too_few else None
+        return history_line(kept, now, age_text, phase)
 
     def _take_snapshot(self, max_points: int, render_cost: float
                        ) -> tuple[RunSnapshot | None, tuple[RunSnapshot | None, ...]]:

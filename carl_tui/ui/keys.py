@@ -134,8 +134,50 @@ READ_ONLY_HIDDEN: frozenset[str] = frozenset(k.action for k in ACTION_KEYS) | {
     "save_view", "save_screen"}
 
 
-# What a recording played back leaves out: the keys that act on the run on screen.
-RECORDING_HIDDEN: frozenset[str] = frozenset({"stop_job", "push_checkpoint"})
+# What a recording played back (`replay`) leaves out of the footer, the help and the palette,
+# and refuses with a reason: its run has no job here to stop and no checkpoint to push, and
+# launching or the account's jobs belong to a dashboard of one's own runs.
+RECORDING_HIDDEN: frozenset[str] = frozenset({"launch", "stop_job", "push_checkpoint", "jobs"})
+# The demo (`carl-tui demo`) saves no checkpoint to push and is there to be watched; its
+# training is a job of this machine that `s` stops and `j` lists.
+DEMO_HIDDEN: frozenset[str] = frozenset({"launch", "push_checkpoint"})
+_WHY_HIDDEN = {
+    "launch": "launch from a dashboard of your own runs (carl-tui --watch, --trackio, ...)",
+    "stop_job": "its run has no job here to stop",
+    "push_checkpoint": "its run has no checkpoint here to push",
+    "jobs": "the jobs list belongs to a dashboard of your own runs",
+}
+
+
+def hidden_actions(*, read_only: bool = False, recording: bool = False,
+                   demo: bool = False) -> frozenset[str]:
+    """The actions left out of the footer, the help and the palette, and refused."""
+    hidden: frozenset[str] = READ_ONLY_HIDDEN if read_only else frozenset()
+    if recording:
+        hidden |= RECORDING_HIDDEN
+    if demo:
+        hidden |= DEMO_HIDDEN
+    return hidden
+
+
+def why_hidden(action: str, *, recording: bool = False, demo: bool = False) -> str | None:
+    """One line saying why a replay or the demo refuses `action`; None where it acts."""
+    if recording and action in RECORDING_HIDDEN:
+        return f"A replay plays back a recording: {_WHY_HIDDEN[action]}."
+    if demo and action in DEMO_HIDDEN:
+        return f"The demo is there to be watched: {_WHY_HIDDEN[action]}."
+    return None
+
+
+# Where the footer has no room for every key (80 columns), the ones it keeps, most needed
+# first; the rest stay bound and listed by `?`.
+FOOTER_FIRST: tuple[str, ...] = (
+    "help", "quit",
+    "pop_screen", "page(1)", "page(-1)",  # the metric grid (M)
+    "open_run", "toggle_select", "card", "filter", "cycle_sort", "choose_columns",  # fleet
+    "cycle_group", "close",
+    "pick_run", "pick_metrics", "toggle_grid_metric", "cycle_x_axis", "cycle_smoothing",
+    "toggle_log_panel", "completions")
 
 
 # The dashboard's keys had `app.` ids before they became the screen's own (`view.`): a

@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.actions.launch_spec import LaunchSpec
     from carl_tui.actions.local_job import LocalJob
     from carl_tui.actions.push import PushProgress, PushResult
+    from carl_tui.engines.base import JobEngine
     from carl_tui.events import Job, RunRef
     from carl_tui.sources.base import Source
     from carl_tui.ui.attention import AlertConfig
@@ -52,8 +53,9 @@ class Settings:
     save_dir: str = "."  # where ctrl+s writes the screen and the plotted data
     read_only: bool = False  # no key that acts on the world, nor ctrl+s (READ_ONLY_HIDDEN)
     # A recording played back (`replay`): its run has no job to stop and no checkpoint to
-    # push here (RECORDING_HIDDEN); launching and the account's jobs still act.
+    # push here; launching and the account's jobs are left out too (RECORDING_HIDDEN).
     recording: bool = False
+    demo: bool = False  # `carl-tui demo`: no launch, and no checkpoint to push (DEMO_HIDDEN)
     output_dir: str | None = None  # where the run's checkpoints are (p), unless its meta says
     push_repo: str | None = None  # default target repo of p
     launch_defaults: LaunchSpec | None = None  # the launch form's; None: LaunchSpec()
@@ -75,6 +77,53 @@ class Services:
     # The completions view (a): (run, its meta) -> the readers of its completions.
     completions: Callable[[RunRef, Any], list] | None = None
     clock: Callable[[], float] = time.time  # for "updated 3s ago"; fixed in snapshot tests
+    # The clusters' job engines (Ray, Slurm: actions/engines.py): `ray_address` is the
+    # Ray dashboard the launch form offers and `j` lists ("": $RAY_ADDRESS or the local
+    # one; `j` lists it where `list_ray`); `engines` keeps each engine by the (source kind,
+    # project) of the runs it launched or listed, so `s` stops a job through its own.
+    ray_address: str = ""
+    list_ray: bool = False
+    engines: dict[tuple[str, str], JobEngine] = field(default_factory=dict)
+
+    def engine(self, target: str, address: str = "") -> JobEngine:
+        """A new engine of `target` ("ray") at `address` ("": its default)."""
+        from carl_tui.actions.engines import make_engine
+
+        return make_engine(target, address or (self.ray_address if target == "ray" else ""))
+
+    def remember(self, engine: JobEngine, jobs: list[Job]) -> None:
+        """`engine` launched or listed these jobs: `engine_for` their runs gives it."""
+        for job in jobs:
+            self.engines[(job.run.source, job.run.project)] = engine
+
+    def engine_for(self, run: RunRef) -> JobEngine:
+        """The engine of a cluster job's run: the one that launched or listed it, else one
+        made for its cluster (the run's project: the Ray dashboard's host:port)."""
+        engine = self.engines.get((run.source, run.project))
+        if engine is None:
+            engine = self.engines[(run.source, run.project)] = self.engine(run.source,
+                                                                          run.project)
+        return engine
+
+    def cluster_job_source(self, job: Job) -> Source:
+        """The source that follows a cluster job (its state and its log)."""
+        from carl_tui.sources.engine_job import EngineJobSource
+
+        return EngineJobSource(self.engine_for(job.run), job.job_id, run=job.run)
+
+    def list_cluster_jobs(self) -> list[Job]:
+        """The jobs `j` lists of the clusters: the Ray cluster named (`list_ray`) and each
+        one a job was launched on or listed from here."""
+        engines = {e.describe(): e for e in self.engines.values()}  # one per cluster
+        if self.list_ray:
+            engine = self.engine("ray")
+            engines.setdefault(engine.describe(), engine)
+        jobs: list[Job] = []
+        for engine in engines.values():
+            listed = engine.jobs()
+            self.remember(engine, listed)
+            jobs += listed
+        return jobs
 
     def jobs_client(self) -> JobsClient:
         if self.jobs_client_factory is not None:
@@ -131,3 +180,4 @@ class Services:
         from carl_tui.actions.local_job import LocalJob
 
         return LocalJob.start(spec, stream)
+

@@ -270,6 +270,9 @@ class DashboardScreen(Screen[None]):
         self.chart = replace(self.chart, x_window=event.window)  # z: unzoomed
         self.redraw()
 
+    def on_metric_plot_crosshair_wanted(self, event: MetricPlot.CrosshairWanted) -> None:
+        self.crosshair.place(event.x, [p for p in self.all_plots() if p.display])
+
     def on_metric_plot_axis_changed(self, _event: MetricPlot.AxisChanged) -> None:
         align_y_labels([p for p in self.all_plots() if p.display])
 

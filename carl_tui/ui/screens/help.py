@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from carl_tui.ui.keys import READ_ONLY_HIDDEN, RECORDING_HIDDEN
+from carl_tui.ui.keys import hidden_actions
 from carl_tui.ui.screens.dashboard import DashboardScreen
 from carl_tui.ui.screens.dialog import dialog_css
 from carl_tui.ui.settings import Settings
@@ -76,10 +76,10 @@ class KeyHelp:
         return rows
 
     def bindings(self) -> list[Binding]:
-        """The app's keys, the dashboard's and the actions' (read-only: less READ_ONLY_HIDDEN)."""
-        hidden = READ_ONLY_HIDDEN if self.settings.read_only else frozenset()
-        if self.settings.recording:
-            hidden = hidden | RECORDING_HIDDEN
+        """The app's keys, the dashboard's and the actions' (less those hidden here:
+        read-only, a replay, the demo)."""
+        hidden = hidden_actions(read_only=self.settings.read_only,
+                                recording=self.settings.recording, demo=self.settings.demo)
         return [b for b in (*self.app.BINDINGS, *DashboardScreen.BINDINGS)
                 if isinstance(b, Binding) and b.action not in hidden
                 and b.id != "app.save_screen"]  # the dashboard's ctrl+s, listed, says it

@@ -20,7 +20,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
 from carl_tui.actions.jobs import JobsClient
-from carl_tui.actions.launch_spec import LaunchSpec, timeout_seconds
+from carl_tui.actions.launch_spec import CLUSTER_TARGETS, LaunchSpec, timeout_seconds
+from carl_tui.engines.ray import DEFAULT_ADDRESS as DEFAULT_RAY
 from carl_tui.errors import CarlError
 from carl_tui.identity import local_run
 from carl_tui.ui.messages import HardwareLoaded, LaunchFinished, LaunchOutcome, failure
@@ -29,7 +30,8 @@ from carl_tui.ui.settings import Services
 
 
 def _row(label: str, widget, *, only: str = "") -> list:
-    """A label and its field; `only` ("hf" or "local") shows them for one target only."""
+    """A label and its field; `only` ("hf", "local" or "ray") shows them for one target
+    only."""
     classes = f"-only-{only}" if only else ""
     if classes:
         widget.add_class(classes)
@@ -74,7 +76,8 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
             yield Label("Launch a training run (ctrl+l launches, esc cancels)", classes="title")
             with Grid(id="fields"):
                 yield from _row("Target", Select(
-                    [("Hugging Face Jobs", "hf-jobs"), ("this machine", "local")],
+                    [("Hugging Face Jobs", "hf-jobs"), ("this machine", "local"),
+                     ("Ray cluster", "ray")],
                     value=s.target, allow_blank=False, id="target", compact=True))
                 yield from _row("Model", Input(s.model, id="model", compact=True))
                 yield from _row("Dataset", Input(s.dataset, id="dataset", compact=True))
@@ -103,6 +106,12 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
                     id="trackio", compact=True), only="hf")
                 yield from _row("Output dir", Input(s.output_dir, id="output-dir", compact=True),
                                 only="local")
+                yield from _row("Ray address", Input(
+                    s.ray_address or self._services.ray_address,
+                    placeholder=f"the dashboard: $RAY_ADDRESS, else {DEFAULT_RAY}",
+                    id="ray-address", compact=True), only="ray")
+                yield from _row("GPUs", Input(str(s.num_gpus), id="gpus", type="integer",
+                                              compact=True), only="ray")
                 yield from _row("Lifetime", Static(Text(
                     "keeps running if you quit carl-tui; j lists it again after a restart",
                     style="dim")), only="local")
@@ -141,8 +150,9 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
         self.post_message(HardwareLoaded(options=options, namespace=namespace))
 
     def on_hardware_loaded(self, msg: HardwareLoaded) -> None:
-        if msg.error:
-            self._note(f"Hardware list unavailable: {msg.error}", style="yellow")
+        if msg.error:  # said for Hugging Face Jobs only: the Hub's flavors
+            if self.query_one("#target", Select).value == "hf-jobs":
+                self._note(f"Hardware list unavailable: {msg.error}", style="yellow")
             return
         select = self.query_one("#flavor", Select)
         current = select.value
@@ -164,6 +174,8 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
             w.set_class(target != "hf-jobs", "-hidden")
         for w in self.query(".-only-local"):
             w.set_class(target != "local", "-hidden")
+        for w in self.query(".-only-ray"):
+            w.set_class(target != "ray", "-hidden")
 
     @on(Select.Changed, "#target")
     def _target_changed(self, event: Select.Changed) -> None:
@@ -226,6 +238,8 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
             timeout=text("timeout"),
             trackio_space=text("trackio"),
             output_dir=text("output-dir") or d.output_dir,
+            ray_address=text("ray-address"),
+            num_gpus=integer("gpus", "GPUs", d.num_gpus),
         )
         problems += spec.validate(flavors=sorted(self._flavors) if self._flavors else None)
         return spec, problems
@@ -257,7 +271,8 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
         box.update("")
         self.busy = True
         self.query_one("#launch", Button).disabled = True
-        where = "on Hugging Face Jobs" if spec.target == "hf-jobs" else "on this machine"
+        where = {"hf-jobs": "on Hugging Face Jobs", "ray": "on the Ray cluster"}.get(
+            spec.target, "on this machine")
         self._note(f"Launching {where}: {spec.describe()}…")
         self._launch(spec)
 
@@ -282,6 +297,11 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
                 pass  # the run goes on; only the listing after a restart is lost
             run = local_run(spec.job_name(), local.started_at, local.pid)
             return LaunchOutcome(spec, run, local=local, stream_path=stream)
+        if spec.target in CLUSTER_TARGETS:
+            engine = self._services.engine(spec.target, spec.ray_address)
+            job = engine.submit(spec.submission())
+            self._services.remember(engine, [job])
+            return LaunchOutcome(spec, job.run, job=job)
         flavors = sorted(self._flavors) if self._flavors else None
         job = self._jobs_client().launch(spec, flavors=flavors)
         return LaunchOutcome(spec, job.run, job=job)

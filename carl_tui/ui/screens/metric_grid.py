@@ -15,10 +15,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from carl_tui.metric_names import display_order
 from carl_tui.ui.format import cut_middle, value_text
+from carl_tui.ui.widgets.key_footer import KeyFooter
 
 if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.store import RunSnapshot
@@ -91,7 +92,7 @@ class MetricGridScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="grid-title")
         yield Grid(id="metric-grid")
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.call_after_refresh(self.refresh_grid)
@@ -128,7 +129,9 @@ class MetricGridScreen(Screen[None]):
         shown = names[self.page * per:(self.page + 1) * per]
         grid = self.query_one(Grid)
         grid.styles.grid_size_columns = cols
-        grid.styles.grid_size_rows = rows
+        # A page with fewer metrics than room: the rows it needs share the height (taller
+        # charts), not a strip at the top of an empty screen.
+        grid.styles.grid_size_rows = max(1, min(rows, -(-len(shown) // cols)))
         self.query_one("#grid-title", Static).update(
             f"every metric ({len(names)}) · page {self.page + 1}/{self.pages()} · "
             "pagedown/pageup (n/b): pages · esc: back")

@@ -29,7 +29,7 @@ def job_text(job: Job, usage: JobUsage | None = None) -> Text:
     t.append(job.job_id, style="bold")
     t.append(" ")
     t.append(job.stage, style=STAGE_STYLE.get(job.stage, "bold"))
-    if job.message:
+    if job.message and job.message != job.stage:  # Slurm's COMPLETED is the stage's word
         t.append(f" ({job.message})", style="red" if job.stage == "ERROR" else "")
     if job.flavor:
         t.append(f" · {job.flavor}")

@@ -92,6 +92,7 @@ class MetricPlot(Widget):
         self._label_room = 0  # the width its own widest y tick label takes
         self.crosshair: float | None = None  # the x of the crosshair (ui/crosshair.py)
         self._drag: tuple[int, tuple[float, float]] | None = None  # (column, xlim) at press
+        self._dragged = False  # the press moved the pointer: a pan, not a click
 
     class AxisChanged(Message):
         """The plot's y tick labels changed width (see `align_y_labels`)."""
@@ -102,6 +103,13 @@ class MetricPlot(Widget):
         def __init__(self, window: tuple[float, float]) -> None:
             super().__init__()
             self.window = window
+
+    class CrosshairWanted(Message):
+        """A click on the plot asks for the crosshair at this x on every plot."""
+
+        def __init__(self, x: float) -> None:
+            super().__init__()
+            self.x = x
 
     def _fraction(self, x: int) -> float:
         """How far along the plot area (0: its left edge, 1: its right) column `x` lies,
@@ -126,6 +134,7 @@ class MetricPlot(Widget):
     def on_mouse_down(self, event: events.MouseDown) -> None:
         if not self.view.empty:
             self._drag = (event.x, self.view.xlim)
+            self._dragged = False
             self.capture_mouse()
 
     def on_mouse_move(self, event: events.MouseMove) -> None:
@@ -134,9 +143,13 @@ class MetricPlot(Widget):
         start, (x0, x1) = self._drag
         shift = (start - event.x) / max(1, self.size.width) * (x1 - x0)
         if shift:
+            self._dragged = True
             self.post_message(self.ZoomWanted((x0 + shift, x1 + shift)))
 
-    def on_mouse_up(self, _event: events.MouseUp) -> None:
+    def on_mouse_up(self, event: events.MouseUp) -> None:
+        if self._drag is not None and not self._dragged:  # a click: the crosshair there
+            x0, x1 = self._drag[1]
+            self.post_message(self.CrosshairWanted(x0 + self._fraction(event.x) * (x1 - x0)))
         self._drag = None
         self.release_mouse()
 

@@ -1,0 +1,47 @@
+"""The job engines the launch form, `s`, `j` and the guards drive, by name: one line each.
+
+`ENGINES` maps a launch target (`LaunchSpec.target`) to the factory of its engine (given
+the cluster's address, "" for its default) and `KINDS` maps the source kind of a run (its
+`RunRef.source`) to its target, so the controller finds the engine of the run in view
+without knowing which it is. A Slurm engine plugs in with one line in each:
+
+    ENGINES["slurm"] = lambda address: SlurmEngine(address)
+    KINDS["slurm-job"] = "slurm"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from carl_tui.engines.base import JobEngine
+
+
+def _ray(address: str) -> JobEngine:
+    from carl_tui.engines.ray import RayEngine  # httpx: loaded when a Ray job is driven
+
+    return RayEngine(address or None)
+
+
+ENGINES: dict[str, Callable[[str], JobEngine]] = {"ray": _ray}
+KINDS: dict[str, str] = {"ray-job": "ray"}  # a run's source kind -> its launch target
+NAMES: dict[str, str] = {"ray": "Ray"}  # a target as said in messages
+
+
+def is_cluster_kind(kind: str) -> bool:
+    """A run of this source kind is a job of a registered engine."""
+    return kind in KINDS
+
+
+def make_engine(target: str, address: str = "") -> JobEngine:
+    """The engine of `target` (a launch target, or a run's source kind) at `address`."""
+    target = KINDS.get(target, target)
+    try:
+        factory = ENGINES[target]
+    except KeyError:
+        raise ValueError(f"no job engine {target!r} (known: {', '.join(ENGINES)})") from None
+    return factory(address)
+
+
+def engine_name(target: str) -> str:
+    target = KINDS.get(target, target)
+    return NAMES.get(target, target)

@@ -1,0 +1,129 @@
+"""Real job engines for the tests: a local Ray head, started and stopped with bounded times.
+
+Ray lives in its own virtual environment (`make ray`: build/ray-venv), never the
+project's. Without it the Ray tests skip with one line; under CI (env CI set) they fail.
+The head's PATH puts this interpreter's folder first, so a job's `python` is the project's
+(with torch and TRL), and its PYTHONPATH is this checkout, so `python -m carl_tui` is the
+code under test. Every port is free-picked, the temp dir is short (Ray's socket paths have
+a length limit), and `timings` records the set-up and tear-down seconds.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+START_TIMEOUT_S = 90.0  # `ray start` and the dashboard answering (3.6 s when idle)
+STOP_TIMEOUT_S = 60.0
+timings: dict[str, float] = {}  # "setup", "teardown": seconds, for the report
+
+
+def ray_binary() -> str | None:
+    """The `ray` of build/ray-venv (`make ray`), else $CARL_TUI_RAY, else none."""
+    found = ROOT / "build" / "ray-venv" / "bin" / "ray"
+    if found.exists():
+        return str(found)
+    given = os.environ.get("CARL_TUI_RAY")
+    return given if given and Path(given).exists() else None
+
+
+def need_ray() -> str:
+    """The `ray` program, or skip (fail under CI) saying how to get it."""
+    ray = ray_binary()
+    if ray is None:
+        why = ("no Ray here: `make ray` installs it into build/ray-venv "
+               "(python3 -m venv build/ray-venv && build/ray-venv/bin/pip install 'ray[default]')")
+        if os.environ.get("CI"):
+            pytest.fail(f"under CI the Ray tests must run: {why}")
+        pytest.skip(why)
+    return ray
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class RayHead:
+    url: str
+    temp_dir: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def head_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RAY_", "HF_TOKEN")) and k != "PYTHONPATH"}
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    env["PYTHONPATH"] = str(ROOT)
+    env.update({"RAY_USAGE_STATS_ENABLED": "0", "HF_HUB_OFFLINE": "1",
+                "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1",
+                "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1"})
+    return env
+
+
+def start_head(ray: str) -> RayHead:
+    temp_dir = tempfile.mkdtemp(prefix="cray")
+    dash = free_port()
+    env = head_env()
+    args = [ray, "start", "--head", f"--port={free_port()}", f"--dashboard-port={dash}",
+            "--dashboard-host=127.0.0.1", "--include-dashboard=true", "--num-cpus=2",
+            "--num-gpus=0", "--disable-usage-stats", f"--temp-dir={temp_dir}",
+            f"--ray-client-server-port={free_port()}",
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--dashboard-agent-grpc-port={free_port()}",
+            f"--runtime-env-agent-port={free_port()}",
+            f"--metrics-export-port={free_port()}",
+            f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}"]
+    started = subprocess.run(args, env=env, capture_output=True, text=True,
+                             timeout=START_TIMEOUT_S, check=False)
+    if started.returncode != 0:
+        stop_head(ray, temp_dir)
+        raise RuntimeError(f"ray start failed ({started.returncode}): "
+                           f"{(started.stderr or started.stdout)[-2000:]}")
+    url = f"http://127.0.0.1:{dash}"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            if httpx.get(f"{url}/api/jobs/", timeout=2.0).status_code == 200:
+                return RayHead(url, temp_dir, env)
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            stop_head(ray, temp_dir)
+            raise RuntimeError(f"the Ray dashboard at {url} did not answer within "
+                               f"{START_TIMEOUT_S:.0f} s")
+        time.sleep(0.2)
+
+
+def stop_head(ray: str, temp_dir: str) -> None:
+    subprocess.run([ray, "stop", "--force"], env=head_env(), capture_output=True,
+                   timeout=STOP_TIMEOUT_S, check=False)
+    shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def ray_head():
+    """A real Ray head on loopback for the session: its dashboard URL."""
+    ray = need_ray()
+    t0 = time.monotonic()
+    head = start_head(ray)
+    timings["setup"] = time.monotonic() - t0
+    yield head
+    t0 = time.monotonic()
+    stop_head(ray, head.temp_dir)
+    timings["teardown"] = time.monotonic() - t0
+    print(f"\nray head: set-up {timings['setup']:.1f} s, tear-down "
+          f"{timings['teardown']:.1f} s", file=sys.stderr)
