@@ -17,7 +17,7 @@ from carl_tui.engines.base import JobEngine
 
 
 def _ray(address: str) -> JobEngine:
-    from carl_tui.engines.ray import RayEngine  # httpx: loaded when a Ray job is driven
+    from carl_tui.engines.ray import RayEngine  # lazy: httpx, loaded when a Ray job is driven
 
     return RayEngine(address or None)
 

@@ -121,7 +121,7 @@ class LaunchSpec:
         elif n > MAX_GPUS:
             p.append(f"{n} GPUs for one job is more than {MAX_GPUS}: is that a typo?")
         if self.target == "ray":
-            from carl_tui.engines.ray import dashboard_url  # httpx: only for a Ray launch
+            from carl_tui.engines.ray import dashboard_url  # lazy: httpx, only for a Ray launch
 
             try:
                 dashboard_url(self.ray_address or None)

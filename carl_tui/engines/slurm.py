@@ -274,7 +274,7 @@ class SlurmEngine:
 def _whoami() -> str:
     """The name Slurm knows this process's user by (its uid's, not $USER's)."""
     try:
-        import pwd  # Unix only (Slurm is too): not at the top, for the module's sake
+        import pwd  # lazy: Unix only (as Slurm is); the module imports anywhere
 
         return pwd.getpwuid(os.geteuid()).pw_name
     except (ImportError, KeyError):

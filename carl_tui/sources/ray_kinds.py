@@ -21,7 +21,7 @@ def _check_address(req: SourceRequest) -> None:
     address = req.get("ray_address")
     if address is None:
         return
-    from carl_tui.engines.ray import dashboard_url  # httpx: checked once a Ray flag is given
+    from carl_tui.engines.ray import dashboard_url  # lazy: httpx, once a Ray flag is given
 
     try:
         dashboard_url(address)
@@ -40,7 +40,7 @@ def _open_job(req: SourceRequest) -> Opened:
     job, address = req.get("ray_job").strip(), req.get("ray_address")
 
     def make() -> list[Any]:
-        from carl_tui.sources.ray_job import ray_job_source  # httpx: on first use
+        from carl_tui.sources.ray_job import ray_job_source  # lazy: httpx, on first use
 
         return [ray_job_source(job, address)]
     return Opened(make, f"carl-tui · Ray job {job}", req.run)
@@ -50,7 +50,7 @@ def _open_jobs(req: SourceRequest) -> Opened:
     address, headless = req.get("ray_address"), req.must_exist
 
     def make() -> list[Any]:
-        from carl_tui.sources.ray_job import ray_jobs_source  # httpx: on first use
+        from carl_tui.sources.ray_job import ray_jobs_source  # lazy: httpx, on first use
 
         # headless (`fleet --json`): each job's log read once; live: only the run in view's
         return [ray_jobs_source(address, read_logs=headless)]

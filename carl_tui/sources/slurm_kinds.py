@@ -27,7 +27,7 @@ def _open_job(req: SourceRequest) -> Opened:
     job = req.get("slurm_job").strip()
 
     def make() -> list[Any]:
-        from carl_tui.sources.slurm_job import SlurmJobSource  # the engine: on first use
+        from carl_tui.sources.slurm_job import SlurmJobSource  # lazy: a kind's reader on first use
 
         return [SlurmJobSource(job)]
     return Opened(make, f"carl-tui · slurm job {job}", req.run)
@@ -37,7 +37,7 @@ def _open_jobs(req: SourceRequest) -> Opened:
     user, headless = req.get("user"), req.must_exist
 
     def make() -> list[Any]:
-        from carl_tui.sources.slurm_job import SlurmJobsListSource  # on first use
+        from carl_tui.sources.slurm_job import SlurmJobsListSource  # lazy: on first use
 
         # headless (`fleet --json`): each job's log read once; live: only the run in view's
         return [SlurmJobsListSource(user, read_logs=headless)]

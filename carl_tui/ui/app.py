@@ -39,9 +39,7 @@ from carl_tui.ui.keys import (
     ACTION_KEYS,
     APP_KEYS,
     SCREEN_KEYS,
-    hidden_actions,
     normalize_keymap,
-    why_hidden,
 )
 from carl_tui.ui.messages import (
     CardWanted,
@@ -231,22 +229,15 @@ class CarlApp(App[None]):
         self.exit()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # Read-only: no key that acts (absent from the footer, refused); a replay, the demo:
-        # none that cannot act there (keys.hidden_actions).
-        s = self.settings
-        return action not in hidden_actions(read_only=s.read_only, recording=s.recording,
-                                            demo=s.demo)
+        return self.keys.allowed(action)  # read-only, a replay, the demo: not in the footer
 
     async def run_action(self, action, default_namespace=None, namespaces=None) -> bool:
         if self._quitting:
             return False
-        if isinstance(action, str) and default_namespace in (None, self):
-            # A key left out of the footer of a replay or the demo, pressed anyway: say why.
-            why = why_hidden(action.removeprefix("app."), recording=self.settings.recording,
-                             demo=self.settings.demo)
-            if why:
-                self.notify(why, severity="warning", timeout=6)
-                return True
+        why = self.keys.refusal(action) if default_namespace in (None, self) else None
+        if why:  # a key left out of the footer, pressed anyway: say why
+            self.notify(why, severity="warning", timeout=6)
+            return True
         return await super().run_action(action, default_namespace, namespaces)
 
     # -- moving data to the screen -------------------------------------------

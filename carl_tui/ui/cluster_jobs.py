@@ -46,7 +46,7 @@ class ClusterJobs:
     # -- s: stop -----------------------------------------------------------------------
 
     def confirm_stop(self, snap: RunSnapshot) -> None:
-        from carl_tui.ui.screens.confirm import ConfirmScreen
+        from carl_tui.ui.screens.confirm import ConfirmScreen  # lazy: a screen, when shown
 
         c, job, run = self.c, snap.job, snap.run
         why = self.why_not(snap)

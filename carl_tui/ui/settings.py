@@ -87,7 +87,7 @@ class Services:
 
     def engine(self, target: str, address: str = "") -> JobEngine:
         """A new engine of `target` ("ray") at `address` ("": its default)."""
-        from carl_tui.actions.engines import make_engine
+        from carl_tui.actions.engines import make_engine  # lazy: actions, when a job is driven
 
         return make_engine(target, address or (self.ray_address if target == "ray" else ""))
 
@@ -107,7 +107,7 @@ class Services:
 
     def cluster_job_source(self, job: Job) -> Source:
         """The source that follows a cluster job (its state and its log)."""
-        from carl_tui.sources.engine_job import EngineJobSource
+        from carl_tui.sources.engine_job import EngineJobSource  # lazy: a reader, on first use
 
         return EngineJobSource(self.engine_for(job.run), job.job_id, run=job.run)
 

@@ -12,7 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from carl_tui.ui.keys import hidden_actions
+from carl_tui.ui.keys import hidden_actions, why_hidden
 from carl_tui.ui.screens.dashboard import DashboardScreen
 from carl_tui.ui.screens.dialog import dialog_css
 from carl_tui.ui.settings import Settings
@@ -58,6 +58,21 @@ class KeyHelp:
     def __init__(self, app: App, settings: Settings, keymap: dict[str, str]) -> None:
         self.app, self.settings = app, settings
         self.keymap = keymap  # binding id -> key(s), the user's
+
+    def allowed(self, action: str) -> bool:
+        """Whether `action` is offered: read-only, none that acts; a replay, the demo, none
+        that cannot act there (`keys.hidden_actions`)."""
+        s = self.settings
+        return action not in hidden_actions(read_only=s.read_only, recording=s.recording,
+                                            demo=s.demo)
+
+    def refusal(self, action: object) -> str | None:
+        """Why a key left out of a replay's or the demo's footer does nothing (None: it
+        acts)."""
+        if not isinstance(action, str):
+            return None
+        return why_hidden(action.removeprefix("app."), recording=self.settings.recording,
+                          demo=self.settings.demo)
 
     def rows(self) -> list[tuple[str, str, str, str]]:
         """(key, description, tooltip, id) of every dashboard binding and of the screen on
