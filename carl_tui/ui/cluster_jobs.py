@@ -8,24 +8,41 @@ through `Follower.emit`."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from carl_tui.actions.engines import engine_name, is_cluster_kind
 from carl_tui.errors import CarlError
 from carl_tui.events import Job, RunMeta, RunRef
 
 if TYPE_CHECKING:  # pragma: no cover
+    from textual.app import App
+
     from carl_tui.store import RunSnapshot
-    from carl_tui.ui.controller import ActionController
+    from carl_tui.ui.follower import Follower
+    from carl_tui.ui.settings import Services
 
 STOP_WAIT_S = 120.0  # how long a stop waits for the engine to say the job has ended
 STOP_POLL_S = 0.5
 
 
+class Owner(Protocol):
+    """What a cluster job part needs of the controller that holds it (named here, not
+    imported: the controller imports this module)."""
+
+    app: App
+    follower: Follower
+    services: Services
+
+    def _worker(self, fn, *args, group: str, description: str,
+                exclusive: bool = False) -> None: ...
+
+    def _notify(self, text: str, **kw: Any) -> None: ...
+
+
 class ClusterJobs:
     """What the controller does with a cluster job; `controller` shows and emits."""
 
-    def __init__(self, controller: ActionController):
+    def __init__(self, controller: Owner):
         self.c = controller
 
     @staticmethod
