@@ -3,22 +3,16 @@
 `ENGINES` maps a launch target (`LaunchSpec.target`) to the factory of its engine (given
 the cluster's address, "" for its default) and `KINDS` maps the source kind of a run (its
 `RunRef.source`) to its target, so the controller finds the engine of the run in view
-without knowing which it is. `FOLLOWERS` names the source that follows a job of a target
-where it is not the engine-neutral `EngineJobSource` (Slurm's reads the job's `StdOut`
-file as it grows). For Slurm the "address" is whose jobs are listed (a run's project is
-its user; "": yours).
+without knowing which it is. For Slurm the "address" is whose jobs are listed (a run's
+project is its user; "": yours). The source that follows a job is chosen in
+`sources.engine_job.follow_job`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from carl_tui.engines.base import JobEngine
-from carl_tui.events import Job
-
-if TYPE_CHECKING:  # pragma: no cover
-    from carl_tui.sources.base import Source
 
 
 def _ray(address: str) -> JobEngine:
@@ -33,17 +27,10 @@ def _slurm(user: str) -> JobEngine:
     return SlurmEngine(user or None)
 
 
-def _slurm_source(engine: JobEngine, job: Job) -> Source:
-    from carl_tui.sources.slurm_job import SlurmJobSource  # loaded when a job is followed
-
-    return SlurmJobSource(job.job_id, engine=engine)  # type: ignore[arg-type]
-
-
 ENGINES: dict[str, Callable[[str], JobEngine]] = {"ray": _ray, "slurm": _slurm}
 # a run's source kind -> its launch target
 KINDS: dict[str, str] = {"ray-job": "ray", "slurm-job": "slurm"}
 NAMES: dict[str, str] = {"ray": "Ray", "slurm": "Slurm"}  # a target as said in messages
-FOLLOWERS: dict[str, Callable[[JobEngine, Job], Source]] = {"slurm": _slurm_source}
 
 
 def is_cluster_kind(kind: str) -> bool:
@@ -65,12 +52,3 @@ def engine_name(target: str) -> str:
     target = KINDS.get(target, target)
     return NAMES.get(target, target)
 
-
-def job_source(engine: JobEngine, job: Job) -> Source:
-    """The source that follows `job` of `engine` (its state and its log)."""
-    factory = FOLLOWERS.get(KINDS.get(job.run.source, job.run.source))
-    if factory is not None:
-        return factory(engine, job)
-    from carl_tui.sources.engine_job import EngineJobSource  # loaded when a job is followed
-
-    return EngineJobSource(engine, job.job_id, run=job.run)

@@ -109,9 +109,9 @@ class Services:
 
     def cluster_job_source(self, job: Job) -> Source:
         """The source that follows a cluster job (its state and its log)."""
-        from carl_tui.actions.engines import job_source  # the sources: loaded when followed
+        from carl_tui.sources.engine_job import follow_job
 
-        return job_source(self.engine_for(job.run), job)
+        return follow_job(self.engine_for(job.run), job)
 
     def cluster_names(self) -> list[str]:
         """The engines `j` lists the jobs of ("Ray", "Slurm"), in the registry's order."""
