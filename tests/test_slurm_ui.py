@@ -222,7 +222,7 @@ async def test_s_cancels_a_slurm_job_and_says_so_and_j_and_fleet_list_it(cluster
             assert screen.rows[held_key].message == "PENDING (JobHeldUser)"
             table = screen.query_one("#jobs")
             assert table.get_row(held_key)[0].plain == "SCHEDULING · PENDING (JobHeldUser)"
-            assert table.get_row(key)[0].plain == "● CANCELED · CANCELLED"  # the one in view
+            assert table.get_row(key)[0].plain == "● CANCELED"  # the one in view, said once
 
         rows = fleet_rows()
         assert (rows[job_id]["state"], rows[job_id]["job_state"]) == ("failed", "CANCELLED")

@@ -116,7 +116,10 @@ class JobsScreen(ModalScreen[Job | None]):
         if self._current in self.rows:
             table.move_cursor(row=table.get_row_index(self._current))
         if msg.error:
-            self._status(f"{msg.error} (runs on this machine listed)", error=True)
+            clusters = " and ".join(self._services.cluster_names())
+            listed = (f"this machine's runs and {clusters} jobs" if clusters
+                      else "runs on this machine")
+            self._status(f"{msg.error} ({listed} listed)", error=True)
             return
         n = len(msg.rows)
         ns = msg.rows[0].namespace if msg.rows else ""
@@ -136,7 +139,9 @@ class JobsScreen(ModalScreen[Job | None]):
 
 def _status_word(job: Job) -> str:
     """The stage, with a cluster's own word where it says more: "SCHEDULING · PENDING
-    (Resources)" for a Slurm job waiting, "CANCELED · STOPPED" for a stopped Ray job."""
-    if is_cluster_kind(job.run.source) and job.message and job.message != job.stage:
+    (Resources)" for a Slurm job waiting, "CANCELED · STOPPED" for a stopped Ray job (not
+    Slurm's "CANCELLED": the same word)."""
+    said = job.message.replace("CANCELLED", "CANCELED")
+    if is_cluster_kind(job.run.source) and said and said != job.stage:
         return f"{job.stage} · {job.message}"
     return job.stage
