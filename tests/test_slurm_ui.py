@@ -63,6 +63,46 @@ def tiny_spec(partition: str, tmp_path, steps: int, name: str) -> LaunchSpec:
                       extra_args=("--no-save",))
 
 
+# -- without a cluster ----------------------------------------------------------------
+
+
+def test_a_slurm_launch_is_checked_before_anything_is_sent(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = tiny_spec("carl", tmp_path, 3, "ok")
+    assert spec.validate() == []
+    sub = spec.with_(num_gpus=2, timeout="90m").submission()
+    assert (sub.gpus, sub.time_limit_s, dict(sub.options), sub.working_dir) == (
+        2, 5400, {"partition": "carl"}, str(tmp_path))
+    assert spec.with_(partition="").submission().options == {}  # the cluster's default
+    said = spec.with_(partition="gpu;rm", timeout="soon", num_gpus=-1).validate()
+    assert said == ["GPUs must be a whole number of 0 or more (got -1)."]
+    said = spec.with_(partition="gpu;rm", timeout="soon").validate()
+    assert said == [("Partition 'gpu;rm' is a name of letters, digits, '-', '_' and '.' "
+                     "(`sinfo` lists them); leave it empty for the cluster's default."),
+                    "Timeout 'soon' is not a duration such as 90m, 2h or 3600."]
+
+
+def test_carl_tui_launch_targets_slurm_with_its_batch_script(capsys, tmp_path, monkeypatch):
+    from carl_tui.actions.launch_cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["--target", "slurm", "--model", "tiny", "--dataset", "tiny", "--gpus", "2",
+                 "--partition", "gpu", "--timeout", "90m", "--run-name", "cli",
+                 "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "Slurm (gpu, 2 GPU, 90m)" in out
+    lines = out.splitlines()
+    for line in ("#SBATCH --job-name=cli", "#SBATCH --partition=gpu", "#SBATCH --gpus=2",
+                 "#SBATCH --time=0-01:30:00", f"#SBATCH --output={tmp_path}/carl-cli-%j.out",
+                 "exec python -m accelerate.commands.launch --num_processes 2 -m carl_tui"):
+        assert any(x.startswith(line) for x in lines), line
+    assert main(["--target", "slurm", "--timeout", "30s", "--dry-run"]) == 2
+    assert "Timeout '30s' is under a minute" in capsys.readouterr().err
+
+
+# -- on the real cluster --------------------------------------------------------------
+
+
 def no_hub():
     raise ActionError("no Hugging Face Hub in this test", kind="missing")
 
