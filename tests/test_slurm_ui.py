@@ -244,8 +244,10 @@ async def test_s_cancels_a_slurm_job_and_says_so_and_j_and_fleet_list_it(cluster
 
             await pilot.press("s", "y")
             await wait_for(pilot, lambda: "CANCELED" in job_bar(app), what="CANCELED shown")
+            # the source may read the end before the stop's worker says it: wait for both
+            await wait_for(pilot, lambda: any(f"Slurm job {job_id} has stopped: CANCELLED" in t
+                                              for t in said), what="the stop said")
             assert slurm_says(job_id) == ("CANCELLED", "CANCELLED")
-            assert any(f"Slurm job {job_id} has stopped: CANCELLED" in t for t in said), said
             await wait_for(pilot, lambda: app.snapshot.life.state == "failed", what="failed")
             assert "CANCELLED" in app.snapshot.life.reason
             assert app.controller.stoppable(key).startswith("it has already ended (CANCELLED")
