@@ -6,6 +6,7 @@ CANCELLED, in the dashboard, in `j`, in `fleet --slurm --json` and in `squeue`).
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import os
@@ -198,10 +199,11 @@ async def test_a_slurm_job_launched_from_the_form_is_followed_to_finished(cluste
         assert screen.rows[key].stage == "COMPLETED"
 
 
-def held_job(name: str) -> str:
+def held_job(name: str, folder: Path) -> str:
     """A job Slurm keeps pending (`sbatch --hold`): its reason is JobHeldUser."""
     out = subprocess.run(["sbatch", "--parsable", "--hold", f"--job-name={name}",
-                          "--output=/dev/null", "--wrap", "true"], capture_output=True,
+                          f"--output={folder}/{name}-%j.out", "--wrap", "true"],
+                         capture_output=True,
                          text=True, check=True, timeout=30)
     return out.stdout.strip().split(";")[0]
 
@@ -228,7 +230,7 @@ async def test_s_cancels_a_slurm_job_and_says_so_and_j_and_fleet_list_it(cluster
     spec = tiny_spec(cluster.partition, tmp_path, 100_000, "form-stop")
     app = make_app(spec, list_slurm=True)
     said = notices_said(app)
-    pending = held_job("held")
+    pending = held_job("held", tmp_path)
     try:
         async with app.run_test(size=SIZE) as pilot:
             key = await launch_from_form(app, pilot, spec)
@@ -266,11 +268,24 @@ async def test_s_cancels_a_slurm_job_and_says_so_and_j_and_fleet_list_it(cluster
             assert table.get_row(held_key)[0].plain == "SCHEDULING · PENDING (JobHeldUser)"
             assert table.get_row(key)[0].plain == "● CANCELED"  # the one in view, said once
 
-        rows = fleet_rows()
-        assert (rows[job_id]["state"], rows[job_id]["job_state"]) == ("failed", "CANCELLED")
-        assert (rows[pending]["state"], rows[pending]["job_state"]) == (
-            "queued", "PENDING (JobHeldUser)")
-        for jid in (job_id, pending):
-            assert rows[jid]["job_state"].split(" ")[0] == slurm_says(jid)[0]
+            rows = await asyncio.to_thread(fleet_rows)  # what `fleet --slurm --json` says
+            assert (rows[job_id]["state"], rows[job_id]["job_state"]) == ("failed", "CANCELLED")
+            assert (rows[pending]["state"], rows[pending]["job_state"]) == (
+                "queued", "PENDING (JobHeldUser)")
+            for jid in (job_id, pending):
+                assert rows[jid]["job_state"].split(" ")[0] == slurm_says(jid)[0]
+
+            # the held job chosen in `j` is followed; a guard's stop cancels it (ui/guard.py's
+            # path: no key pressed, no confirmation)
+            table.move_cursor(row=table.get_row_index(held_key))
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: app.current_run == held_key, what="the held job")
+            await wait_for(pilot, lambda: app.snapshot.job is not None, what="its state")
+            assert app.controller.stoppable(held_key) == ""
+            words = await asyncio.to_thread(app.controller.guard_stop, app.snapshot.run, False)
+            assert words == f"job {pending} stopped: CANCELLED"
+            assert slurm_says(pending)[0] == "CANCELLED"
+            await wait_for(pilot, lambda: app.snapshot.life is not None
+                           and app.snapshot.life.state == "failed", what="the held job failed")
     finally:
         SlurmEngine().stop(pending)
