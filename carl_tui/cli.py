@@ -9,6 +9,7 @@ training stack are imported by the command that needs them.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -114,9 +115,17 @@ def _config(args, opened, *, completions=None, fleet: bool = False, **kw):
     ray = getattr(args, "ray_address", None) or os.environ.get("RAY_ADDRESS") or ""
     services = Services(list_projects=opened.list_projects, open_project=opened.open_project,
                         completions=completions,
-                        ray_address=ray, list_ray=bool(ray))  # `j` lists a named cluster
+                        ray_address=ray, list_ray=bool(ray),  # `j` lists a named cluster
+                        list_slurm=slurm_here())  # and your Slurm jobs on a login node
     return DashboardConfig(sources=lambda: opened.sources, settings=settings,
                            services=services, **kw)
+
+
+def slurm_here() -> bool:
+    """This machine reaches a Slurm cluster: `squeue` is on PATH and a slurm.conf is named
+    (`SLURM_CONF`) or in its usual place."""
+    conf = os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
+    return shutil.which("squeue") is not None and os.path.exists(conf)
 
 
 def check_terminal() -> None:

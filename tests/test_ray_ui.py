@@ -108,8 +108,10 @@ async def test_s_stops_a_ray_job_and_says_so_and_j_lists_it(ray_head, tmp_path):
 
         await pilot.press("s", "y")
         await wait_for(pilot, lambda: "CANCELED" in job_bar(app), what="CANCELED shown")
+        # the source may read the end before the stop's worker says it: wait for both
+        await wait_for(pilot, lambda: any(f"Ray job {job_id} has stopped: STOPPED" in t
+                                          for t in said), what="the stop said")
         assert ray_state(ray_head.url, job_id) == "STOPPED"
-        assert any(f"Ray job {job_id} has stopped: STOPPED" in t for t in said), said
         # the source reads the end too: the run's life, with Ray's word as its reason
         await wait_for(pilot, lambda: app.snapshot.life.state == "failed", what="failed")
         assert "STOPPED" in app.snapshot.life.reason

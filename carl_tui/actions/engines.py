@@ -3,10 +3,9 @@
 `ENGINES` maps a launch target (`LaunchSpec.target`) to the factory of its engine (given
 the cluster's address, "" for its default) and `KINDS` maps the source kind of a run (its
 `RunRef.source`) to its target, so the controller finds the engine of the run in view
-without knowing which it is. A Slurm engine plugs in with one line in each:
-
-    ENGINES["slurm"] = lambda address: SlurmEngine(address)
-    KINDS["slurm-job"] = "slurm"
+without knowing which it is. For Slurm the "address" is whose jobs are listed (a run's
+project is its user; "": yours). The source that follows a job is chosen in
+`sources.engine_job.follow_job`.
 """
 
 from __future__ import annotations
@@ -22,9 +21,16 @@ def _ray(address: str) -> JobEngine:
     return RayEngine(address or None)
 
 
-ENGINES: dict[str, Callable[[str], JobEngine]] = {"ray": _ray}
-KINDS: dict[str, str] = {"ray-job": "ray"}  # a run's source kind -> its launch target
-NAMES: dict[str, str] = {"ray": "Ray"}  # a target as said in messages
+def _slurm(user: str) -> JobEngine:
+    from carl_tui.engines.slurm import SlurmEngine  # its commands: run when a job is driven
+
+    return SlurmEngine(user or None)
+
+
+ENGINES: dict[str, Callable[[str], JobEngine]] = {"ray": _ray, "slurm": _slurm}
+# a run's source kind -> its launch target
+KINDS: dict[str, str] = {"ray-job": "ray", "slurm-job": "slurm"}
+NAMES: dict[str, str] = {"ray": "Ray", "slurm": "Slurm"}  # a target as said in messages
 
 
 def is_cluster_kind(kind: str) -> bool:
@@ -45,3 +51,4 @@ def make_engine(target: str, address: str = "") -> JobEngine:
 def engine_name(target: str) -> str:
     target = KINDS.get(target, target)
     return NAMES.get(target, target)
+

@@ -19,6 +19,7 @@ from carl_tui.actions.launch_spec import (
     LaunchSpec,
 )
 from carl_tui.actions.local_job import LocalJob
+from carl_tui.engines.slurm import SlurmEngine, batch_script
 from carl_tui.errors import CarlError
 
 
@@ -49,7 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray-address", default="",
                    help="ray target: the Ray dashboard (default: $RAY_ADDRESS, else "
                         "http://127.0.0.1:8265)")
-    p.add_argument("--gpus", type=int, default=0, help="ray target: the job's GPU request")
+    p.add_argument("--gpus", type=int, default=0,
+                   help="ray and slurm targets: the job's GPU request")
+    p.add_argument("--partition", default="",
+                   help="slurm target: the partition (default: the cluster's); --timeout is "
+                        "the batch job's time limit")
     p.add_argument("--output-dir", default=d.output_dir, help="local target: output folder")
     p.add_argument("--stream", default="",
                    help="local target: metrics stream (default OUTPUT_DIR/stream.jsonl)")
@@ -71,6 +76,7 @@ def spec_from_args(a: argparse.Namespace) -> LaunchSpec:
         trackio_space=a.trackio_space, target=a.target, namespace=a.namespace,
         run_name=a.run_name, output_dir=a.output_dir, num_processes=a.num_processes,
         package_spec=a.package_spec, ray_address=a.ray_address, num_gpus=a.gpus,
+        partition=a.partition,
     )
 
 
@@ -90,7 +96,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         if a.dry_run:
             print(spec.describe())
-            print(spec.shell_command())
+            if spec.target == "slurm":  # what sbatch would be given
+                print(batch_script(spec.submission()), end="")
+            else:
+                print(spec.shell_command())
             return 0
         if spec.target == "local":
 
@@ -106,6 +115,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             job = engine.submit(spec.submission())
             print(f"launched Ray job {job.job_id} ({job.message}) on {engine.describe()}")
             print(f"watch it: carl-tui --ray-job {job.job_id} --ray-address {engine.url}")
+            return 0
+        if spec.target == "slurm":
+            job = SlurmEngine().submit(spec.submission())
+            print(f"submitted Slurm job {job.job_id} ({job.message})")
+            print(f"watch it: carl-tui --slurm-job {job.job_id}")
             return 0
 
         launched = JobsClient().launch(spec)

@@ -5,11 +5,13 @@ sent. `to_train_args()` is the `carl-tui train ...` command line;
 `job_command()` is the command a Hugging Face Job runs (a `uv run` that
 installs carl-tui with its training extra, trains, and pushes the result);
 `submission()` is what a cluster engine runs (`engines.base.Submission`: a Ray job's
-entrypoint, `python -m carl_tui train ...` printing the Trainer's log to stdout).
+entrypoint or a Slurm batch script's command, `python -m carl_tui train ...` printing
+the Trainer's log to stdout).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import sys
@@ -19,9 +21,9 @@ from typing import Literal
 from carl_tui.engines.base import Submission
 from carl_tui.errors import CarlError
 
-Target = Literal["hf-jobs", "local", "ray"]
-TARGETS = ("hf-jobs", "local", "ray")
-CLUSTER_TARGETS = ("ray",)  # run by a `JobEngine` (actions/engines.py)
+Target = Literal["hf-jobs", "local", "ray", "slurm"]
+TARGETS = ("hf-jobs", "local", "ray", "slurm")
+CLUSTER_TARGETS = ("ray", "slurm")  # run by a `JobEngine` (actions/engines.py)
 MAX_GPUS = 1024
 Method = Literal["sft", "grpo"]
 
@@ -88,7 +90,8 @@ class LaunchSpec:
     output_dir: str = "runs/carl"  # local target only; jobs write to JOB_OUTPUT_DIR
     num_processes: int = 0  # 0: one per GPU of the flavor (jobs), 1 (local)
     ray_address: str = ""  # the Ray dashboard (ray target); empty: $RAY_ADDRESS or local
-    num_gpus: int = 0  # a cluster job's GPU request (`--gpus N`; the ray target)
+    num_gpus: int = 0  # a cluster job's GPU request (`--gpus N`; ray and slurm)
+    partition: str = ""  # the Slurm partition (slurm target); empty: the cluster's default
     package_spec: str = DEFAULT_PACKAGE_SPEC
     extra_args: tuple[str, ...] = field(default_factory=tuple)
 
@@ -127,6 +130,8 @@ class LaunchSpec:
                 dashboard_url(self.ray_address or None)
             except CarlError as exc:
                 p.append(f"Ray address: {exc}.")
+        if self.target == "slurm" and not p:
+            p += _slurm_problems(self)
         return p
 
     def _training_problems(self) -> list[str]:
@@ -292,6 +297,12 @@ class LaunchSpec:
                        str(procs), "-m", "carl_tui", "train", *opts]
         else:
             command = [python, "-m", "carl_tui", "train", *opts]
+        if self.target == "slurm":  # its time limit, partition and folder: in the script
+            return Submission(
+                name=self.job_name(), command=tuple(command), env=self.job_env(),
+                gpus=self.num_gpus, cpus=1, labels=self.job_labels(),
+                time_limit_s=timeout_seconds(self.timeout), working_dir=os.getcwd(),
+                options={"partition": self.partition.strip()} if self.partition.strip() else {})
         return Submission(name=self.job_name(), command=tuple(command), env=self.job_env(),
                           gpus=self.num_gpus, cpus=1, labels=self.job_labels())
 
@@ -321,7 +332,9 @@ class LaunchSpec:
         """One line for a confirmation dialog (no secrets in a spec)."""
         where = (f"HF Jobs {self.flavor}" if self.target == "hf-jobs" else
                  f"Ray ({self.ray_address or 'default address'}, {self.num_gpus} GPU)"
-                 if self.target == "ray" else "this machine")
+                 if self.target == "ray" else
+                 f"Slurm ({self.partition or 'default partition'}, {self.num_gpus} GPU, "
+                 f"{self.timeout})" if self.target == "slurm" else "this machine")
         carl = "CARL on" if self.carl else "CARL off"
         return (f"{self.method.upper()} {self.model} on {self.dataset}, {self.max_steps} steps, "
                 f"lr {self.learning_rate:g}, {carl}, {where}"
@@ -335,3 +348,20 @@ class LaunchSpec:
 
     def with_(self, **changes) -> LaunchSpec:
         return replace(self, **changes)
+
+
+def _slurm_problems(spec: LaunchSpec) -> list[str]:
+    """A Slurm batch job's own options, checked before anything is sent: the partition,
+    the time limit (the form's timeout), then the engine's check of the submission."""
+    from carl_tui.engines.slurm import SlurmEngine  # subprocess: only for a Slurm launch
+
+    p: list[str] = []
+    partition = spec.partition.strip()
+    if partition and not _NAME.match(partition):
+        p.append(f"Partition {partition!r} is a name of letters, digits, '-', '_' and '.' "
+                 "(`sinfo` lists them); leave it empty for the cluster's default.")
+    p += spec._timeout_problems()  # the batch job's time limit
+    if not p:
+        p += [f"Slurm: {problem}." for problem in
+              SlurmEngine(user="").check(spec.submission())]
+    return p

@@ -23,6 +23,7 @@ import time
 from carl_tui.engines.base import JobEngine, LogChunk
 from carl_tui.errors import CarlError
 from carl_tui.events import Event, Job, RunRef
+from carl_tui.identity import SLURM_JOB
 from carl_tui.sources.base import PolledSource, SourceError
 from carl_tui.sources.job_news import JobNews
 from carl_tui.sources.trainer_log import TrainerOutput
@@ -167,3 +168,13 @@ class EngineJobsListSource(PolledSource):
             return []
         self.log_errors.pop(job.job_id, None)
         return log.feed(chunk, ended=job.ended)
+
+
+def follow_job(engine: JobEngine, job: Job) -> PolledSource:
+    """The source that follows `job` of `engine`: a Slurm job's reads its `StdOut` file as
+    it grows (`SlurmJobSource`), any other job's its engine's log (`EngineJobSource`)."""
+    if job.run.source == SLURM_JOB:
+        from carl_tui.sources.slurm_job import SlurmJobSource  # loaded for a Slurm job only
+
+        return SlurmJobSource(job.job_id, engine=engine)  # type: ignore[arg-type]
+    return EngineJobSource(engine, job.job_id, run=job.run)

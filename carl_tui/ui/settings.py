@@ -79,10 +79,12 @@ class Services:
     clock: Callable[[], float] = time.time  # for "updated 3s ago"; fixed in snapshot tests
     # The clusters' job engines (Ray, Slurm: actions/engines.py): `ray_address` is the
     # Ray dashboard the launch form offers and `j` lists ("": $RAY_ADDRESS or the local
-    # one; `j` lists it where `list_ray`); `engines` keeps each engine by the (source kind,
-    # project) of the runs it launched or listed, so `s` stops a job through its own.
+    # one; `j` lists it where `list_ray`; your Slurm jobs where `list_slurm`); `engines`
+    # keeps each engine by the (source kind, project) of the runs it launched or listed,
+    # so `s` stops a job through its own.
     ray_address: str = ""
     list_ray: bool = False
+    list_slurm: bool = False
     engines: dict[tuple[str, str], JobEngine] = field(default_factory=dict)
 
     def engine(self, target: str, address: str = "") -> JobEngine:
@@ -107,17 +109,27 @@ class Services:
 
     def cluster_job_source(self, job: Job) -> Source:
         """The source that follows a cluster job (its state and its log)."""
-        from carl_tui.sources.engine_job import EngineJobSource  # lazy: a reader, on first use
+        from carl_tui.sources.engine_job import follow_job  # lazy: a reader, on first use
 
-        return EngineJobSource(self.engine_for(job.run), job.job_id, run=job.run)
+        return follow_job(self.engine_for(job.run), job)
+
+    def cluster_names(self) -> list[str]:
+        """The engines `j` lists the jobs of ("Ray", "Slurm"), in the registry's order."""
+        from carl_tui.actions.engines import ENGINES, KINDS, engine_name  # lazy: as `engine`
+
+        kinds = {KINDS.get(source, source) for source, _ in self.engines}
+        kinds |= {t for t, on in (("ray", self.list_ray), ("slurm", self.list_slurm)) if on}
+        return [engine_name(t) for t in ENGINES if t in kinds]
 
     def list_cluster_jobs(self) -> list[Job]:
-        """The jobs `j` lists of the clusters: the Ray cluster named (`list_ray`) and each
-        one a job was launched on or listed from here."""
+        """The jobs `j` lists of the clusters: the Ray cluster named (`list_ray`), your
+        Slurm jobs (`list_slurm`), and each cluster a job was launched on or listed from
+        here."""
         engines = {e.describe(): e for e in self.engines.values()}  # one per cluster
-        if self.list_ray:
-            engine = self.engine("ray")
-            engines.setdefault(engine.describe(), engine)
+        for target, listed in (("ray", self.list_ray), ("slurm", self.list_slurm)):
+            if listed:
+                engine = self.engine(target)
+                engines.setdefault(engine.describe(), engine)
         jobs: list[Job] = []
         for engine in engines.values():
             listed = engine.jobs()

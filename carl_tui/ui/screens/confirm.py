@@ -25,9 +25,11 @@ class ConfirmScreen(ModalScreen[bool]):
     ConfirmScreen Button { margin-left: 2; }
     """
 
-    def __init__(self, title: str, body: str, confirm_label: str = "Yes"):
+    def __init__(self, title: str, body: str, confirm_label: str = "Yes", *,
+                 width: int | None = None):
         super().__init__()
         self._title, self._body, self._confirm = title, body, confirm_label
+        self._width = width  # None: 64 columns; wider for a body of long lines (a script)
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -38,6 +40,9 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Button(f"{self._confirm} (y)", variant="warning", id="yes")
 
     def on_mount(self) -> None:
+        if self._width is not None:
+            frame = self.query_one(Vertical)
+            frame.styles.width, frame.styles.max_width = self._width, "96%"
         self.query_one("#no", Button).focus()
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

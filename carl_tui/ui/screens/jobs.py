@@ -1,4 +1,5 @@
-"""`j`: the user's Hugging Face jobs (status, flavor, age, label); enter follows one."""
+"""`j`: the user's Hugging Face jobs (status, flavor, age, label), this machine's runs and
+the clusters' jobs (Ray, Slurm: a pending one with its reason); enter follows one."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
+from carl_tui.actions.engines import is_cluster_kind
 from carl_tui.events import Job
 from carl_tui.ui.format import duration_text
 from carl_tui.ui.messages import JobsListed, failure
@@ -51,10 +53,17 @@ class JobsScreen(ModalScreen[Job | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label("Your Hugging Face jobs and this machine's runs (enter follows, "
-                        "r reloads, esc closes)", classes="title")
+            yield Label(f"{self._what()} (enter follows, r reloads, esc closes)",
+                        classes="title")
             yield TextTable(id="jobs", cursor_type="row", zebra_stripes=True)
             yield Static("Listing jobs…", id="jobs-status")
+
+    def _what(self) -> str:
+        """What is listed: "Your Hugging Face jobs, this machine's runs and Slurm jobs"."""
+        clusters = " and ".join(self._services.cluster_names())
+        if not clusters:
+            return "Your Hugging Face jobs and this machine's runs"
+        return f"Your Hugging Face jobs, this machine's runs and {clusters} jobs"
 
     def on_mount(self) -> None:
         table = self.query_one(TextTable)
@@ -89,7 +98,7 @@ class JobsScreen(ModalScreen[Job | None]):
         table = self.query_one(TextTable)
         self.rows = {r.run.key: r for r in msg.rows}
         cells = {r.run.key: (
-            Text(("● " if r.run.key == self._current else "") + r.stage,
+            Text(("● " if r.run.key == self._current else "") + _status_word(r),
                  style=STAGE_STYLE.get(r.stage, "")),
             Text(r.flavor),
             Text(duration_text(r.age_s, coarse=True)),
@@ -107,7 +116,10 @@ class JobsScreen(ModalScreen[Job | None]):
         if self._current in self.rows:
             table.move_cursor(row=table.get_row_index(self._current))
         if msg.error:
-            self._status(f"{msg.error} (runs on this machine listed)", error=True)
+            clusters = " and ".join(self._services.cluster_names())
+            listed = (f"this machine's runs and {clusters} jobs" if clusters
+                      else "runs on this machine")
+            self._status(f"{msg.error} ({listed} listed)", error=True)
             return
         n = len(msg.rows)
         ns = msg.rows[0].namespace if msg.rows else ""
@@ -123,3 +135,13 @@ class JobsScreen(ModalScreen[Job | None]):
         row = self.rows.get(str(event.row_key.value))
         if row is not None:
             self.dismiss(row)
+
+
+def _status_word(job: Job) -> str:
+    """The stage, with a cluster's own word where it says more: "SCHEDULING · PENDING
+    (Resources)" for a Slurm job waiting, "CANCELED · STOPPED" for a stopped Ray job (not
+    Slurm's "CANCELLED": the same word)."""
+    said = job.message.replace("CANCELLED", "CANCELED")
+    if is_cluster_kind(job.run.source) and said and said != job.stage:
+        return f"{job.stage} · {job.message}"
+    return job.stage

@@ -1,7 +1,8 @@
 """`l`: the launch form. Checks everything before anything is sent, then launches in a worker.
 
 The hardware flavors (GPU only, with their price per hour) load in a worker
-when the form opens. The form stays open while the launch runs, so a refusal
+when the form opens. A Slurm launch shows its batch script for a yes before it is
+submitted. The form stays open while the launch runs, so a refusal
 (a bad token, no credits, an unknown flavor) is shown next to the fields.
 """
 
@@ -25,17 +26,30 @@ from carl_tui.engines.ray import DEFAULT_ADDRESS as DEFAULT_RAY
 from carl_tui.errors import CarlError
 from carl_tui.identity import local_run
 from carl_tui.ui.messages import HardwareLoaded, LaunchFinished, LaunchOutcome, failure
+from carl_tui.ui.screens.confirm import ConfirmScreen
 from carl_tui.ui.screens.dialog import dialog_css
 from carl_tui.ui.settings import Services
 
+SHORT = {"hf-jobs": "hf"}  # a target as its fields' class says it (`-only-hf`)
+
 
 def _row(label: str, widget, *, only: str = "") -> list:
-    """A label and its field; `only` ("hf", "local" or "ray") shows them for one target
-    only."""
-    classes = f"-only-{only}" if only else ""
+    """A label and its field; `only` ("hf", "local", "ray", "slurm", or several: "ray
+    slurm") shows them for those targets only."""
+    classes = " ".join(f"-only-{t}" for t in only.split())
     if classes:
-        widget.add_class(classes)
+        widget.add_class(*classes.split())
     return [Label(label, classes=classes), widget]
+
+
+def script_confirmation(spec: LaunchSpec, engine) -> ConfirmScreen:
+    """The yes a Slurm launch waits for: where, and the batch script `sbatch` is given."""
+    from carl_tui.engines.slurm import batch_script  # subprocess: only for a Slurm launch
+
+    body = (f"{spec.describe()}\n\nsbatch is given this batch script on "
+            f"{engine.describe()}:\n\n{batch_script(spec.submission())}")
+    return ConfirmScreen(f"Submit {spec.job_name()} to Slurm?", body.rstrip(), "Submit",
+                         width=110)
 
 
 class LaunchScreen(ModalScreen[LaunchOutcome | None]):
@@ -77,7 +91,7 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
             with Grid(id="fields"):
                 yield from _row("Target", Select(
                     [("Hugging Face Jobs", "hf-jobs"), ("this machine", "local"),
-                     ("Ray cluster", "ray")],
+                     ("Ray cluster", "ray"), ("Slurm cluster", "slurm")],
                     value=s.target, allow_blank=False, id="target", compact=True))
                 yield from _row("Model", Input(s.model, id="model", compact=True))
                 yield from _row("Dataset", Input(s.dataset, id="dataset", compact=True))
@@ -100,7 +114,7 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
                     [(f"{s.flavor} (loading prices…)", s.flavor)], value=s.flavor,
                     allow_blank=False, id="flavor", compact=True), only="hf")
                 yield from _row("Timeout", Input(s.timeout, placeholder="90m, 2h, 3600",
-                                                 id="timeout", compact=True), only="hf")
+                                                 id="timeout", compact=True), only="hf slurm")
                 yield from _row("Trackio Space", Input(
                     s.trackio_space, placeholder="optional: user/space for live metrics",
                     id="trackio", compact=True), only="hf")
@@ -110,8 +124,11 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
                     s.ray_address or self._services.ray_address,
                     placeholder=f"the dashboard: $RAY_ADDRESS, else {DEFAULT_RAY}",
                     id="ray-address", compact=True), only="ray")
+                yield from _row("Partition", Input(
+                    s.partition, placeholder="empty: the cluster's default (sinfo lists them)",
+                    id="partition", compact=True), only="slurm")
                 yield from _row("GPUs", Input(str(s.num_gpus), id="gpus", type="integer",
-                                              compact=True), only="ray")
+                                              compact=True), only="ray slurm")
                 yield from _row("Lifetime", Static(Text(
                     "keeps running if you quit carl-tui; j lists it again after a restart",
                     style="dim")), only="local")
@@ -170,12 +187,10 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
     # -- the form ------------------------------------------------------------
 
     def _show_target(self, target: str) -> None:
-        for w in self.query(".-only-hf"):
-            w.set_class(target != "hf-jobs", "-hidden")
-        for w in self.query(".-only-local"):
-            w.set_class(target != "local", "-hidden")
-        for w in self.query(".-only-ray"):
-            w.set_class(target != "ray", "-hidden")
+        shown = f"-only-{SHORT.get(target, target)}"
+        for w in self.query("#fields > *"):
+            if any(c.startswith("-only-") for c in w.classes):
+                w.set_class(shown not in w.classes, "-hidden")
 
     @on(Select.Changed, "#target")
     def _target_changed(self, event: Select.Changed) -> None:
@@ -239,6 +254,7 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
             trackio_space=text("trackio"),
             output_dir=text("output-dir") or d.output_dir,
             ray_address=text("ray-address"),
+            partition=text("partition"),
             num_gpus=integer("gpus", "GPUs", d.num_gpus),
         )
         problems += spec.validate(flavors=sorted(self._flavors) if self._flavors else None)
@@ -269,12 +285,24 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
             box.update(Text("Fix before launching:\n" + "\n".join(f"- {p}" for p in problems)))
             return
         box.update("")
+        if spec.target == "slurm":  # the batch script shown: submitted on a yes only
+            self.app.push_screen(script_confirmation(spec, self._engine(spec)),
+                                 lambda yes: self._go(spec) if yes else None)
+            return
+        self._go(spec)
+
+    def _go(self, spec: LaunchSpec) -> None:
         self.busy = True
         self.query_one("#launch", Button).disabled = True
-        where = {"hf-jobs": "on Hugging Face Jobs", "ray": "on the Ray cluster"}.get(
-            spec.target, "on this machine")
+        where = {"hf-jobs": "on Hugging Face Jobs", "ray": "on the Ray cluster",
+                 "slurm": "on the Slurm cluster"}.get(spec.target, "on this machine")
         self._note(f"Launching {where}: {spec.describe()}…")
         self._launch(spec)
+
+    def _engine(self, spec: LaunchSpec):
+        """The engine a cluster target is launched through (Slurm's: your jobs)."""
+        return self._services.engine(spec.target,
+                                     spec.ray_address if spec.target == "ray" else "")
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="launch",
           description="launching the run")
@@ -298,7 +326,7 @@ class LaunchScreen(ModalScreen[LaunchOutcome | None]):
             run = local_run(spec.job_name(), local.started_at, local.pid)
             return LaunchOutcome(spec, run, local=local, stream_path=stream)
         if spec.target in CLUSTER_TARGETS:
-            engine = self._services.engine(spec.target, spec.ray_address)
+            engine = self._engine(spec)
             job = engine.submit(spec.submission())
             self._services.remember(engine, [job])
             return LaunchOutcome(spec, job.run, job=job)
