@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from carl_tui.engines.base import JobEngine
+from carl_tui.engines.slurm import SlurmEngine
 
 
 def _ray(address: str) -> JobEngine:
@@ -22,8 +23,6 @@ def _ray(address: str) -> JobEngine:
 
 
 def _slurm(user: str) -> JobEngine:
-    from carl_tui.engines.slurm import SlurmEngine  # its commands: run when a job is driven
-
     return SlurmEngine(user or None)
 
 

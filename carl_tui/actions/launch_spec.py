@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from carl_tui.engines.base import Submission
+from carl_tui.engines.slurm import SlurmEngine
 from carl_tui.errors import CarlError
 
 Target = Literal["hf-jobs", "local", "ray", "slurm"]
@@ -353,8 +354,6 @@ class LaunchSpec:
 def _slurm_problems(spec: LaunchSpec) -> list[str]:
     """A Slurm batch job's own options, checked before anything is sent: the partition,
     the time limit (the form's timeout), then the engine's check of the submission."""
-    from carl_tui.engines.slurm import SlurmEngine  # subprocess: only for a Slurm launch
-
     p: list[str] = []
     partition = spec.partition.strip()
     if partition and not _NAME.match(partition):

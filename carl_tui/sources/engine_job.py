@@ -174,7 +174,7 @@ def follow_job(engine: JobEngine, job: Job) -> PolledSource:
     """The source that follows `job` of `engine`: a Slurm job's reads its `StdOut` file as
     it grows (`SlurmJobSource`), any other job's its engine's log (`EngineJobSource`)."""
     if job.run.source == SLURM_JOB:
-        from carl_tui.sources.slurm_job import SlurmJobSource  # loaded for a Slurm job only
+        from carl_tui.sources.slurm_job import SlurmJobSource  # lazy: it imports this module
 
         return SlurmJobSource(job.job_id, engine=engine)  # type: ignore[arg-type]
     return EngineJobSource(engine, job.job_id, run=job.run)

@@ -23,6 +23,7 @@ from textual.widgets import Button, Input, Label, Select, Static, Switch
 from carl_tui.actions.jobs import JobsClient
 from carl_tui.actions.launch_spec import CLUSTER_TARGETS, LaunchSpec, timeout_seconds
 from carl_tui.engines.ray import DEFAULT_ADDRESS as DEFAULT_RAY
+from carl_tui.engines.slurm import batch_script
 from carl_tui.errors import CarlError
 from carl_tui.identity import local_run
 from carl_tui.ui.messages import HardwareLoaded, LaunchFinished, LaunchOutcome, failure
@@ -44,8 +45,6 @@ def _row(label: str, widget, *, only: str = "") -> list:
 
 def script_confirmation(spec: LaunchSpec, engine) -> ConfirmScreen:
     """The yes a Slurm launch waits for: where, and the batch script `sbatch` is given."""
-    from carl_tui.engines.slurm import batch_script  # subprocess: only for a Slurm launch
-
     body = (f"{spec.describe()}\n\nsbatch is given this batch script on "
             f"{engine.describe()}:\n\n{batch_script(spec.submission())}")
     return ConfirmScreen(f"Submit {spec.job_name()} to Slurm?", body.rstrip(), "Submit",
