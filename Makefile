@@ -54,7 +54,7 @@ browser:
 	    $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "make: no Chromium here (not root nor password-less sudo, or no apt-get): the browser tests will skip"
 
-# A real Ray head for the Ray Jobs tests (tests/engines.py), in its own virtual environment,
+# A real Ray head for the Ray Jobs tests (tests/ray_cluster.py), in its own virtual environment,
 # never the project's: `ray[default]` from the package index. Elsewhere those tests skip
 # saying why (under CI they fail instead).
 ray:

@@ -16,7 +16,7 @@ from hypothesis import settings
 
 from carl_tui.events import Event, RunMeta, RunRef, ScalarBatch
 from carl_tui.sources.base import Source
-from tests.engines import ray_head  # noqa: F401  (a real Ray head, once a session)
+from tests.ray_cluster import ray_head  # noqa: F401  (a real Ray head, once a session)
 
 # In CI the property tests draw the same examples on every run, so that a change, never
 # the luck of a draw, fails a build; a local run draws new examples each time and finds

@@ -37,7 +37,7 @@ per metric, so a poll costs O(new values) whatever the run's length.
   STALL_MIN_S seconds) while the job says it is running; it needs the clock.
 
 The rules were tuned on the tuning half of the corpus of real runs (tests/health_corpus.py
-scores them; tests/test_health_corpus.py holds them on the check half).
+scores them; tests/store/test_health_corpus.py holds them on the check half).
 
 The alerts' own judgements (`nan_loss`, `diverging`) are kept as flags too (`alert_flag`),
 so a guard reads every verdict in one list.

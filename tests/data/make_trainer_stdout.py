@@ -17,7 +17,7 @@ file descriptors 1 and 2, with `PYTHONUNBUFFERED=1` as in a job.
     python tests/data/make_trainer_stdout.py OUTDIR [NAME ...]   # all runs by default
     python tests/data/make_trainer_stdout.py --fixture           # rewrite trainer_stdout.txt
 
-tests/test_trainer_log_real.py runs these in the suite and checks every
+tests/sources/test_trainer_log_real.py runs these in the suite and checks every
 dict's parsed step against the side file.
 """
 

@@ -151,7 +151,7 @@ def health_rows(snap: RunSnapshot, now: float, color=SEVERITY_FALLBACK.get
     ellipsis); then the other flags by name and step, worst first, and the reward
     ceiling's forecast where the fit is good enough to state; "healthy" when no flag
     stands. `color`: a severity's style."""
-    # here, not at the top: the first frame loads no store (tests/test_layers.py)
+    # here, not at the top: the first frame loads no store (tests/house/test_layers.py)
     # lazy: the store and numpy off the first frame
     from carl_tui.store.health import flag_line, standing
 
