@@ -10,8 +10,10 @@ a length limit), and `timings` records the set-up and tear-down seconds.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -26,6 +28,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 90.0  # `ray start` and the dashboard answering (3.6 s when idle)
 STOP_TIMEOUT_S = 60.0
+STOP_GRACE_S = 5.0  # after TERM, before KILL: a test head has nothing to save
 timings: dict[str, float] = {}  # "setup", "teardown": seconds, for the report
 
 
@@ -61,6 +64,7 @@ class RayHead:
     url: str
     temp_dir: str
     env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen | None = None  # `ray start --block`, leader of its session
 
 
 def head_env() -> dict[str, str]:
@@ -75,10 +79,14 @@ def head_env() -> dict[str, str]:
 
 
 def start_head(ray: str) -> RayHead:
+    """`ray start --head --block` in a session of its own: the head and every process it
+    starts are this test run's alone, and stopping them touches no other Ray on the
+    machine (`ray stop` would stop every one)."""
     temp_dir = tempfile.mkdtemp(prefix="cray")
     dash = free_port()
     env = head_env()
-    args = [ray, "start", "--head", f"--port={free_port()}", f"--dashboard-port={dash}",
+    args = [ray, "start", "--head", "--block", f"--port={free_port()}",
+            f"--dashboard-port={dash}",
             "--dashboard-host=127.0.0.1", "--include-dashboard=true", "--num-cpus=2",
             "--num-gpus=0", "--disable-usage-stats", f"--temp-dir={temp_dir}",
             f"--ray-client-server-port={free_port()}",
@@ -87,31 +95,59 @@ def start_head(ray: str) -> RayHead:
             f"--runtime-env-agent-port={free_port()}",
             f"--metrics-export-port={free_port()}",
             f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}"]
-    started = subprocess.run(args, env=env, capture_output=True, text=True,
-                             timeout=START_TIMEOUT_S, check=False)
-    if started.returncode != 0:
-        stop_head(ray, temp_dir)
-        raise RuntimeError(f"ray start failed ({started.returncode}): "
-                           f"{(started.stderr or started.stdout)[-2000:]}")
-    url = f"http://127.0.0.1:{dash}"
+    log = open(Path(temp_dir) / "ray-start.log", "w")  # noqa: SIM115 (kept by the head)
+    proc = subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    head = RayHead(f"http://127.0.0.1:{dash}", temp_dir, env, proc)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         try:
-            if httpx.get(f"{url}/api/jobs/", timeout=2.0).status_code == 200:
-                return RayHead(url, temp_dir, env)
+            if httpx.get(f"{head.url}/api/jobs/", timeout=2.0).status_code == 200:
+                return head
         except httpx.HTTPError:
             pass
-        if time.monotonic() > deadline:
-            stop_head(ray, temp_dir)
-            raise RuntimeError(f"the Ray dashboard at {url} did not answer within "
-                               f"{START_TIMEOUT_S:.0f} s")
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_head(head)
+            said = (Path(temp_dir) / "ray-start.log").read_text(errors="replace")[-2000:] \
+                if Path(temp_dir).exists() else ""
+            raise RuntimeError(f"the Ray head did not answer at {head.url} within "
+                               f"{START_TIMEOUT_S:.0f} s (ray start: {proc.poll()}): {said}")
         time.sleep(0.2)
 
 
-def stop_head(ray: str, temp_dir: str) -> None:
-    subprocess.run([ray, "stop", "--force"], env=head_env(), capture_output=True,
-                   timeout=STOP_TIMEOUT_S, check=False)
-    shutil.rmtree(temp_dir, ignore_errors=True)
+def _processes_of(temp_dir: str) -> list[int]:
+    """Processes whose command line names this head's temp dir (the ones Ray started in a
+    session of their own, if any did)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if temp_dir.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def stop_head(head: RayHead) -> None:
+    """End the head's session (TERM, then KILL after STOP_GRACE_S), and any process
+    still naming its temp dir."""
+    proc = head.proc
+    if proc is not None:
+        for sig, wait in ((signal.SIGTERM, STOP_GRACE_S), (signal.SIGKILL, STOP_TIMEOUT_S)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+    for pid in _processes_of(head.temp_dir):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    shutil.rmtree(head.temp_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -123,7 +159,7 @@ def ray_head():
     timings["setup"] = time.monotonic() - t0
     yield head
     t0 = time.monotonic()
-    stop_head(ray, head.temp_dir)
+    stop_head(head)
     timings["teardown"] = time.monotonic() - t0
     print(f"\nray head: set-up {timings['setup']:.1f} s, tear-down "
           f"{timings['teardown']:.1f} s", file=sys.stderr)
