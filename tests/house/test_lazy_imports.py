@@ -20,7 +20,6 @@ NOT_YET_SORTED = {
     "sources/wandb_run.py": 5,
     "ui/app.py": 7,
     "ui/controller.py": 18,
-    "ui/guard.py": 8,
     "ui/keys.py": 3,
     "ui/screens/dashboard.py": 5,
     "ui/widgets/plots.py": 5,
