@@ -17,7 +17,6 @@ NOT_YET_SORTED = {
     "completions/files.py": 1,
     "completions/readers.py": 4,
     "report/fleet_listing.py": 1,
-    "sources/wandb_run.py": 5,
     "ui/controller.py": 18,
     "ui/keys.py": 3,
     "ui/screens/dashboard.py": 5,
