@@ -19,7 +19,6 @@ NOT_YET_SORTED = {
     "report/fleet_listing.py": 1,
     "ui/controller.py": 18,
     "ui/keys.py": 3,
-    "ui/widgets/plots.py": 5,
 }
 
 
