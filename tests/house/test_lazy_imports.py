@@ -16,7 +16,6 @@ NOT_YET_SORTED = {
     "completions/files.py": 1,
     "report/fleet_listing.py": 1,
     "ui/controller.py": 18,
-    "ui/keys.py": 3,
 }
 
 
