@@ -39,7 +39,6 @@ from carl_tui.ui.save import save_view_and_say
 from carl_tui.ui.screens import chart_keys
 from carl_tui.ui.screens.comparison import Comparison
 from carl_tui.ui.screens.metric_grid import MetricGridScreen
-from carl_tui.ui.screens.pickers import MetricPicker
 from carl_tui.ui.widgets.job_bar import JobBar
 from carl_tui.ui.widgets.key_footer import KeyFooter
 from carl_tui.ui.widgets.log_panel import LogPanel
@@ -313,6 +312,9 @@ class DashboardScreen(Screen[None]):
         self.comparison.select(keys)
 
     def action_pick_metrics(self) -> None:
+        # lazy: the picker's list widgets (about 3 ms) are not on the first frame
+        from carl_tui.ui.screens.pickers import MetricPicker
+
         snap = self.snapshot
         if snap is None:
             self.notify("no metrics yet", severity="warning")
