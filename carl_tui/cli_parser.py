@@ -6,6 +6,7 @@ that names a bad flag (exit status 2). Shared by `carl-tui` (cli.py) and `carl-t
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
 from collections.abc import Sequence
 
@@ -71,7 +72,7 @@ def _keymap(text: str) -> dict[str, str]:
 
 def _guard(text: str) -> tuple[str, str]:
     """`--guard FLAG=ACTION` (actions/guard.py; read only when given: numpy loads there)."""
-    from carl_tui.actions.guard import parse_guard
+    from carl_tui.actions.guard import parse_guard  # lazy: loads the store (numpy)
 
     try:
         return parse_guard(_bounded(text, MAX_TEXT, "a guard"))
@@ -287,8 +288,6 @@ def _unknown_option(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str
         name = arg.split("=", 1)[0]
         if not name.startswith("--") or len(name) < 3 or any(k.startswith(name) for k in known):
             continue
-        import difflib
-
         close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.7)
         return f"unknown option {name[:60]}" + (f"; did you mean {close[0]}?" if close else "")
     return None
@@ -296,12 +295,12 @@ def _unknown_option(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str
 
 def check_view_args(args) -> None:
     """Flags of the dashboard that argparse's types cannot check alone."""
-    from carl_tui.ui.keys import check_keymap
+    from carl_tui.ui.keys import check_keymap  # lazy: textual, kept out of `--help`
 
     problem = check_keymap(args.keymap)
     if problem:
         raise UsageError(f"--keymap: {problem}")
-    from carl_tui.ui.themes import theme_names
+    from carl_tui.ui.themes import theme_names  # lazy: textual, kept out of `--help`
 
     names = theme_names()
     if args.theme not in names:

@@ -200,7 +200,7 @@ class ParquetReader(_FolderReader):
 
     def load(self, name: str) -> CompletionTable | None:
         try:
-            import pyarrow.parquet as pq
+            import pyarrow.parquet as pq  # lazy: the optional parquet extra
         except ImportError:
             raise CarlError("reading TRL's parquet completions needs pyarrow: "
                             "pip install 'carl-tui[parquet]'") from None

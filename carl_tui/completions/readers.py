@@ -26,7 +26,10 @@ from carl_tui.completions.files import (
     WandbTableReader,
 )
 from carl_tui.completions.log import Reader
+from carl_tui.completions.trackio import TrackioLocalTables, TrackioRemoteTables
+from carl_tui.sources.file_format import SNIFF_BYTES, sniff_format
 from carl_tui.sources.line_marks import PanelMarks
+from carl_tui.sources.trackio import db
 from carl_tui.sources.wandb_kind import run_dir as wandb_run_dir
 
 
@@ -89,16 +92,12 @@ def _trackio_remote(req: Any, run: Any, near: list[Path], remote_query, _marked)
     run_id = getattr(run, "run_id", None)
     if remote_query is None or not run_id:
         return []
-    from carl_tui.completions.trackio import TrackioRemoteTables
-
     return [TrackioRemoteTables(run_id, remote_query)]
 
 
 def _file_reader(path: Path, file_format: str) -> Reader:
     fmt = file_format
     if fmt == "auto":
-        from carl_tui.sources.file_format import SNIFF_BYTES, sniff_format
-
         try:
             with open(path, "rb") as fh:
                 fmt = sniff_format(fh.read(SNIFF_BYTES)) or "jsonl"
@@ -108,9 +107,6 @@ def _file_reader(path: Path, file_format: str) -> Reader:
 
 
 def _trackio_local(req: Any, run: Any, near: list[Path], remote_query, _marked) -> list[Reader]:
-    from carl_tui.completions.trackio import TrackioLocalTables
-    from carl_tui.sources.trackio import db
-
     if run is None or not getattr(run, "project", None):
         return []
     root = Path(req.get("trackio_dir")) if req.get("trackio_dir") else db.trackio_dir()

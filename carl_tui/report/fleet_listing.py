@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from carl_tui.hub import job_prices as hub_prices
 from carl_tui.report.summary import _num
 from carl_tui.store import fleet_columns
 from carl_tui.store.fleet import FleetRow, differing_keys, needs_prices
@@ -121,8 +122,6 @@ def job_prices(rows: Sequence[FleetRow],
     None (said once through `say`) when it cannot be had."""
     if not needs_prices(rows):
         return None
-    from carl_tui.hub import job_prices as hub_prices
-
     try:
         return hub_prices()
     except Exception as exc:  # noqa: BLE001 - a missing price is a missing column, said once

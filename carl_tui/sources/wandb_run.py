@@ -85,6 +85,8 @@ Other records (files, stats, telemetry, console output, artifacts) are ignored.
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import math
 import os
 import re
@@ -167,9 +169,7 @@ def _generated_record_class() -> type | None:
     an `import wandb` fills) from the serialized descriptors in wandb's generated
     files, found without importing wandb; None when anything is not as expected."""
     try:
-        import ast
-        import importlib.util
-
+        # lazy: protobuf comes with the optional wandb extra; only W&B runs need it
         import google.protobuf
         from google.protobuf import (
             descriptor_pool,
@@ -200,7 +200,7 @@ def _generated_record_class() -> type | None:
 
 def _imported_record_class() -> type:
     try:
-        from wandb.proto.wandb_internal_pb2 import Record
+        from wandb.proto.wandb_internal_pb2 import Record  # lazy: the optional wandb extra
     except ModuleNotFoundError as exc:
         if (exc.name or "").split(".")[0] in ("wandb", "google"):
             raise SourceError(NEED_WANDB, retry=False, kind="missing") from exc

@@ -51,6 +51,8 @@ from carl_tui.ui.messages import (
     StoreChanged,
     failure,
 )
+from carl_tui.ui.projects import pick_project
+from carl_tui.ui.save import save_and_say
 from carl_tui.ui.screens.dashboard import DashboardScreen
 from carl_tui.ui.screens.help import HelpScreen, KeyHelp
 from carl_tui.ui.settings import DEFAULT_THEME, Services, Settings
@@ -117,7 +119,7 @@ class CarlApp(App[None]):
     def store(self) -> RunStore:
         """The run store (numpy: made after the first frame, unless asked for earlier)."""
         if self._store is None:
-            from carl_tui.store import RunStore
+            from carl_tui.store import RunStore  # lazy: numpy, after the first frame
 
             self._store = RunStore(vocab_size=self.settings.vocab_size,
                                    gate_metric=self.settings.gate_metric)
@@ -127,6 +129,7 @@ class CarlApp(App[None]):
     def follower(self) -> Follower:
         """What reads the sources into the store (built, not started, on first use)."""
         if self._follower is None:
+            # lazy: the store and the sources' base (numpy), after the first frame
             from carl_tui.ui.follower import Follower
 
             sources, self._source_problem = open_sources(self.config.sources)
@@ -139,6 +142,7 @@ class CarlApp(App[None]):
         """The keys that act, and the local jobs they watch (made and started when first
         needed: at once for local jobs started before the app, else on the first key)."""
         if self._controller is None:
+            # lazy: the job backends and orjson, loaded on the first key that acts
             from carl_tui.ui.controller import ActionController
 
             self._controller = ActionController(self, self.follower, self.settings,
@@ -357,11 +361,13 @@ class CarlApp(App[None]):
         yield from self.keys.commands(self.dashboard)
 
     def action_skipped(self) -> None:
+        # lazy: the screen imports the store (numpy): not before the first frame
         from carl_tui.ui.screens.skipped_input import SkippedScreen
 
         self.push_screen(SkippedScreen(self.store.summary()))
 
     def action_completions(self) -> None:
+        # lazy: the completions model loads numpy: not before the first frame
         from carl_tui.ui.screens.completions_table import open_completions
 
         open_completions(self, self._completion_logs, self.services.completions)
@@ -370,14 +376,10 @@ class CarlApp(App[None]):
         self.fleet.pick_run()
 
     def action_pick_project(self) -> None:
-        from carl_tui.ui.projects import pick_project
-
         pick_project(self)
 
     def action_save_screen(self) -> None:
         """ctrl+s where the dashboard's own is not (help, the fleet table, a card)."""
-        from carl_tui.ui.save import save_and_say
-
         save_and_say(self, self.settings.save_dir)
 
     def action_cycle_theme(self) -> None:

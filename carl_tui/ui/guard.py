@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING
 from carl_tui.errors import describe
 from carl_tui.events import Marker
 from carl_tui.identity import REPLAY
+from carl_tui.ui.attention import config_path
+from carl_tui.ui.screens.confirm import ConfirmScreen
+from carl_tui.ui.themes import toml_loads
 
 if TYPE_CHECKING:  # pragma: no cover
     from pathlib import Path
@@ -30,9 +33,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def load_guard_policy(path: Path | None = None) -> tuple[dict[str, str], str]:
     """The config file's `[guard]` table, and a problem with it to tell ("" when none)."""
+    # lazy: actions/guard.py loads the store (numpy): not before the first frame
     from carl_tui.actions.guard import policy_of
-    from carl_tui.ui.attention import config_path
-    from carl_tui.ui.themes import toml_loads
 
     path = path or config_path()
     if not path.exists():
@@ -62,6 +64,7 @@ class GuardKeeper:
     """Applies the policy to the flags the store says (`check`, on the UI thread)."""
 
     def __init__(self, app: App, policy: dict[str, str], read_only: bool) -> None:
+        # lazy: actions/guard.py loads the store (numpy): not before the first frame
         from carl_tui.actions.guard import acted_before
 
         self.app, self.policy, self.read_only = app, dict(policy), read_only
@@ -72,6 +75,7 @@ class GuardKeeper:
     def check(self, snapshot: RunSnapshot | None = None, now: float = 0.0) -> None:
         """Act on the flags said since the last check; `snapshot` (the run on screen) at
         `now` adds its `stalled` flag, which needs the clock."""
+        # lazy: actions/guard.py loads the store (numpy): not before the first frame
         from carl_tui.actions.guard import ACTING, GuardMode, decide
 
         if not self.policy:
@@ -95,6 +99,7 @@ class GuardKeeper:
             held = f" (not acted on: {act.why_not})" if act.why_not else ""
             self.app.notify(said + held, title="guard", severity="warning", timeout=10)
             return
+        # lazy: actions/guard.py loads the store (numpy): not before the first frame
         from carl_tui.actions.guard import acted_before
 
         if (run.key, flag.flag) in acted_before():  # another dashboard did, since this began
@@ -109,8 +114,6 @@ class GuardKeeper:
         self._stop(run, act)
 
     def _ask(self, run: RunRef, act: GuardAct, said: str) -> None:
-        from carl_tui.ui.screens.confirm import ConfirmScreen
-
         def answered(yes: bool | None) -> None:
             if yes:
                 self._stop(run, act)
@@ -135,6 +138,7 @@ class GuardKeeper:
 
     def _done(self, run: RunRef, act: GuardAct, result: str) -> None:
         """Said on screen (through the run's events) and written in the audit log."""
+        # lazy: actions/guard.py loads the store (numpy): not before the first frame
         from carl_tui.actions.guard import write_audit
 
         try:

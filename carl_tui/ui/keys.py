@@ -1,13 +1,16 @@
 """Every key of the dashboard, as plain data: one list the app, the help, the
 palette and the CLI's `--keymap` check all read.
 
-No Textual import at module level: the CLI checks `--keymap` before anything
-heavy loads.
+The CLI imports this module only to check a dashboard's `--keymap` (beside the theme
+check, which loads Textual too); `carl-tui --help` never loads it.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
+
+from textual.keys import Keys, _character_to_key
 
 MODIFIERS = frozenset({"ctrl", "shift", "alt", "meta", "super", "hyper"})
 
@@ -207,8 +210,6 @@ def normalize_keymap(keymap: dict[str, str]) -> dict[str, str]:
 def check_key(key: str) -> str | None:
     """None when `key` is a key Textual can bind (`q`, `R`, `ctrl+q`, `f5`, `question_mark`,
     several joined by commas); else why not."""
-    from textual.keys import Keys, _character_to_key
-
     names = {k.value for k in Keys} | {f"f{i}" for i in range(1, 25)}
     names |= {_character_to_key(chr(c)) for c in range(33, 127)}
     names |= {"space", "enter", "tab", "backspace", "delete", "escape", "up", "down", "left",
@@ -233,8 +234,6 @@ def check_keymap(keymap: dict[str, str]) -> str | None:
     known = binding_ids()
     for bid, key in keymap.items():
         if bid not in known and bid not in RENAMED_IDS:
-            import difflib
-
             close = difflib.get_close_matches(bid, known, n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
             return f"unknown binding id {bid!r}{hint} (? lists every id, with its key)"
@@ -250,8 +249,6 @@ RESERVED = {"ctrl+q": "Textual's quit", "ctrl+p": "the command palette",
 
 
 def _key_name(key: str) -> str:
-    from textual.keys import _character_to_key
-
     key = key.strip()
     return _character_to_key(key) if len(key) == 1 else key
 

@@ -35,6 +35,7 @@ from carl_tui.ui.messages import (
 )
 from carl_tui.ui.metric_filter import MetricFilter
 from carl_tui.ui.plot_view import ChartSettings
+from carl_tui.ui.save import save_view_and_say
 from carl_tui.ui.screens import chart_keys
 from carl_tui.ui.screens.comparison import Comparison
 from carl_tui.ui.screens.metric_grid import MetricGridScreen
@@ -66,7 +67,7 @@ def compared_runs(compared: Sequence[RunSnapshot | None]) -> list[tuple[RunSnaps
 def overlays(compared: list[tuple[RunSnapshot, str]], metric: str,
              x_axis: str) -> list[Overlay]:
     """The same metric of the compared runs."""
-    from carl_tui.ui.chart import Overlay, x_map_for
+    from carl_tui.ui.chart import Overlay, x_map_for  # lazy: numpy, with the run's data
 
     return [Overlay(other.run.label, s, x_map_for(other, x_axis), color)
             for other, color in compared if (s := other.series.get(metric)) is not None]
@@ -204,7 +205,7 @@ class DashboardScreen(Screen[None]):
             self.system.show(snap, now)
 
     def _show_plots(self, snap: RunSnapshot) -> None:
-        from carl_tui.ui.chart import shared_xlim  # numpy: here with the run's data
+        from carl_tui.ui.chart import shared_xlim  # lazy: numpy, with the run's data
 
         runs = compared_runs(self.compared)
         compared = tuple((other.run.key, other.version) for other, _ in runs)
@@ -311,6 +312,7 @@ class DashboardScreen(Screen[None]):
         self.comparison.select(keys)
 
     def action_pick_metrics(self) -> None:
+        # lazy: the picker's list widgets (about 3 ms) are not on the first frame
         from carl_tui.ui.screens.pickers import MetricPicker
 
         snap = self.snapshot
@@ -351,7 +353,7 @@ class DashboardScreen(Screen[None]):
         self.phase.toggle_evidence()
 
     def action_events(self) -> None:
-        from carl_tui.ui.screens.event_log import EventsScreen
+        from carl_tui.ui.screens.event_log import EventsScreen  # lazy: loads the store (numpy)
 
         if self.snapshot is None:
             self.notify("no run yet", severity="warning")
@@ -368,6 +370,4 @@ class DashboardScreen(Screen[None]):
         self.notify("log: " + ("following" if self.log_panel.follow else "paused"), timeout=2)
 
     def action_save_view(self) -> None:
-        from carl_tui.ui.save import save_view_and_say
-
         save_view_and_say(self.app, self.snapshot, self.all_plots(), self.save_dir)

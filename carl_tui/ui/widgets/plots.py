@@ -63,7 +63,7 @@ def readout(view: PlotView, x: float) -> str:
 
 
 def nearest(xs, x: float) -> int:
-    import numpy as np  # (with the data: the plot is drawn)
+    import numpy as np  # lazy: with the data, once the plot is drawn (not the first frame)
 
     return int(np.abs(np.asarray(xs, dtype=float) - x).argmin())
 
@@ -192,7 +192,7 @@ class MetricPlot(Widget):
     def plt(self):
         """The plotext figure (textual-plotext's `Plot`), made on first use."""
         if self._plot is None:
-            from textual_plotext.plot import Plot
+            from textual_plotext.plot import Plot  # lazy: plotext, after the first frame
 
             self._plot = Plot()
         return self._plot
@@ -214,6 +214,7 @@ class MetricPlot(Widget):
     def _plotext_theme(self) -> str:
         """The app's theme as a plotext theme (canvas and axes the panel's surface, ticks
         the foreground), registered with plotext once per theme."""
+        # lazy: plotext, after the first frame
         from plotext._dict import themes
         from textual_plotext.plot import _rgbify_theme, _sequence
 
@@ -229,7 +230,7 @@ class MetricPlot(Widget):
             if self.is_mounted:
                 self.border_title = self._fit_title(self.view.title)
             return
-        from carl_tui.ui.chart import build_view  # numpy: here with the run's data
+        from carl_tui.ui.chart import build_view  # lazy: numpy, with the run's data
 
         snap, overlays, settings, xlim = self._inputs
         w, h = self.size.width or 80, self.size.height or 20
