@@ -1,7 +1,7 @@
 """The job engines the launch form, `s`, `j` and the guards drive, by name: one line each.
 
 `ENGINES` maps a launch target (`LaunchSpec.target`) to the factory of its engine (given
-the cluster's address, HF's namespace, the local registry's path; "" for its default)
+the cluster's address, HF's namespace; "" for its default; this machine takes none)
 and `KINDS` maps the source kind of a run (its `RunRef.source`) to its target, so the
 controller finds the engine of the run in view without knowing which it is. For Slurm the
 "address" is whose jobs are listed (a run's project is its user; "": yours). The source
@@ -33,8 +33,8 @@ def _hf(namespace: str) -> JobEngine:
     return HfJobsEngine(namespace=namespace)
 
 
-def _local(registry: str) -> JobEngine:
-    return LocalEngine(registry or None)
+def _local(_where: str) -> JobEngine:
+    return LocalEngine()  # the user's registry (a run's project names no other)
 
 
 ENGINES: dict[str, Callable[[str], JobEngine]] = {
@@ -45,6 +45,19 @@ KINDS: dict[str, str] = {"hf-job": "hf-jobs", "local": "local", "ray-job": "ray"
 NAMES: dict[str, str] = {"hf-jobs": "Hugging Face", "local": "local", "ray": "Ray",
                          "slurm": "Slurm"}  # a target as said in messages
 CLUSTERS = frozenset({"ray", "slurm"})  # the engines whose jobs `j` lists as a cluster's
+# the engines whose job writes its checkpoints where the launch form's output_dir says
+# (a Hugging Face job writes in its container: its checkpoints are pushed, not here)
+OUTPUT_THERE = frozenset({"local", "ray", "slurm"})
+
+
+def has_engine(kind: str) -> bool:
+    """A run of this source kind is a job of a registered engine."""
+    return kind in KINDS
+
+
+def output_is_the_jobs(kind: str) -> bool:
+    """A launched job of this source kind writes its checkpoints to the form's output_dir."""
+    return KINDS.get(kind) in OUTPUT_THERE
 
 
 def is_cluster_kind(kind: str) -> bool:

@@ -19,6 +19,7 @@ import re
 import shutil
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from carl_tui.actions.action_error import ActionError
@@ -58,6 +59,22 @@ class LocalEngine:
     def describe(self) -> str:
         return f"this machine ({socket.gethostname()})"
 
+    @property
+    def stop_note(self) -> str:
+        """How `stop` goes, for the confirmation."""
+        return (f"It gets an interrupt, so the trainer can save and exit; it is terminated "
+                f"if still running after {self.grace:.0f} s.")
+
+    def stream_of(self, job_id: str) -> Path:
+        """The metrics stream the job writes (its run is read from it)."""
+        if job_id in self.started:
+            return self.started[job_id][0].stream_path
+        recorded = self._recorded().get(job_id)
+        if recorded is None:
+            raise ActionError(f"No run {job_id} was started on this machine.",
+                              kind="not_found")
+        return recorded.stream_path
+
     def check(self, submission: Submission) -> list[str]:
         problems = []
         if not submission.command:
@@ -93,7 +110,8 @@ class LocalEngine:
     def jobs(self) -> list[Job]:
         rows = {job_id: run.job() for job_id, run in self._recorded().items()}
         for job_id, (local, run) in list(self.started.items()):
-            rows[job_id] = local.status_event(run)
+            row = local.status_event(run)
+            rows[job_id] = replace(row, label=f"{row.name} · {local.stream_path}")
         return sorted(rows.values(), key=lambda j: j.created_at or 0.0, reverse=True)
 
     def job(self, job_id: str) -> Job:

@@ -232,7 +232,8 @@ async def test_local_launch_is_followed_and_stopped(hub, tmp_path):
             assert screen.query_one("#flavor").has_class("-hidden")
             screen.query_one("#output-dir", Input).value = str(tmp_path / "out")
             await pilot.press("ctrl+l")
-            await wait_for(pilot, lambda: started and app.current_run in app.local_jobs,
+            watched = app.controller.engines.watched  # the process its engine answers for
+            await wait_for(pilot, lambda: started and app.current_run in watched,
                            what="local run followed")
             await wait_for(pilot, lambda: app.snapshot.series.get("loss") is not None
                            and app.snapshot.series["loss"].count == 5)
