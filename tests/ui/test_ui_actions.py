@@ -189,6 +189,7 @@ async def test_stop_asks_first_then_cancels_and_shows_canceled(hub):
         assert len(srv.requests_to("POST", cancel)) == 1
         assert jobs.jobs["job-stop"].stage == "CANCELED"
         assert any("job-stop: CANCELED" in t for t in said)
+        assert "Hugging Face job job-stop has stopped: CANCELED" in said  # the stop, said
         # an ended job is not cancelled twice
         await pilot.press("s")
         assert not isinstance(app.screen, ConfirmScreen)
