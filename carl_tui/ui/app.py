@@ -162,10 +162,6 @@ class CarlApp(App[None]):
         return None if self._follower is None else self._follower.current_run
 
     @property
-    def local_jobs(self):
-        return self.controller.local_jobs
-
-    @property
     def dashboard(self) -> DashboardScreen:
         """The dashboard screen, whatever dialog is on top of it."""
         return self.screen_stack[0]  # type: ignore[return-value]

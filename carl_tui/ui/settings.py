@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from carl_tui import metric_names as mn
+from carl_tui.events import RunRef
+from carl_tui.identity import HF_JOB, LOCAL, LOCAL_PROJECT
 from carl_tui.ui.plot_view import ChartSettings
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from carl_tui.actions.local_job import LocalJob
     from carl_tui.actions.push import PushProgress, PushResult
     from carl_tui.engines.base import JobEngine
-    from carl_tui.events import Job, RunRef
+    from carl_tui.events import Job
     from carl_tui.sources.base import Source
     from carl_tui.ui.attention import AlertConfig
 
@@ -88,10 +90,21 @@ class Services:
     engines: dict[tuple[str, str], JobEngine] = field(default_factory=dict)
 
     def engine(self, target: str, address: str = "") -> JobEngine:
-        """A new engine of `target` ("ray") at `address` ("": its default)."""
-        from carl_tui.actions.engines import make_engine  # lazy: actions, when a job is driven
+        """A new engine of `target` ("ray", or a run's source kind) at `address` ("": its
+        default). Hugging Face's goes through `jobs_client` (the tests point it)."""
+        # lazy: actions, when a job is driven
+        from carl_tui.actions.engines import KINDS, make_engine
 
+        target = KINDS.get(target, target)
+        if target == "hf-jobs":
+            from carl_tui.actions.hf_engine import HfJobsEngine  # lazy: the Hub, as above
+
+            return HfJobsEngine(self.jobs_client(), namespace=address)
         return make_engine(target, address or (self.ray_address if target == "ray" else ""))
+
+    def local_engine(self) -> JobEngine:
+        """This machine's engine: one a dashboard, so what it started it can stop."""
+        return self.engine_for(RunRef(LOCAL, LOCAL_PROJECT, "", ""))
 
     def remember(self, engine: JobEngine, jobs: list[Job]) -> None:
         """`engine` launched or listed these jobs: `engine_for` their runs gives it."""
@@ -99,25 +112,36 @@ class Services:
             self.engines[(job.run.source, job.run.project)] = engine
 
     def engine_for(self, run: RunRef) -> JobEngine:
-        """The engine of a cluster job's run: the one that launched or listed it, else one
-        made for its cluster (the run's project: the Ray dashboard's host:port)."""
+        """The engine of a job's run: the one that launched or listed it, else one made
+        for its place (the run's project: the Ray dashboard's host:port, the Hub's
+        namespace, this machine)."""
         engine = self.engines.get((run.source, run.project))
         if engine is None:
             engine = self.engines[(run.source, run.project)] = self.engine(run.source,
                                                                           run.project)
         return engine
 
-    def cluster_job_source(self, job: Job) -> Source:
-        """The source that follows a cluster job (its state and its log)."""
-        from carl_tui.sources.engine_job import follow_job  # lazy: a reader, on first use
+    def job_follower(self, job: Job, stream: Path | None = None) -> Source:
+        """The source that follows a job (its state, its log, its metrics): a Hugging Face
+        job's own, a run of this machine's stream (`stream`, else the one its engine
+        knows), a cluster job's state and log."""
+        # lazy: the readers, on first use
+        from carl_tui.sources.engine_job import follow_job
+        from carl_tui.sources.open import open_file
 
+        if job.run.source == HF_JOB:
+            return self.job_source(job.job_id, job.namespace or job.run.project)
+        if job.run.source == LOCAL:
+            path = stream or self.engine_for(job.run).stream_of(job.job_id)
+            return open_file(path, "jsonl", run=job.run)
         return follow_job(self.engine_for(job.run), job)
 
     def cluster_names(self) -> list[str]:
         """The engines `j` lists the jobs of ("Ray", "Slurm"), in the registry's order."""
-        from carl_tui.actions.engines import ENGINES, KINDS, engine_name  # lazy: as `engine`
+        # lazy: as `engine`
+        from carl_tui.actions.engines import ENGINES, KINDS, engine_name, is_cluster_kind
 
-        kinds = {KINDS.get(source, source) for source, _ in self.engines}
+        kinds = {KINDS[source] for source, _ in self.engines if is_cluster_kind(source)}
         kinds |= {t for t, on in (("ray", self.list_ray), ("slurm", self.list_slurm)) if on}
         return [engine_name(t) for t in ENGINES if t in kinds]
 
@@ -125,7 +149,10 @@ class Services:
         """The jobs `j` lists of the clusters: the Ray cluster named (`list_ray`), your
         Slurm jobs (`list_slurm`), and each cluster a job was launched on or listed from
         here."""
-        engines = {e.describe(): e for e in self.engines.values()}  # one per cluster
+        from carl_tui.actions.engines import is_cluster_kind  # lazy: as `engine`
+
+        engines = {e.describe(): e for (source, _), e in self.engines.items()
+                   if is_cluster_kind(source)}  # one per cluster
         for target, listed in (("ray", self.list_ray), ("slurm", self.list_slurm)):
             if listed:
                 engine = self.engine(target)

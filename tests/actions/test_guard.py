@@ -162,7 +162,7 @@ async def test_a_stop_guard_cancels_a_job_whose_loss_turns_nan_with_no_key_press
         [line] = guard_lines()
         assert (line["run"], line["flag"], line["action"], line["seen_at"]) == (
             app.current_run, "nan_loss", "stop", 13)
-        assert line["result"] == "job job-nan cancelled: CANCELED"
+        assert line["result"] == "job job-nan stopped: CANCELED"
         assert line["evidence"]["text"] == "loss is NaN or infinite at step 13"
         # never twice: the run's loss is said NaN again after finite values (the job has
         # ended, so its source reads no more: its rows are given to the store as a source)
@@ -266,7 +266,7 @@ async def test_a_guard_from_the_config_file_acts_and_the_flag_adds_to_it(hub, mo
         await wait_for(pilot, lambda: "CANCELED" in job_bar(app), what="cancelled")
         assert len(srv.requests_to("POST", CANCEL)) == 1
         [line] = guard_lines()
-        assert (line["action"], line["result"]) == ("ask", "job job-nan cancelled: CANCELED")
+        assert (line["action"], line["result"]) == ("ask", "job job-nan stopped: CANCELED")
 
 
 async def test_a_stop_and_push_guard_pushes_the_newest_checkpoint_before_the_cancel(hub,
@@ -288,7 +288,7 @@ async def test_a_stop_and_push_guard_pushes_the_newest_checkpoint_before_the_can
     [line] = guard_lines()
     assert line["action"] == "stop+push"
     assert line["result"] == ("pushed checkpoint-20 to alice/carl-ckpt; "
-                              "job job-nan cancelled: CANCELED")
+                              "job job-nan stopped: CANCELED")
 
 
 # the keys' tests' trainer, with a NaN loss after its five steps
@@ -317,7 +317,7 @@ async def test_a_stop_guard_interrupts_a_local_run_whose_loss_turns_nan(hub, tmp
             [line] = guard_lines()
             assert (line["run"], line["flag"], line["action"]) == (run.key, "nan_loss",
                                                                    "stop")
-            assert line["result"].startswith("stopped: ")
+            assert line["result"] == f"job local-{local.pid} stopped: exit status 130"
             await wait_for(pilot, lambda: events_of(app, "guard"), what="guard event")
             assert srv.requests_to("POST", CANCEL) == []  # not a Hub job
     finally:

@@ -100,6 +100,9 @@ class JobsState:
         self.log_connections = 0
         self.history: list[tuple] = []
         self.metrics_interval = 0.1
+        # Seconds between keep-alives of a quiet logs stream (the real Hub: 30, so a read
+        # that does not follow ends on the client's 5 s read timeout; default: quick).
+        self.keepalive_s = 0.5
 
     # -- scripting -------------------------------------------------------
 
@@ -218,7 +221,7 @@ def install_jobs_routes(server: FakeServer, state: JobsState, *, whoami: bool = 
         while True:
             with state.cond:
                 while sent >= len(job.log) and job.stage not in TERMINAL:
-                    if not state.cond.wait(timeout=0.5):
+                    if not state.cond.wait(timeout=state.keepalive_s):
                         break
                 pending = job.log[sent:]
                 ended = job.stage in TERMINAL

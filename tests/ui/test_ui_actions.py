@@ -189,6 +189,7 @@ async def test_stop_asks_first_then_cancels_and_shows_canceled(hub):
         assert len(srv.requests_to("POST", cancel)) == 1
         assert jobs.jobs["job-stop"].stage == "CANCELED"
         assert any("job-stop: CANCELED" in t for t in said)
+        assert "Hugging Face job job-stop has stopped: CANCELED" in said  # the stop, said
         # an ended job is not cancelled twice
         await pilot.press("s")
         assert not isinstance(app.screen, ConfirmScreen)
@@ -232,7 +233,8 @@ async def test_local_launch_is_followed_and_stopped(hub, tmp_path):
             assert screen.query_one("#flavor").has_class("-hidden")
             screen.query_one("#output-dir", Input).value = str(tmp_path / "out")
             await pilot.press("ctrl+l")
-            await wait_for(pilot, lambda: started and app.current_run in app.local_jobs,
+            watched = app.controller.engines.watched  # the process its engine answers for
+            await wait_for(pilot, lambda: started and app.current_run in watched,
                            what="local run followed")
             await wait_for(pilot, lambda: app.snapshot.series.get("loss") is not None
                            and app.snapshot.series["loss"].count == 5)
