@@ -20,8 +20,16 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from carl_tui.actions.diagnosis import build_summary
+from carl_tui.actions.launch_spec import LaunchSpec
+from carl_tui.actions.push import push_choices
+from carl_tui.errors import describe
 from carl_tui.events import RunRef
 from carl_tui.ui.engine_jobs import EngineJobs
+from carl_tui.ui.screens.diagnosis import DiagnosisScreen
+from carl_tui.ui.screens.jobs import JobsScreen
+from carl_tui.ui.screens.launch import LaunchScreen
+from carl_tui.ui.screens.push import PushScreen
 
 if TYPE_CHECKING:  # pragma: no cover
     from textual.app import App
@@ -60,9 +68,6 @@ class ActionController:
     # -- l: launch -------------------------------------------------------------------
 
     def launch(self) -> None:
-        from carl_tui.actions.launch_spec import LaunchSpec
-        from carl_tui.ui.screens.launch import LaunchScreen
-
         defaults = self.settings.launch_defaults or LaunchSpec()
         self.app.push_screen(LaunchScreen(defaults, self.services), self._launched)
 
@@ -93,9 +98,6 @@ class ActionController:
 
     def _guard_push(self, run: RunRef) -> str:
         """Push the run's newest checkpoint (as `p` would offer it first); what happened."""
-        from carl_tui.actions.push import push_choices
-        from carl_tui.errors import describe
-
         snap = self.follower.store.snapshot(run.key, 2, ())
         out, repo = push_target(dict(snap.meta) if snap is not None else {}, self.settings)
         choices = push_choices(out) if out else []
@@ -110,9 +112,6 @@ class ActionController:
     # -- p: push ---------------------------------------------------------------------
 
     def push(self) -> None:
-        from carl_tui.actions.push import push_choices
-        from carl_tui.ui.screens.push import PushScreen
-
         snap = self._current_snapshot()
         output_dir, repo = push_target(dict(snap.meta) if snap is not None else {},
                                        self.settings)
@@ -133,9 +132,6 @@ class ActionController:
     # -- d: diagnosis -------------------------------------------------------------------
 
     def diagnose(self) -> None:
-        from carl_tui.actions.diagnosis import build_summary
-        from carl_tui.ui.screens.diagnosis import DiagnosisScreen
-
         snap = self._current_snapshot()
         if snap is None:
             self.app.notify("No run to diagnose yet.", severity="warning")
@@ -146,8 +142,6 @@ class ActionController:
     # -- j: jobs panel ---------------------------------------------------------------------
 
     def jobs(self) -> None:
-        from carl_tui.ui.screens.jobs import JobsScreen
-
         snap = self.follower.snapshot
         current = snap.run.key if snap is not None and snap.job is not None else None
         self.app.push_screen(JobsScreen(self.services, current, list_local=self.engines.rows),
