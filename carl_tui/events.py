@@ -153,7 +153,7 @@ class Progress:
     eta_s: float | None = None
 
 
-Life = Literal["live", "finished", "failed", "queued"]  # a run's life (`RunLife`)
+Life = Literal["live", "finished", "failed", "stopped", "queued"]  # a run's life (`RunLife`)
 
 # A job's stage, as Hugging Face Jobs names it (a training started on this machine uses
 # the same words; "ENDED": one whose process is gone, found again in the jobs list), and
@@ -163,7 +163,7 @@ STAGE_LIFE: Mapping[str, Life] = {
     "RUNNING": "live",
     "COMPLETED": "finished",
     "ERROR": "failed",
-    "CANCELED": "failed",
+    "CANCELED": "stopped",
     "DELETED": "failed",
     "ENDED": "finished",
 }
@@ -171,7 +171,8 @@ STAGE_LIFE: Mapping[str, Life] = {
 
 def life_of_stage(stage: str) -> Life:
     """The run life a job's stage means: SCHEDULING -> queued, RUNNING -> live,
-    COMPLETED (and ENDED) -> finished, ERROR, CANCELED and DELETED -> failed. A stage
+    COMPLETED (and ENDED) -> finished, CANCELED -> stopped (someone stopped it), ERROR
+    and DELETED -> failed. A stage
     this does not know (one the Hub adds later) says nothing of an end: live."""
     return STAGE_LIFE.get(stage, "live")
 
@@ -206,7 +207,7 @@ class Job:
     @property
     def ended(self) -> bool:
         """It has ended (completed, failed, cancelled or deleted): its stage will not change."""
-        return self.life in ("finished", "failed")
+        return self.life in ("finished", "failed", "stopped")
 
     @property
     def duration_s(self) -> float | None:
@@ -306,10 +307,11 @@ class SystemSample:
 class RunLife:
     """What a source knows of one run's life, said when it changes: "live" (it may still
     log), "finished" (its end was read: a Trainer's end-of-training line, a job that
-    completed, a closed recording), "failed" (a job that errored or was cancelled),
-    "queued" (a job not yet running). `updated_at`: wall time (epoch seconds) of the run's
-    newest record, where the source knows it; `reason`: why, in a few words, where it
-    says more than the state ("job ERROR: out of memory")."""
+    completed, a closed recording), "failed" (a job that errored or was deleted),
+    "stopped" (a job someone cancelled), "queued" (a job not yet running). `updated_at`:
+    wall time (epoch seconds) of the run's newest record, where the source knows it;
+    `reason`: why, in a few words, where it says more than the state ("job ERROR: out of
+    memory")."""
 
     run: RunRef
     state: Life

@@ -29,7 +29,7 @@ from carl_tui.redact import MASK, redact, redact_argv
 HUB_MISSING = "this needs huggingface_hub: pip install 'carl-tui[hub]'"
 # The stages of a job that has ended: "COMPLETED", "CANCELED", "ERROR", "DELETED".
 TERMINAL_STAGES = frozenset(s for s, life in STAGE_LIFE.items()
-                            if life in ("finished", "failed") and s != "ENDED")
+                            if life in ("finished", "failed", "stopped") and s != "ENDED")
 NOT_AUTHORISED = (
     "the Hugging Face Hub rejected the token (401): log in again with `hf auth login` "
     "or set HF_TOKEN"

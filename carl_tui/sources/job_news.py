@@ -42,7 +42,8 @@ class JobNews:
             out.append(job)
         life = STAGE_LIFE.get(job.stage)
         if life is not None:
-            reason = f"job {job.stage}: {job.message}" if life == "failed" and job.message else ""
+            ended_badly = life in ("failed", "stopped") and job.message
+            reason = f"job {job.stage}: {job.message}" if ended_badly else ""
             when = job.finished_at or job.started_at or job.created_at
             source.report_run_state(job.run, life, when, reason)
         return out

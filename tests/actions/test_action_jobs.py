@@ -227,7 +227,7 @@ def test_cancel_then_status_reads_canceled(hub):
     assert len(srv.requests_to("POST", rf"^/api/jobs/alice/{launched.job_id}/cancel$")) == 1
     state = c.wait_for(launched.job_id, {"CANCELED"}, timeout=5, interval=0.05,
                        on_state=seen.append)
-    assert state.stage == "CANCELED" and state.ended and state.life == "failed"
+    assert state.stage == "CANCELED" and state.ended and state.life == "stopped"
     assert state.job_id == launched.job_id and state.run == launched.run
     assert [s.stage for s in seen][-1] == "CANCELED" and all(isinstance(s, Job) for s in seen)
 

@@ -19,13 +19,13 @@ RUN = job_run("alice", "job-1")
 
 @pytest.mark.parametrize(("stage", "life"), [
     ("SCHEDULING", "queued"), ("RUNNING", "live"), ("COMPLETED", "finished"),
-    ("ERROR", "failed"), ("CANCELED", "failed"), ("DELETED", "failed"),
+    ("ERROR", "failed"), ("CANCELED", "stopped"), ("DELETED", "failed"),
     ("ENDED", "finished"), ("SOMETHING_NEW", "live"),
 ])
 def test_a_jobs_stage_says_its_runs_life(stage, life):
     job = Job(RUN, "job-1", stage)
     assert life_of_stage(stage) == job.life == life
-    assert job.ended == (life in ("finished", "failed"))
+    assert job.ended == (life in ("finished", "failed", "stopped"))
 
 
 def test_the_hubs_terminal_stages_are_the_stages_that_end_a_run():

@@ -109,7 +109,7 @@ def test_every_state_is_a_stage_of_the_dashboard():
                                                 "OUT_OF_MEMORY", "CANCELLED")} == {
         "PENDING": "queued", "RUNNING": "live", "COMPLETING": "live",
         "COMPLETED": "finished", "FAILED": "failed", "TIMEOUT": "failed",
-        "OUT_OF_MEMORY": "failed", "CANCELLED": "failed"}
+        "OUT_OF_MEMORY": "failed", "CANCELLED": "stopped"}
 
 
 def test_the_newer_json_shapes_are_read():
@@ -185,7 +185,7 @@ def test_a_pending_job_says_its_reason_and_stop_cancels(engine, slurm, tmp_path)
         engine.stop(job_id)
         stopped = wait_for(engine, job_id, lambda j: j.ended)
         assert (stopped.stage, stopped.message, stopped.life) == (
-            "CANCELED", "CANCELLED", "failed")
+            "CANCELED", "CANCELLED", "stopped")
     assert ("scancel", fill.job_id) in engine.commands
 
 

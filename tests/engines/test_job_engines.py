@@ -139,7 +139,7 @@ def test_a_stopped_job_ends_canceled_on_every_engine(harness):
     asked = engine.stop(job.job_id)
     assert asked.job_id == job.job_id
     end = wait(engine, job.job_id, lambda j: j.ended, "the stop", timeout=60)
-    assert end.stage == "CANCELED" and end.life == "failed"
+    assert end.stage == "CANCELED" and end.life == "stopped"
     assert {j.job_id: j.stage for j in engine.jobs()}[job.job_id] in ("CANCELED", "ENDED")
 
 

@@ -72,7 +72,7 @@ def test_ray_states_map_to_the_stage_words_and_keep_rays_own_word():
             "start_time": 1_700_000_000_000, "message": "Job was intentionally stopped."}
     words = {"PENDING": ("SCHEDULING", "queued"), "RUNNING": ("RUNNING", "live"),
              "SUCCEEDED": ("COMPLETED", "finished"), "FAILED": ("ERROR", "failed"),
-             "STOPPED": ("CANCELED", "failed")}
+             "STOPPED": ("CANCELED", "stopped")}
     for ray, (stage, life) in words.items():
         job = job_from_details(url, {**base, "status": ray})
         assert (job.stage, job.life) == (stage, life)

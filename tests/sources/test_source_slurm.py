@@ -122,9 +122,9 @@ def test_a_stopped_job_is_seen_cancelled(jobs):
     events, watcher = jobs["cancelled"], jobs["watcher"]
     assert jobs["asked"].job_id == jobs["stopped"].job_id
     assert watcher.finished and watcher.job.stage == "CANCELED"
-    assert watcher.job.message == "CANCELLED" and watcher.job.life == "failed"
+    assert watcher.job.message == "CANCELLED" and watcher.job.life == "stopped"
     lives = [ev for ev in events if isinstance(ev, RunLife)]
-    assert (lives[-1].state, lives[-1].reason) == ("failed", "job CANCELED: CANCELLED")
+    assert (lives[-1].state, lives[-1].reason) == ("stopped", "job CANCELED: CANCELLED")
     assert len(rows(events)) >= 2 and jobs["stop_s"] < 30
     assert any(isinstance(ev, LogLines) for ev in events)
 
@@ -138,7 +138,7 @@ def test_the_list_gives_one_run_per_job_with_slurms_states(jobs):
     assert (by_id[done].stage, by_id[done].message) == ("COMPLETED", "COMPLETED")
     assert (by_id[stopped].stage, by_id[stopped].message) == ("CANCELED", "CANCELLED")
     lives = {ev.run.run_id: ev.state for ev in listed.take_run_states(events)}
-    assert lives[done] == "finished" and lives[stopped] == "failed"
+    assert lives[done] == "finished" and lives[stopped] == "stopped"
     # the run in view is followed by its companion: the same steps as the job's source
     companion = listed.companion(by_id[done].run.key)
     assert isinstance(companion, SlurmJobSource) and companion.job_id == done
@@ -203,7 +203,7 @@ def test_the_commands_read_slurm_jobs_as_slurm_says(jobs, slurm):
     said = {str(j["job_id"]): j["job_state"] for j in squeue["jobs"]}
     done, stopped = jobs["done"].job_id, jobs["stopped"].job_id
     assert {k: (r["state"], r["job_state"]) for k, r in rows.items()} == {
-        done: ("finished", "COMPLETED"), stopped: ("failed", "CANCELLED"),
+        done: ("finished", "COMPLETED"), stopped: ("stopped", "CANCELLED"),
         fill.job_id: ("live", "RUNNING"), waiting.job_id: ("queued", "PENDING (Resources)")}
     assert all(r["job_state"].split(" ")[0] == said[k] for k, r in rows.items())
     assert rows[done]["last_step"] == STEPS and rows[done]["source"] == "slurm-job"

@@ -87,7 +87,7 @@ def test_fleet_of_every_job_has_each_ones_state_flavor_cost_steps_and_phase(loop
     assert set(rows) == {"job-queued", "job-running", "job-done", "job-error", "job-cancelled"}
     assert {k: r["state"] for k, r in rows.items()} == {
         "job-queued": "queued", "job-running": "live", "job-done": "finished",
-        "job-error": "failed", "job-cancelled": "failed"}
+        "job-error": "failed", "job-cancelled": "stopped"}
     assert {k: r["flavor"] for k, r in rows.items()} == {
         "job-queued": "a10g-small", "job-running": "a10g-large", "job-done": "a10g-small",
         "job-error": "a10g-small", "job-cancelled": "t4-small"}

@@ -113,7 +113,7 @@ async def test_s_stops_a_ray_job_and_says_so_and_j_lists_it(ray_head, tmp_path):
                                           for t in said), what="the stop said")
         assert ray_state(ray_head.url, job_id) == "STOPPED"
         # the source reads the end too: the run's life, with Ray's word as its reason
-        await wait_for(pilot, lambda: app.snapshot.life.state == "failed", what="failed")
+        await wait_for(pilot, lambda: app.snapshot.life.state == "stopped", what="stopped")
         assert "STOPPED" in app.snapshot.life.reason
         assert app.controller.stoppable(key).startswith("it has already ended (STOPPED")
         await pilot.press("s")  # an ended job is not stopped twice

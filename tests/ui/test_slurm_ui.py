@@ -250,7 +250,7 @@ async def test_s_cancels_a_slurm_job_and_says_so_and_j_and_fleet_list_it(cluster
             await wait_for(pilot, lambda: any(f"Slurm job {job_id} has stopped: CANCELLED" in t
                                               for t in said), what="the stop said")
             assert slurm_says(job_id) == ("CANCELLED", "CANCELLED")
-            await wait_for(pilot, lambda: app.snapshot.life.state == "failed", what="failed")
+            await wait_for(pilot, lambda: app.snapshot.life.state == "stopped", what="stopped")
             assert "CANCELLED" in app.snapshot.life.reason
             assert app.controller.stoppable(key).startswith("it has already ended (CANCELLED")
             await pilot.press("s")  # an ended job is not cancelled twice
@@ -269,7 +269,7 @@ async def test_s_cancels_a_slurm_job_and_says_so_and_j_and_fleet_list_it(cluster
             assert table.get_row(key)[0].plain == "● CANCELED"  # the one in view, said once
 
             rows = await asyncio.to_thread(fleet_rows)  # what `fleet --slurm --json` says
-            assert (rows[job_id]["state"], rows[job_id]["job_state"]) == ("failed", "CANCELLED")
+            assert (rows[job_id]["state"], rows[job_id]["job_state"]) == ("stopped", "CANCELLED")
             assert (rows[pending]["state"], rows[pending]["job_state"]) == (
                 "queued", "PENDING (JobHeldUser)")
             for jid in (job_id, pending):
@@ -286,6 +286,6 @@ async def test_s_cancels_a_slurm_job_and_says_so_and_j_and_fleet_list_it(cluster
             assert words == f"job {pending} stopped: CANCELLED"
             assert slurm_says(pending)[0] == "CANCELLED"
             await wait_for(pilot, lambda: app.snapshot.life is not None
-                           and app.snapshot.life.state == "failed", what="the held job failed")
+                           and app.snapshot.life.state == "stopped", what="the held job stopped")
     finally:
         SlurmEngine().stop(pending)
