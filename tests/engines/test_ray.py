@@ -231,7 +231,7 @@ def test_fleet_ray_lists_every_job_with_rays_state_and_summary_agrees(ray_head, 
     rows = {r["id"]: r for r in fleet(["--ray", *address, "--timeout", "30"], capsys)}
     truth = httpx.get(f"{ray_head.url}/api/jobs/", timeout=5).json()
     life = {"PENDING": "queued", "RUNNING": "live", "SUCCEEDED": "finished",
-            "FAILED": "failed", "STOPPED": "failed"}
+            "FAILED": "failed", "STOPPED": "stopped"}
     submitted = [t for t in truth if t.get("submission_id")]
     assert {r["id"] for r in rows.values()} == {t["submission_id"] for t in submitted}
     for info in submitted:  # what Ray said then: an ended job's state cannot change
