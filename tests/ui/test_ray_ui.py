@@ -6,6 +6,11 @@ from __future__ import annotations
 
 import functools
 
+import pytest
+
+# the jobs train a tiny model with this interpreter: without the training extras they fail
+pytest.importorskip("trl")
+
 from textual.widgets import Input, Select
 
 from carl_tui.actions.action_error import ActionError
