@@ -13,33 +13,17 @@ pytest.importorskip("trl")
 
 from textual.widgets import Input, Select
 
-from carl_tui.actions.action_error import ActionError
 from carl_tui.engines.ray import RayEngine
-from carl_tui.ui.app import build_app
 from carl_tui.ui.screens.confirm import ConfirmScreen
 from carl_tui.ui.screens.jobs import JobsScreen
 from carl_tui.ui.screens.launch import LaunchScreen
-from carl_tui.ui.widgets.job_bar import JobBar
-from tests.conftest import ScriptedSource, dashboard_config, notices_said, plain_text
+from tests.conftest import notices_said, plain_text
 from tests.conftest import wait_for as pilot_wait
 from tests.engines.test_ray import ray_state, tiny_spec, trainer_steps
+from tests.ui.cluster_app import job_bar, make_app
 
 SIZE = (160, 45)
 wait_for = functools.partial(pilot_wait, timeout=180.0)  # a job starts torch on a busy CPU
-
-
-def no_hub():
-    raise ActionError("no Hugging Face Hub in this test", kind="missing")
-
-
-def make_app(spec, **kw):
-    config = dashboard_config([ScriptedSource()], refresh_interval=0.05, launch_defaults=spec,
-                              jobs_client_factory=no_hub, **kw)
-    return build_app(config)
-
-
-def job_bar(app) -> str:
-    return plain_text(app.query_one(JobBar), 160)
 
 
 async def launch_from_form(app, pilot, steps: str) -> str:

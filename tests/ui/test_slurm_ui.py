@@ -20,18 +20,16 @@ pytest.importorskip("trl")
 
 from textual.widgets import Input, Select
 
-from carl_tui.actions.action_error import ActionError
 from carl_tui.actions.launch_spec import LaunchSpec
 from carl_tui.engines.slurm import SlurmEngine
-from carl_tui.ui.app import build_app
 from carl_tui.ui.screens.confirm import ConfirmScreen
 from carl_tui.ui.screens.jobs import JobsScreen
 from carl_tui.ui.screens.launch import LaunchScreen
-from carl_tui.ui.widgets.job_bar import JobBar
-from tests.conftest import ScriptedSource, dashboard_config, notices_said, plain_text
+from tests.conftest import notices_said, plain_text
 from tests.conftest import wait_for as pilot_wait
 from tests.engines.test_ray import trainer_steps
 from tests.slurm_cluster import cluster_fixture
+from tests.ui.cluster_app import job_bar, make_app
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -102,20 +100,6 @@ def test_carl_tui_launch_targets_slurm_with_its_batch_script(capsys, tmp_path, m
 
 
 # -- on the real cluster --------------------------------------------------------------
-
-
-def no_hub():
-    raise ActionError("no Hugging Face Hub in this test", kind="missing")
-
-
-def make_app(spec, **kw):
-    config = dashboard_config([ScriptedSource()], refresh_interval=0.05, launch_defaults=spec,
-                              jobs_client_factory=no_hub, **kw)
-    return build_app(config)
-
-
-def job_bar(app) -> str:
-    return plain_text(app.query_one(JobBar), 160)
 
 
 def my_jobs(name: str) -> list[str]:
