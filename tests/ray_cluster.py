@@ -14,7 +14,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.machine import free_port, skip_or_fail
 
 ROOT = Path(__file__).resolve().parents[1]
 START_TIMEOUT_S = 90.0  # `ray start` and the dashboard answering (3.6 s when idle)
@@ -47,16 +48,8 @@ def need_ray() -> str:
     if ray is None:
         why = ("no Ray here: `make ray` installs it into build/ray-venv "
                "(python3 -m venv build/ray-venv && build/ray-venv/bin/pip install 'ray[default]')")
-        if os.environ.get("CI"):
-            pytest.fail(f"under CI the Ray tests must run: {why}")
-        pytest.skip(why)
+        skip_or_fail("Ray", why)
     return ray
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

@@ -28,6 +28,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.machine import free_port, skip_or_fail
+
 DAEMONS = ("munged", "slurmctld", "slurmd")
 COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo")
 READY_S = 30.0  # the longest the node may take to be idle
@@ -43,10 +45,6 @@ def missing() -> str:
     return ""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _binary(name: str) -> str:
@@ -92,8 +90,8 @@ class SlurmCluster:
         self.conf.write_text("\n".join([
             "ClusterName=carltest",
             f"SlurmctldHost={host}(127.0.0.1)",
-            f"SlurmctldPort={_free_port()}",
-            f"SlurmdPort={_free_port()}",
+            f"SlurmctldPort={free_port()}",
+            f"SlurmdPort={free_port()}",
             "AuthType=auth/munge",
             "CredType=cred/munge",
             f"AuthInfo=socket={r / 'munge.sock'}",
@@ -221,13 +219,10 @@ def cluster_fixture(tmp_path_factory, request):
     """A pytest fixture's body (each test module makes it one, `scope="module"`): the
     cluster up for the module's tests, its set-up and tear-down times said at the end.
     Without the packages the tests skip, saying why; under CI (CI set) they fail."""
-    import pytest
 
     why = missing()
     if why:
-        if os.environ.get("CI"):
-            pytest.fail(f"under CI the Slurm tests must run: {why}")
-        pytest.skip(why)
+        skip_or_fail("Slurm", why)
     cluster = SlurmCluster(tmp_path_factory.mktemp("slurm")).start()
     try:
         yield cluster

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -27,12 +26,7 @@ import httpx
 import pytest
 
 from tests.fakes.server import FakeServer, Request, Response
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.machine import free_port
 
 
 def _env(data_dir: Path, **extra: str) -> dict[str, str]:

@@ -14,6 +14,7 @@ import shutil
 import pytest
 
 from tests.conftest import wait_until
+from tests.machine import skip_or_fail
 from tests.serving import HF_SECRET, RECORDING, start_serving
 
 pytest.importorskip("textual_serve")
@@ -36,9 +37,7 @@ def browser():
     if path is None:
         why = ("no Chromium on this machine (`make test` installs it with apt-get as root or "
                "with password-less sudo; or: apt-get install chromium)")
-        if os.environ.get("CI"):
-            pytest.fail(f"under CI the browser tests must run: {why}")
-        pytest.skip(why)
+        skip_or_fail("browser", why)
     with sync_api.sync_playwright() as pw:
         # As root, Chromium runs only without its sandbox.
         b = pw.chromium.launch(executable_path=path, args=["--no-sandbox"])
